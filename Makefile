@@ -1,0 +1,35 @@
+# rlgauntlet: `make demo` and `make test` do everything on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+TORCH_VERSION := 2.13.0
+
+.PHONY: install demo test test-slow bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	# torch first, pinned: an unpinned torch pulls several GB of CUDA wheels
+	$(BIN)/python -m pip install -q torch==$(TORCH_VERSION)
+	$(BIN)/python -m pip install -q -e ".[test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/rlgauntlet evaluate --agent zoo:cartpole-ppo --env CartPole-v1 \
+		--threat gaussian_noise:std=0.1 --threat uniform_noise:eps=0.2,p=0.5 \
+		--episodes 20 --n-envs 4 --out out/demo.json --store out/demo.sqlite
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -x --durations=10
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -m slow --durations=10
+
+bench: $(STAMP)
+	@for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) out .pytest_cache .hypothesis

@@ -1,0 +1,197 @@
+"""The ``rlgauntlet`` command line.
+
+Every command reports bad input as one line on stderr and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+import rlgauntlet
+from rlgauntlet.errors import UserError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Put trained deep-RL agents through the gauntlet.\n\nExample: rlgauntlet evaluate --agent zoo:cartpole-ppo --env CartPole-v1 --threat gaussian_noise:std=0.1",
+)
+zoo_app = typer.Typer(no_args_is_help=True, help="Reference agents trained by this project.")
+app.add_typer(zoo_app, name="zoo")
+console = Console(stderr=True)
+out_console = Console()
+
+DEFAULT_STORE_NAME = "rlgauntlet-results.sqlite"
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.4g}" if abs(value) < 1e4 else f"{value:.0f}"
+
+
+def print_table(report: dict) -> None:
+    table = Table(title=f"{report['agent'].get('name') or report['agent'].get('path', '')} on {report['env']['id']}")
+    for col in ("threat", "return", "± sem", "episodes", "perturbed", "action change", "ℓ∞ mean", "ℓ2 mean", "space", "seconds"):
+        table.add_column(col, justify="left" if col == "threat" else "right")
+    for ev in report["evaluations"]:
+        table.add_row(
+            ev["spec"], _fmt(ev["return_mean"]), _fmt(ev["return_sem"]), str(ev["episodes"]),
+            f"{ev['perturbed_fraction']:.0%}", f"{ev['action_change_rate']:.0%}",
+            _fmt(ev["linf_mean"]), _fmt(ev["l2_mean"]), ev["budget_space"], f"{ev['wall_seconds']:.1f}",
+        )
+    out_console.print(table)
+
+
+@app.command()
+def evaluate(
+    agent: str = typer.Option(..., help="zoo:NAME | sb3:PATH.zip[:ALGO] | torchscript:PATH. Example: --agent zoo:cartpole-ppo"),
+    env: str = typer.Option(..., help="Gymnasium id; the preset follows from it. Example: --env PongNoFrameskip-v4"),
+    threat: List[str] = typer.Option([], help="threat spec, repeatable. Example: --threat uniform_noise:eps=1/255,p=0.5"),
+    episodes: int = typer.Option(10, min=1, help="episodes per evaluation; episode k uses seed SEED+k. Example: --episodes 20"),
+    seed: int = typer.Option(0, help="evaluation seed. Example: --seed 100"),
+    n_envs: int = typer.Option(4, "--n-envs", min=1, help="envs stepped side by side (results do not depend on it). Example: --n-envs 8"),
+    device: str = typer.Option("cpu", help="torch device: cpu or cuda. Example: --device cuda"),
+    out: Optional[Path] = typer.Option(None, help="write the JSON report here. Example: --out results/pong.json"),
+    store: Optional[Path] = typer.Option(None, help=f"SQLite results store (default {DEFAULT_STORE_NAME} beside --out, or here). Example: --store runs.sqlite"),
+    resume: bool = typer.Option(False, help="continue the latest matching runs in the store, running only missing episodes. Example: --resume"),
+    preset: Optional[str] = typer.Option(None, help="override the env preset: atari, classic, mujoco, none. Example: --preset none"),
+    kind: Optional[str] = typer.Option(None, help="TorchScript output kind: q, categorical, gaussian, deterministic. Example: --kind q"),
+    vecnormalize: Optional[Path] = typer.Option(None, help="SB3 VecNormalize statistics saved with the agent. Example: --vecnormalize vecnormalize.pkl"),
+    input_space: Optional[str] = typer.Option(None, help="unit of the network input for TorchScript agents: pixel01, normalized, raw. Example: --input-space raw"),
+    stochastic: bool = typer.Option(False, help="sample actions instead of acting greedily. Example: --stochastic"),
+) -> None:
+    """Evaluate an agent clean and under every --threat; print a table, store episodes, write JSON.
+
+    Example: rlgauntlet evaluate --agent zoo:cartpole-ppo --env CartPole-v1 --threat uniform_noise:eps=0.1 --episodes 20 --out cartpole.json
+    """
+    from rlgauntlet.envs import make_env, resolve_preset
+    from rlgauntlet.experiments.evaluate import run_evaluation
+    from rlgauntlet.experiments.store import ResultsStore
+    from rlgauntlet.threats import parse_threat
+    from rlgauntlet.victims import load_victim
+
+    threats = [parse_threat(s) for s in threat]  # fail on a bad spec before loading anything
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UserError("--device cuda but no CUDA device is available; use --device cpu")
+    env_preset = resolve_preset(env, preset)
+    probe = make_env(env, env_preset)
+    victim = load_victim(agent, probe.observation_space, probe.action_space, device=device, kind=kind, vecnormalize=vecnormalize)
+    if input_space is not None:
+        if input_space not in ("pixel01", "normalized", "raw"):
+            raise UserError(f"unknown --input-space {input_space!r}; choose pixel01, normalized or raw")
+        victim.budget_space = input_space
+    victim.check_env(probe.observation_space, probe.action_space, env)
+    probe.close()
+    for t in threats:
+        t.check_victim(victim)
+
+    store_path = store or ((out.parent if out else Path(".")) / DEFAULT_STORE_NAME)
+    results = ResultsStore(store_path)
+    env_info = {"id": env, "preset": env_preset}
+    report = {"rlgauntlet_version": rlgauntlet.__version__, "agent": victim.description, "env": env_info, "evaluations": []}
+    plan = [None, *threats]
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        for t in plan:
+            label = t.spec if t is not None else "clean"
+            task = progress.add_task(label, total=episodes)
+            summary = run_evaluation(
+                results, lambda: make_env(env, env_preset), env_info, victim, t, episodes, seed,
+                n_envs=n_envs, deterministic=not stochastic, resume=resume,
+                on_episode=lambda rec, task=task: progress.advance(task),
+            )
+            progress.update(task, completed=episodes)
+            report["evaluations"].append(summary)
+    results.close()
+    print_table(report)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=2) + "\n")
+        console.print(f"wrote {out} (episodes stored in {store_path})")
+
+
+@app.command()
+def train(
+    preset: str = typer.Option(..., help="zoo preset to train. Example: --preset cartpole-ppo"),
+    run_dir: Optional[Path] = typer.Option(None, help="checkpoint folder (default runs/PRESET); resumed if it holds one. Example: --run-dir runs/pong"),
+    device: str = typer.Option("cpu", help="torch device for training. Example: --device cuda"),
+    steps: Optional[int] = typer.Option(None, help="override the preset's training budget (agent steps). Example: --steps 200000"),
+    threads: int = typer.Option(1, help="torch CPU threads. Example: --threads 2"),
+    stop_at_target: bool = typer.Option(True, help="stop when recent training episodes beat the target return. Example: --no-stop-at-target"),
+    register: bool = typer.Option(True, help="copy the result into zoo/ and write its manifest entry (20-episode clean return). Example: --no-register"),
+) -> None:
+    """Train a zoo agent with its fixed recipe (SB3), with resumable checkpoints.
+
+    Example: rlgauntlet train --preset cartpole-ppo
+    """
+    from rlgauntlet.training.presets import get_preset
+    from rlgauntlet.training.register import register_zoo_agent
+    from rlgauntlet.training.sb3_train import train_preset
+
+    get_preset(preset)
+    ckpt = train_preset(preset, run_dir or Path("runs") / preset, device=device, total_timesteps=steps,
+                        threads=threads, stop_at_target=stop_at_target, log=lambda s: console.print(s))
+    if register:
+        entry = register_zoo_agent(preset, ckpt)
+        console.print(f"zoo/{entry['file']}: clean return {entry['clean_return']['mean']:.1f} ± {entry['clean_return']['std']:.1f} over 20 episodes")
+
+
+@zoo_app.command("list")
+def zoo_list() -> None:
+    """List the zoo agents with their env, algorithm and clean return.
+
+    Example: rlgauntlet zoo list
+    """
+    from rlgauntlet.zoo import load_manifest
+
+    table = Table(title="rlgauntlet zoo")
+    for col in ("name", "env", "algorithm", "clean return (20 ep.)", "target", "steps", "file"):
+        table.add_column(col)
+    for name, e in load_manifest().items():
+        cr = e.get("clean_return", {})
+        table.add_row(name, e["env"], e["algorithm"], f"{cr.get('mean', float('nan')):.1f} ± {cr.get('std', float('nan')):.1f}",
+                      str(cr.get("target", "")), str(e.get("total_timesteps", "")), e["file"])
+    out_console.print(table)
+
+
+@app.command()
+def version() -> None:
+    """Print the rlgauntlet version."""
+    out_console.print(rlgauntlet.__version__)
+
+
+def main() -> None:
+    """Entry point: run the app; turn user errors into one stderr line and exit status 2."""
+    try:
+        app(standalone_mode=False)
+    except UserError as exc:
+        print(f"rlgauntlet: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print("rlgauntlet: interrupted; finished episodes are in the store (rerun with --resume)", file=sys.stderr)
+        sys.exit(130)
+    except Exception as exc:  # click usage errors
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            print(f"rlgauntlet: error: {exc.format_message()} (see --help)", file=sys.stderr)
+            sys.exit(2)
+        if isinstance(exc, click.exceptions.Exit):
+            sys.exit(exc.exit_code)
+        if isinstance(exc, click.exceptions.Abort):
+            sys.exit(130)
+        raise
+
+
+if __name__ == "__main__":
+    main()

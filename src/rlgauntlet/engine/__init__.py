@@ -1,0 +1,1 @@
+"""The rollout engine: every evaluation runs through ``rollout.evaluate_episodes``."""

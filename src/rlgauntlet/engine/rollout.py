@@ -1,0 +1,189 @@
+"""The rollout engine: N envs side by side, one batched victim call and one batched threat
+call per step, one record per finished episode.
+
+Episode ``k`` always starts from env seed ``seed + k`` and draws its threat noise, schedule
+and sampled actions from its own generators (``engine.seeding``), so per-episode results do
+not depend on ``n_envs``. Envs step in a plain loop (as Gymnasium's ``SyncVectorEnv`` does);
+everything the victim and the threat compute is one batched tensor op over the active envs.
+
+Example:
+    >>> from rlgauntlet.envs import make_env                      # doctest: +SKIP
+    >>> records = evaluate_episodes(lambda: make_env("CartPole-v1"), victim,
+    ...                             threat=None, episodes=range(10), seed=0, n_envs=4)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable, Iterable
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlgauntlet.engine.seeding import BatchRNG, episode_generator
+from rlgauntlet.errors import UserError
+from rlgauntlet.threats.base import Threat
+from rlgauntlet.victims.base import Victim
+
+CONTINUOUS_ACTION_TOL = 1e-6
+
+
+@dataclass
+class EpisodeRecord:
+    """What one episode measured.
+
+    ``linf_sum``/``l2_sum`` add the per-step norm of (x' − x) over perturbed steps, in the
+    victim's budget space; ``action_changes`` counts perturbed steps whose action differs
+    from the action on the clean input of the same step.
+    """
+
+    episode: int
+    seed: int
+    episode_return: float
+    length: int
+    perturbed_steps: int = 0
+    action_changes: int = 0
+    linf_sum: float = 0.0
+    linf_max: float = 0.0
+    l2_sum: float = 0.0
+    wall_seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class _Slot:
+    """One env and the episode it is running."""
+
+    def __init__(self, env: gym.Env) -> None:
+        self.env = env
+        self.obs = None
+        self.record: EpisodeRecord | None = None
+        self.generators: dict[str, torch.Generator] = {}
+        self.started = 0.0
+
+    def start(self, episode: int, seed: int) -> None:
+        self.obs, _ = self.env.reset(seed=seed + episode)
+        self.record = EpisodeRecord(episode=episode, seed=seed + episode, episode_return=0.0, length=0)
+        self.generators = {s: episode_generator(seed, episode, s) for s in ("threat", "schedule", "policy")}
+        self.started = time.perf_counter()
+
+
+def _actions_differ(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    if a.dtype in (torch.int64, torch.int32):
+        return a != b
+    return (a - b).abs().reshape(a.shape[0], -1).amax(dim=1) > CONTINUOUS_ACTION_TOL
+
+
+def evaluate_episodes(
+    env_fn: Callable[[], gym.Env],
+    victim: Victim,
+    threat: Threat | None,
+    episodes: Iterable[int],
+    seed: int,
+    n_envs: int = 1,
+    deterministic: bool = True,
+    on_episode: Callable[[EpisodeRecord], None] | None = None,
+    on_step: Callable[[int], None] | None = None,
+) -> list[EpisodeRecord]:
+    """Run the given episode indices and return their records (in order of completion).
+
+    Args:
+        env_fn: makes one env (with its preset wrappers).
+        victim: the agent under test.
+        threat: observation threat applied through its schedule, or None for clean runs.
+        episodes: episode indices ``k`` to run; episode ``k`` uses env seed ``seed + k``.
+        seed: evaluation seed.
+        n_envs: envs stepped side by side (results do not depend on it).
+        deterministic: act greedily (default, as SB3's ``evaluate_policy``) or sample.
+        on_episode: called with each record as soon as its episode ends (e.g. to store it).
+        on_step: called with the number of agent steps taken in each batched step.
+    """
+    queue = list(episodes)
+    if not queue:
+        return []
+    slots = [_Slot(env_fn()) for _ in range(max(1, min(n_envs, len(queue))))]
+    for slot in slots:
+        slot.start(queue.pop(0), seed)
+    done: list[EpisodeRecord] = []
+    discrete = isinstance(victim.action_space, gym.spaces.Discrete)
+    try:
+        while any(s.record is not None for s in slots):
+            active = [s for s in slots if s.record is not None]
+            actions = _batched_actions(active, victim, threat, deterministic, discrete)
+            if on_step is not None:
+                on_step(len(active))
+            for slot, action in zip(active, actions):
+                obs, _reward, terminated, truncated, info = slot.env.step(action)
+                rec = slot.record
+                rec.length += 1
+                if terminated or truncated:
+                    if info.get("real_done", True):
+                        rec.episode_return = float(info.get("raw_return", rec.episode_return))
+                        rec.wall_seconds = time.perf_counter() - slot.started
+                        done.append(rec)
+                        if on_episode is not None:
+                            on_episode(rec)
+                        if queue:
+                            slot.start(queue.pop(0), seed)
+                        else:
+                            slot.record = None
+                        continue
+                    obs, _ = slot.env.reset()  # life lost: the game goes on (SB3 EpisodicLifeEnv)
+                rec.episode_return = float(info.get("raw_return", rec.episode_return))
+                slot.obs = obs
+    finally:
+        for slot in slots:
+            slot.env.close()
+    return done
+
+
+@torch.no_grad()
+def _batched_actions(
+    active: list[_Slot], victim: Victim, threat: Threat | None, deterministic: bool, discrete: bool
+) -> list:
+    obs = np.stack([s.obs for s in active])
+    x = victim.preprocess(obs)
+    if not torch.isfinite(x).all():
+        bad = [s.record.episode for s, ok in zip(active, torch.isfinite(x).reshape(len(active), -1).all(1)) if not ok]
+        raise UserError(
+            f"the env returned non-finite observations (NaN or inf) in episode(s) {bad}; "
+            "fix the env or its wrappers (finished episodes are kept)"
+        )
+    x_in = x
+    mask = None
+    if threat is not None:
+        mask = threat.schedule.mask(BatchRNG([s.generators["schedule"] for s in active], x.device))
+        if mask.any():
+            rng = BatchRNG([s.generators["threat"] for s, m in zip(active, mask.tolist()) if m], x.device)
+            with torch.enable_grad():
+                perturbed = threat.perturb(x[mask], victim, rng).detach()
+            if perturbed.shape != x[mask].shape or not torch.isfinite(perturbed).all():
+                raise RuntimeError(f"threat {threat.spec!r} returned a bad perturbation (shape or NaN): a bug")
+            x_in = x.clone()
+            x_in[mask] = perturbed
+    out = victim.forward(x_in)
+    noise = None
+    if not deterministic:
+        rng = BatchRNG([s.generators["policy"] for s in active], x.device)
+        noise = rng.uniform(()) if discrete else rng.normal(victim.action_space.shape)
+    actions = victim.actions(out, deterministic, noise)
+    if mask is not None and mask.any():
+        delta = (x_in[mask] - x[mask]).reshape(int(mask.sum()), -1)
+        linf = delta.abs().amax(dim=1).cpu().numpy()
+        l2 = delta.norm(dim=1).cpu().numpy()
+        clean_actions = victim.actions(victim.forward(x[mask]), deterministic, None if noise is None else noise[mask])
+        changed = _actions_differ(actions[mask], clean_actions).cpu().numpy()
+        for j, i in enumerate(np.flatnonzero(mask.cpu().numpy())):
+            rec = active[i].record
+            rec.perturbed_steps += 1
+            rec.action_changes += int(changed[j])
+            rec.linf_sum += float(linf[j])
+            rec.linf_max = max(rec.linf_max, float(linf[j]))
+            rec.l2_sum += float(l2[j])
+    acts = actions.cpu().numpy()
+    if discrete:
+        return [int(a) for a in acts]
+    return [a.astype(np.float32) for a in acts]

@@ -1,0 +1,188 @@
+"""Environment presets.
+
+The preset (the wrapper chain) follows from the Gymnasium id, as Stable-Baselines3 users
+expect:
+
+* ``atari``: ``*NoFrameskip-v4`` ids get SB3's ``AtariWrapper`` (no-op reset, frame skip 4
+  with max-pooling, episodic life, fire reset, 84x84 grey) and a 4-frame stack on the last
+  axis, exactly what ``make_atari_env`` + ``VecFrameStack(4)`` produce;
+* ``classic`` (CartPole, Acrobot, MountainCar, Pendulum, ...) and ``mujoco`` (``*-v5``):
+  the env as registered;
+* ``none``: the env as registered, whatever its id.
+
+Evaluation envs report the *real* episode: the raw game score summed over all lives, and
+an episode ends only when the game is over (as SB3's ``Monitor`` and ``evaluate_policy``
+count it), even though the agent sees a life loss as a terminal step.
+
+Example:
+    >>> env = make_env("CartPole-v1")
+    >>> obs, info = env.reset(seed=0)
+    >>> obs.shape
+    (4,)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+
+from rlgauntlet.errors import UserError
+
+Preset = Literal["atari", "classic", "mujoco", "none"]
+PRESETS: tuple[str, ...] = ("atari", "classic", "mujoco", "none")
+
+CLASSIC_IDS = {
+    "CartPole-v0",
+    "CartPole-v1",
+    "Acrobot-v1",
+    "MountainCar-v0",
+    "MountainCarContinuous-v0",
+    "Pendulum-v1",
+}
+MUJOCO_PREFIXES = (
+    "Hopper",
+    "Walker2d",
+    "HalfCheetah",
+    "Ant",
+    "Humanoid",
+    "HumanoidStandup",
+    "Swimmer",
+    "Reacher",
+    "InvertedPendulum",
+    "InvertedDoublePendulum",
+    "Pusher",
+)
+
+ATARI_FRAME_STACK = 4
+
+_ale_registered = False
+
+
+def _register_ale() -> None:
+    global _ale_registered
+    if not _ale_registered:
+        import ale_py
+
+        gym.register_envs(ale_py)
+        _ale_registered = True
+
+
+def resolve_preset(env_id: str, override: str | None = None) -> Preset:
+    """Return the preset name implied by ``env_id`` (or ``override`` when given)."""
+    if override is not None:
+        if override not in PRESETS:
+            raise UserError(
+                f"unknown preset {override!r}; choose one of: {', '.join(PRESETS)}"
+            )
+        return override  # type: ignore[return-value]
+    if env_id.endswith("NoFrameskip-v4"):
+        return "atari"
+    if env_id in CLASSIC_IDS:
+        return "classic"
+    if env_id.split("-")[0] in MUJOCO_PREFIXES:
+        return "mujoco"
+    return "none"
+
+
+class RealEpisodeInfo(gym.Wrapper):
+    """Innermost wrapper: reports whether the *game* ended and its raw (unclipped) return.
+
+    Adds ``info["real_done"]`` and ``info["raw_return"]`` on every step, so the rollout
+    engine can tell a life loss (terminal for the agent) from the end of the game.
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.raw_return = 0.0
+
+    def reset(self, **kwargs: Any):
+        self.raw_return = 0.0
+        return self.env.reset(**kwargs)
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.raw_return += float(reward)
+        info = dict(info)
+        info["real_done"] = bool(terminated or truncated)
+        info["raw_return"] = self.raw_return
+        return obs, reward, terminated, truncated, info
+
+
+class LastAxisFrameStack(gym.ObservationWrapper):
+    """Stack the last ``n`` frames on the channel (last) axis, zero-filled after a reset.
+
+    Matches SB3's ``VecFrameStack(n)`` for a single env: after every reset (including the
+    soft reset after a life loss) the stack is zeros with the new frame in the last slot.
+    """
+
+    def __init__(self, env: gym.Env, n: int) -> None:
+        super().__init__(env)
+        space = env.observation_space
+        assert isinstance(space, gym.spaces.Box)
+        self.n = n
+        low = np.repeat(space.low, n, axis=-1)
+        high = np.repeat(space.high, n, axis=-1)
+        self.observation_space = gym.spaces.Box(low=low, high=high, dtype=space.dtype)
+        self._stack = np.zeros(self.observation_space.shape, dtype=space.dtype)
+        self._channels = space.shape[-1]
+
+    def reset(self, **kwargs: Any):
+        obs, info = self.env.reset(**kwargs)
+        self._stack[...] = 0
+        return self.observation(obs), info
+
+    def observation(self, observation):
+        self._stack = np.roll(self._stack, shift=-self._channels, axis=-1)
+        self._stack[..., -self._channels :] = observation
+        return self._stack.copy()
+
+
+def _gym_make(env_id: str, **kwargs: Any) -> gym.Env:
+    if env_id.endswith("-v4") or env_id.startswith("ALE/"):
+        _register_ale()
+    try:
+        return gym.make(env_id, **kwargs)
+    except gym.error.Error as exc:
+        raise UserError(
+            f"cannot make env {env_id!r} ({exc}); give a registered Gymnasium id such as "
+            "CartPole-v1, Pendulum-v1, Hopper-v5 or PongNoFrameskip-v4"
+        ) from None
+
+
+def make_env(env_id: str, preset: str | None = None) -> gym.Env:
+    """Make one evaluation env with the wrappers of its preset.
+
+    Args:
+        env_id: Gymnasium id, e.g. ``"CartPole-v1"`` or ``"PongNoFrameskip-v4"``.
+        preset: override the preset implied by the id (``atari``, ``classic``, ``mujoco``, ``none``).
+
+    Returns:
+        A Gymnasium env whose ``info`` carries ``real_done`` and ``raw_return``.
+    """
+    kind = resolve_preset(env_id, preset)
+    env = RealEpisodeInfo(_gym_make(env_id))
+    if kind == "atari":
+        from stable_baselines3.common.atari_wrappers import AtariWrapper
+
+        env = AtariWrapper(env, terminal_on_life_loss=True, clip_reward=False)
+        env = LastAxisFrameStack(env, ATARI_FRAME_STACK)
+    return env
+
+
+def make_train_vec_env(env_id: str, n_envs: int, seed: int, preset: str | None = None):
+    """Make SB3's standard training ``VecEnv`` for ``env_id``.
+
+    Atari: ``make_atari_env`` + ``VecFrameStack(4)``; others: ``make_vec_env``.
+    """
+    from stable_baselines3.common.env_util import make_atari_env, make_vec_env
+    from stable_baselines3.common.vec_env import VecFrameStack
+
+    kind = resolve_preset(env_id, preset)
+    if kind == "atari":
+        _register_ale()
+        return VecFrameStack(make_atari_env(env_id, n_envs=n_envs, seed=seed), ATARI_FRAME_STACK)
+    if env_id.endswith("-v4"):
+        _register_ale()
+    return make_vec_env(env_id, n_envs=n_envs, seed=seed)

@@ -1,0 +1,1 @@
+"""Experiments: evaluations and their results store."""

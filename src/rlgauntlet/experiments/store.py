@@ -1,0 +1,118 @@
+"""SQLite results store: one row per run, one per episode, written as episodes finish.
+
+A run is one evaluation (agent × env × threat spec × seed × acting mode). Its ``key`` hashes
+what determines its episodes, so ``--resume`` finds the latest run with the same key and
+runs only the episodes it lacks: a killed evaluation loses nothing that finished, and a
+resumed one duplicates nothing (``(run_id, episode)`` is the primary key).
+
+Example:
+    >>> store = ResultsStore(":memory:")
+    >>> run = store.create_run("k", {"threat": "clean"})
+    >>> store.done_episodes(run)
+    set()
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from pathlib import Path
+
+from rlgauntlet.engine.rollout import EpisodeRecord
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT NOT NULL,
+    created REAL NOT NULL,
+    meta TEXT NOT NULL,
+    wall_seconds REAL NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS runs_key ON runs(key);
+CREATE TABLE IF NOT EXISTS episodes (
+    run_id INTEGER NOT NULL REFERENCES runs(run_id),
+    episode INTEGER NOT NULL,
+    seed INTEGER NOT NULL,
+    episode_return REAL NOT NULL,
+    length INTEGER NOT NULL,
+    perturbed_steps INTEGER NOT NULL,
+    action_changes INTEGER NOT NULL,
+    linf_sum REAL NOT NULL,
+    linf_max REAL NOT NULL,
+    l2_sum REAL NOT NULL,
+    wall_seconds REAL NOT NULL,
+    finished REAL NOT NULL,
+    PRIMARY KEY (run_id, episode)
+);
+"""
+
+EPISODE_FIELDS = (
+    "episode", "seed", "episode_return", "length", "perturbed_steps", "action_changes",
+    "linf_sum", "linf_max", "l2_sum", "wall_seconds",
+)
+
+
+def run_key(identity: dict) -> str:
+    """Stable hash of what determines a run's episodes."""
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+
+
+class ResultsStore:
+    """The SQLite file holding every run and episode."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self.conn = sqlite3.connect(self.path, timeout=30.0)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.executescript(SCHEMA)
+        self.conn.commit()
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def create_run(self, key: str, meta: dict) -> int:
+        cur = self.conn.execute(
+            "INSERT INTO runs (key, created, meta) VALUES (?, ?, ?)", (key, time.time(), json.dumps(meta))
+        )
+        self.conn.commit()
+        return int(cur.lastrowid)
+
+    def latest_run(self, key: str) -> int | None:
+        row = self.conn.execute("SELECT MAX(run_id) FROM runs WHERE key = ?", (key,)).fetchone()
+        return None if row[0] is None else int(row[0])
+
+    def run_meta(self, run_id: int) -> dict:
+        row = self.conn.execute("SELECT meta FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        return json.loads(row[0])
+
+    def add_wall_seconds(self, run_id: int, seconds: float) -> None:
+        self.conn.execute("UPDATE runs SET wall_seconds = wall_seconds + ? WHERE run_id = ?", (seconds, run_id))
+        self.conn.commit()
+
+    def wall_seconds(self, run_id: int) -> float:
+        return float(self.conn.execute("SELECT wall_seconds FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0])
+
+    def add_episode(self, run_id: int, record: EpisodeRecord) -> None:
+        """Insert one finished episode and commit at once (a kill loses nothing finished)."""
+        values = [getattr(record, f) for f in EPISODE_FIELDS]
+        self.conn.execute(
+            f"INSERT INTO episodes (run_id, {', '.join(EPISODE_FIELDS)}, finished) "
+            f"VALUES (?, {', '.join('?' * len(EPISODE_FIELDS))}, ?)",
+            [run_id, *values, time.time()],
+        )
+        self.conn.commit()
+
+    def done_episodes(self, run_id: int) -> set[int]:
+        rows = self.conn.execute("SELECT episode FROM episodes WHERE run_id = ?", (run_id,))
+        return {int(r[0]) for r in rows}
+
+    def episodes(self, run_id: int, limit: int | None = None) -> list[EpisodeRecord]:
+        """Episode records of a run, ordered by episode index (the first ``limit`` indices)."""
+        sql = f"SELECT {', '.join(EPISODE_FIELDS)} FROM episodes WHERE run_id = ? ORDER BY episode"
+        rows = self.conn.execute(sql, (run_id,)).fetchall()
+        records = [EpisodeRecord(**dict(zip(EPISODE_FIELDS, r))) for r in rows]
+        return records if limit is None else [r for r in records if r.episode < limit]

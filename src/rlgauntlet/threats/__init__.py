@@ -1,0 +1,11 @@
+"""Threats: what changes the agent's observations, actions or world.
+
+Importing this package registers the built-in threats; build one from a spec string with
+:func:`parse_threat`.
+"""
+
+from rlgauntlet.threats import noise  # noqa: F401  (registers threats)
+from rlgauntlet.threats.base import THREATS, Schedule, Threat, ThreatParams, register_threat
+from rlgauntlet.threats.spec import known_threats, parse_threat
+
+__all__ = ["THREATS", "Schedule", "Threat", "ThreatParams", "register_threat", "parse_threat", "known_threats"]

@@ -1,0 +1,1 @@
+"""Training of reference agents (the zoo) on top of Stable-Baselines3."""

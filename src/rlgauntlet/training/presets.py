@@ -1,0 +1,196 @@
+"""Fixed training recipes for the zoo agents.
+
+Each preset pins the env, the SB3 algorithm, its hyperparameters, the number of parallel
+envs, the training budget and the seed, so that ``rlgauntlet train --preset NAME`` is the
+whole recipe. Hyperparameters follow the tuned values published with RL Baselines3 Zoo for
+the same env (recorded per preset); see docs/decisions.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch.nn as nn
+
+from rlgauntlet.errors import UserError
+
+
+def linear_schedule(initial: float) -> Callable[[float], float]:
+    """SB3 schedule that decays linearly from ``initial`` to 0 over training."""
+
+    def schedule(progress_remaining: float) -> float:
+        return progress_remaining * initial
+
+    return schedule
+
+
+@dataclass(frozen=True)
+class TrainPreset:
+    """A complete, fixed training recipe.
+
+    Attributes:
+        name: zoo name, e.g. ``"cartpole-ppo"``.
+        env_id: Gymnasium id.
+        algo: SB3 algorithm name (``ppo``, ``a2c``, ``dqn``, ``sac``, ``td3``, ``ddpg``).
+        total_timesteps: agent steps summed over all parallel envs.
+        n_envs: parallel training envs.
+        seed: training seed.
+        hyperparams: keyword arguments of the SB3 algorithm constructor.
+        normalize: wrap training envs in ``VecNormalize`` (observations only).
+        target_return: clean return the trained agent must reach over 20 episodes.
+        checkpoint_every: agent steps between resumable checkpoints.
+        action_noise_std: Gaussian exploration noise (off-policy continuous algorithms).
+    """
+
+    name: str
+    env_id: str
+    algo: str
+    total_timesteps: int
+    n_envs: int
+    seed: int
+    hyperparams: dict[str, Any]
+    target_return: float
+    normalize: bool = False
+    checkpoint_every: int = 50_000
+    action_noise_std: float | None = None
+    source: str = "RL Baselines3 Zoo tuned hyperparameters"
+    notes: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+PRESETS: dict[str, TrainPreset] = {
+    p.name: p
+    for p in [
+        TrainPreset(
+            name="cartpole-ppo",
+            env_id="CartPole-v1",
+            algo="ppo",
+            total_timesteps=100_000,
+            n_envs=8,
+            seed=0,
+            hyperparams=dict(
+                policy="MlpPolicy",
+                n_steps=32,
+                batch_size=256,
+                gae_lambda=0.8,
+                gamma=0.98,
+                n_epochs=20,
+                ent_coef=0.0,
+                learning_rate=linear_schedule(0.001),
+                clip_range=linear_schedule(0.2),
+            ),
+            target_return=475.0,
+            checkpoint_every=25_000,
+        ),
+        TrainPreset(
+            name="cartpole-dqn",
+            env_id="CartPole-v1",
+            algo="dqn",
+            total_timesteps=50_000,
+            n_envs=1,
+            seed=0,
+            hyperparams=dict(
+                policy="MlpPolicy",
+                learning_rate=2.3e-3,
+                batch_size=64,
+                buffer_size=100_000,
+                learning_starts=1000,
+                gamma=0.99,
+                target_update_interval=10,
+                train_freq=256,
+                gradient_steps=128,
+                exploration_fraction=0.16,
+                exploration_final_eps=0.04,
+                policy_kwargs=dict(net_arch=[256, 256]),
+            ),
+            target_return=475.0,
+            checkpoint_every=10_000,
+        ),
+        TrainPreset(
+            name="pendulum-td3",
+            env_id="Pendulum-v1",
+            algo="td3",
+            total_timesteps=20_000,
+            n_envs=1,
+            seed=0,
+            hyperparams=dict(
+                policy="MlpPolicy",
+                gamma=0.98,
+                buffer_size=200_000,
+                learning_starts=10_000,
+                gradient_steps=1,
+                train_freq=1,
+                learning_rate=1e-3,
+                policy_kwargs=dict(net_arch=[400, 300]),
+            ),
+            action_noise_std=0.1,
+            target_return=-200.0,
+            checkpoint_every=5_000,
+        ),
+        TrainPreset(
+            name="hopper-ppo",
+            env_id="Hopper-v5",
+            algo="ppo",
+            total_timesteps=1_000_000,
+            n_envs=1,
+            seed=0,
+            normalize=True,
+            hyperparams=dict(
+                policy="MlpPolicy",
+                batch_size=32,
+                n_steps=512,
+                gamma=0.999,
+                learning_rate=9.80828e-05,
+                ent_coef=0.00229519,
+                clip_range=0.2,
+                n_epochs=5,
+                gae_lambda=0.99,
+                max_grad_norm=0.7,
+                vf_coef=0.835671,
+                policy_kwargs=dict(
+                    log_std_init=-2,
+                    ortho_init=False,
+                    activation_fn=nn.ReLU,
+                    net_arch=dict(pi=[256, 256], vf=[256, 256]),
+                ),
+            ),
+            target_return=2000.0,
+            checkpoint_every=100_000,
+        ),
+        TrainPreset(
+            name="pong-ppo",
+            env_id="PongNoFrameskip-v4",
+            algo="ppo",
+            total_timesteps=10_000_000,
+            n_envs=8,
+            seed=0,
+            hyperparams=dict(
+                policy="CnnPolicy",
+                n_steps=128,
+                n_epochs=4,
+                batch_size=256,
+                learning_rate=linear_schedule(2.5e-4),
+                clip_range=linear_schedule(0.1),
+                vf_coef=0.5,
+                ent_coef=0.01,
+            ),
+            target_return=15.0,
+            checkpoint_every=100_000,
+            notes=(
+                "Linear schedules run over the nominal 10M steps; training stops early "
+                "once the evaluation callback sees the target return (--stop-at-target)."
+            ),
+        ),
+    ]
+}
+
+
+def get_preset(name: str) -> TrainPreset:
+    """Return the preset called ``name`` or raise a :class:`UserError` listing the known ones."""
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise UserError(
+            f"unknown training preset {name!r}; choose one of: {', '.join(sorted(PRESETS))}"
+        ) from None

@@ -1,0 +1,198 @@
+"""Resumable Stable-Baselines3 training of the zoo presets.
+
+``train_preset`` trains in chunks of ``preset.checkpoint_every`` agent steps and, after each
+chunk, atomically writes a checkpoint folder (the SB3 zip with policy and optimizer state,
+the VecNormalize statistics, the replay buffer of off-policy algorithms, and
+``progress.json``). Started again on the same folder it resumes where the last checkpoint
+stopped, so a killed job loses at most one chunk.
+
+Example:
+    >>> from rlgauntlet.training.sb3_train import train_preset   # doctest: +SKIP
+    >>> train_preset("cartpole-ppo", run_dir="runs/cartpole-ppo")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+from stable_baselines3.common.callbacks import BaseCallback
+
+from rlgauntlet.envs.presets import make_train_vec_env
+from rlgauntlet.training.presets import TrainPreset, get_preset
+
+ALGORITHMS = ("ppo", "a2c", "dqn", "sac", "td3", "ddpg")
+
+
+def algorithm_class(name: str):
+    """Return the SB3 algorithm class for ``name`` (``ppo``, ``dqn``, ...)."""
+    import stable_baselines3 as sb3
+
+    classes = {"ppo": sb3.PPO, "a2c": sb3.A2C, "dqn": sb3.DQN, "sac": sb3.SAC, "td3": sb3.TD3, "ddpg": sb3.DDPG}
+    return classes[name.lower()]
+
+
+def _build_env(preset: TrainPreset, run_dir: Path):
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    env = make_train_vec_env(preset.env_id, preset.n_envs, preset.seed)
+    if preset.normalize:
+        stats = run_dir / "checkpoint" / "vecnormalize.pkl"
+        if stats.exists():
+            env = VecNormalize.load(str(stats), env)
+            env.training = True
+        else:
+            env = VecNormalize(env, norm_obs=True, norm_reward=True, gamma=preset.hyperparams.get("gamma", 0.99))
+    return env
+
+
+def _build_model(preset: TrainPreset, env, device: str):
+    cls = algorithm_class(preset.algo)
+    kwargs = dict(preset.hyperparams)
+    policy = kwargs.pop("policy")
+    if preset.action_noise_std is not None:
+        from stable_baselines3.common.noise import NormalActionNoise
+
+        dim = env.action_space.shape[0]
+        kwargs["action_noise"] = NormalActionNoise(np.zeros(dim), preset.action_noise_std * np.ones(dim))
+    return cls(policy, env, seed=preset.seed, device=device, verbose=0, **kwargs)
+
+
+def _save_checkpoint(model, env, run_dir: Path, progress: dict) -> None:
+    tmp = run_dir / "checkpoint.tmp"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    model.save(tmp / "model.zip")
+    # Policy weights and optimizer state also as plain torch files, loadable without SB3.
+    torch.save(model.policy.state_dict(), tmp / "policy.pt")
+    if getattr(model.policy, "optimizer", None) is not None:
+        torch.save(model.policy.optimizer.state_dict(), tmp / "optimizer.pt")
+    if hasattr(env, "obs_rms"):
+        env.save(str(tmp / "vecnormalize.pkl"))
+    if hasattr(model, "replay_buffer") and model.replay_buffer is not None:
+        model.save_replay_buffer(tmp / "replay_buffer.pkl")
+    (tmp / "progress.json").write_text(json.dumps(progress, indent=2))
+    final = run_dir / "checkpoint"
+    old = run_dir / "checkpoint.old"
+    if final.exists():
+        if old.exists():
+            shutil.rmtree(old)
+        final.rename(old)
+    tmp.rename(final)
+    if old.exists():
+        shutil.rmtree(old)
+
+
+class _CheckpointCallback(BaseCallback):
+    """Saves a checkpoint every ``preset.checkpoint_every`` steps (at the end of a rollout)
+    and stops training once recent training episodes beat the target by ``margin``."""
+
+    def __init__(self, preset, env, run_dir, progress, margin, log):
+        super().__init__()
+        self.preset, self.env, self.run_dir = preset, env, run_dir
+        self.progress, self.margin, self.log = progress, margin, log
+        self.next_save = None
+        self.stop = False
+        self.last_time = time.time()
+        self.last_steps = None
+
+    def _on_training_start(self) -> None:
+        every = self.preset.checkpoint_every
+        self.next_save = (self.model.num_timesteps // every + 1) * every
+        self.last_steps = self.model.num_timesteps
+
+    def _on_step(self) -> bool:
+        return not self.stop
+
+    def _on_rollout_end(self) -> None:
+        if self.model.num_timesteps >= self.next_save:
+            self.save()
+            self.next_save += self.preset.checkpoint_every
+
+    def save(self) -> None:
+        model = self.model
+        recent = _recent_return(model)
+        now = time.time()
+        rate = (model.num_timesteps - self.last_steps) / max(now - self.last_time, 1e-9)
+        self.last_time, self.last_steps = now, model.num_timesteps
+        self.progress["num_timesteps"] = int(model.num_timesteps)
+        self.progress["history"].append(
+            {"steps": int(model.num_timesteps), "recent_return": recent,
+             "steps_per_second": round(rate, 1), "time": round(now)}
+        )
+        _save_checkpoint(model, self.env, self.run_dir, self.progress)
+        self.log(f"[{self.preset.name}] {model.num_timesteps} steps, recent training return {recent}, {rate:.0f} steps/s")
+        if (not self.stop and self.margin is not None and recent is not None
+                and len(model.ep_info_buffer) >= 20
+                and recent >= self.preset.target_return + self.margin):
+            self.log(f"[{self.preset.name}] target reached in training episodes; stopping")
+            self.stop = True
+
+
+
+def _recent_return(model) -> float | None:
+    buf = getattr(model, "ep_info_buffer", None)
+    if not buf:
+        return None
+    return float(np.mean([e["r"] for e in buf]))
+
+
+def train_preset(
+    name: str,
+    run_dir: str | Path,
+    device: str = "cpu",
+    total_timesteps: int | None = None,
+    threads: int = 1,
+    stop_at_target: bool = True,
+    log: Callable[[str], None] = print,
+) -> Path:
+    """Train (or resume training) the zoo preset ``name`` in ``run_dir``.
+
+    Args:
+        name: preset name (see ``rlgauntlet.training.presets.PRESETS``).
+        run_dir: folder for checkpoints; an existing checkpoint there is resumed.
+        device: torch device for SB3 (``cpu`` or ``cuda``).
+        total_timesteps: override the preset's budget (agent steps over all envs).
+        threads: torch CPU threads.
+        stop_at_target: stop once the mean return of the last 100 training episodes
+            exceeds the preset's target by a margin (1 point, or 2% of |target|).
+
+    Returns:
+        The checkpoint folder holding ``model.zip`` (and ``vecnormalize.pkl`` if any).
+    """
+    preset = get_preset(name)
+    torch.set_num_threads(threads)
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    budget = total_timesteps or preset.total_timesteps
+    env = _build_env(preset, run_dir)
+    ckpt = run_dir / "checkpoint"
+    progress: dict = {"preset": name, "history": []}
+    if (ckpt / "model.zip").exists():
+        cls = algorithm_class(preset.algo)
+        model = cls.load(ckpt / "model.zip", env=env, device=device)
+        if (ckpt / "replay_buffer.pkl").exists():
+            model.load_replay_buffer(ckpt / "replay_buffer.pkl")
+        progress = json.loads((ckpt / "progress.json").read_text())
+        log(f"[{name}] resuming at {model.num_timesteps} steps")
+    else:
+        model = _build_model(preset, env, device)
+        log(f"[{name}] starting: {preset.algo.upper()} on {preset.env_id}, {budget} steps, seed {preset.seed}")
+    margin = max(1.0, 0.02 * abs(preset.target_return))
+    callback = _CheckpointCallback(preset, env, run_dir, progress, margin if stop_at_target else None, log)
+    # One learn() call over the remaining budget keeps SB3's linear schedules on the
+    # preset's nominal budget (progress = 1 - steps/budget), across resumes too.
+    if model.num_timesteps < budget:
+        model.learn(total_timesteps=budget - model.num_timesteps, reset_num_timesteps=False, callback=callback)
+        if model.num_timesteps != callback.last_steps:
+            callback.save()
+    progress["finished"] = True
+    (ckpt / "progress.json").write_text(json.dumps(progress, indent=2))
+    env.close()
+    return ckpt

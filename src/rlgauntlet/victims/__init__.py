@@ -1,0 +1,52 @@
+"""Victims: the agent under test behind one interface (see ``base.Victim``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gymnasium as gym
+
+from rlgauntlet.errors import UserError
+from rlgauntlet.victims.base import KINDS, PolicyOutput, Victim
+from rlgauntlet.victims.sb3 import SB3_ALGORITHMS, SB3Victim, load_sb3
+from rlgauntlet.victims.torch_module import TorchVictim, load_torchscript
+
+__all__ = ["PolicyOutput", "Victim", "SB3Victim", "TorchVictim", "load_sb3", "load_torchscript", "load_victim"]
+
+AGENT_FORMS = "zoo:NAME, sb3:PATH.zip, sb3:PATH.zip:ALGO or torchscript:PATH"
+
+
+def load_victim(
+    agent: str,
+    observation_space: gym.Space | None = None,
+    action_space: gym.Space | None = None,
+    device: str = "cpu",
+    kind: str | None = None,
+    vecnormalize: str | Path | None = None,
+) -> Victim:
+    """Load a victim from an agent spec (``zoo:NAME``, ``sb3:PATH.zip[:ALGO]``, ``torchscript:PATH``).
+
+    TorchScript agents need ``kind`` and the env spaces (they do not store them).
+    """
+    source, sep, rest = agent.partition(":")
+    if not sep or not rest:
+        raise UserError(f"agent {agent!r} has no source prefix; use one of: {AGENT_FORMS}")
+    if source == "zoo":
+        from rlgauntlet.zoo import zoo_entry, zoo_file
+
+        entry = zoo_entry(rest)
+        vn = zoo_file(entry, "vecnormalize") if "vecnormalize" in entry else None
+        victim = load_sb3(zoo_file(entry), entry["algorithm"], device=device, vecnormalize=vn)
+        victim.description = {**victim.description, "source": "zoo", "name": rest}
+        return victim
+    if source == "sb3":
+        path, algo = rest, None
+        head, _, tail = rest.rpartition(":")
+        if head and tail.lower() in SB3_ALGORITHMS:
+            path, algo = head, tail
+        return load_sb3(path, algo, device=device, vecnormalize=vecnormalize)
+    if source == "torchscript":
+        if kind is None:
+            raise UserError(f"a TorchScript agent needs --kind ({', '.join(KINDS)}): what its output means")
+        return load_torchscript(rest, kind, observation_space, action_space, device=device)
+    raise UserError(f"unknown agent source {source!r}; use one of: {AGENT_FORMS}")

@@ -1,0 +1,186 @@
+"""The Victim interface: the agent under test, whatever library made it.
+
+A victim turns env observations into the network input ``x`` (``preprocess``), maps ``x``
+to a differentiable :class:`PolicyOutput` (``forward``) and picks actions (``act``).
+White-box threats perturb ``x`` and differentiate ``forward``; black-box threats only need
+``act``. ``budget_space`` says in which space an ε on ``x`` lives:
+
+* ``pixel01``: image inputs scaled to [0, 1] (uint8 pixels / 255), as in the papers;
+* ``normalized``: after observation normalisation (SB3 ``VecNormalize`` statistics);
+* ``raw``: the env's own observation units.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Literal
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+
+Kind = Literal["q", "categorical", "gaussian", "deterministic"]
+KINDS: tuple[str, ...] = ("q", "categorical", "gaussian", "deterministic")
+BudgetSpace = Literal["pixel01", "normalized", "raw"]
+
+
+@dataclass
+class PolicyOutput:
+    """What a policy network says about a batch of inputs (all tensors batch-first).
+
+    Attributes:
+        kind: which fields are set.
+        q: Q-values, shape (B, A) (``kind == "q"``).
+        logits: action logits, shape (B, A) (``kind == "categorical"``).
+        mean: Gaussian mean, shape (B, D) (``kind == "gaussian"``); for squashed policies
+            (SAC) the mean *before* tanh.
+        log_std: Gaussian log standard deviation, shape (B, D) (``kind == "gaussian"``).
+        action: action in env units, shape (B, D) (``kind == "deterministic"``).
+        squashed: the Gaussian action is tanh(sample) rescaled to the action bounds.
+    """
+
+    kind: Kind
+    q: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+    mean: torch.Tensor | None = None
+    log_std: torch.Tensor | None = None
+    action: torch.Tensor | None = None
+    squashed: bool = False
+
+    def scores(self) -> torch.Tensor:
+        """Per-action scores of a discrete policy: Q-values or logits, shape (B, A)."""
+        if self.kind == "q":
+            return self.q
+        if self.kind == "categorical":
+            return self.logits
+        raise ValueError(f"a {self.kind} policy has no per-action scores")
+
+
+class Victim(ABC):
+    """Agent under test. Subclasses set the attributes and implement ``preprocess`` and ``forward``.
+
+    Attributes:
+        kind: ``q``, ``categorical``, ``gaussian`` or ``deterministic``.
+        observation_space: the env observation space the victim expects.
+        action_space: the env action space it acts in.
+        budget_space: the space perturbation budgets on ``x`` live in.
+        device: torch device of the network.
+        description: a dict recorded with every result (source, algorithm, file hash, ...).
+    """
+
+    kind: Kind
+    observation_space: gym.Space
+    action_space: gym.Space
+    budget_space: BudgetSpace
+    device: torch.device
+    description: dict
+
+    @abstractmethod
+    def preprocess(self, obs: np.ndarray) -> torch.Tensor:
+        """Env observations, shape (B, *obs_shape), to network input ``x`` (float tensor on ``device``)."""
+
+    @abstractmethod
+    def forward(self, x: torch.Tensor) -> PolicyOutput:
+        """Network input ``x`` (B, *input_shape) to a :class:`PolicyOutput`, differentiable in ``x``."""
+
+    def layer_chain(self) -> list[nn.Module]:
+        """Layers whose composition maps ``x`` to the primary output (Q, logits, mean or action).
+
+        Bound propagation (IBP) walks this chain. Raises ``NotImplementedError`` when the
+        network is not a plain chain.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not expose a layer chain")
+
+    @property
+    def input_bounds(self) -> tuple[float, float] | None:
+        """Valid range of ``x`` (e.g. (0, 1) for pixel01 inputs), or None if unbounded."""
+        return (0.0, 1.0) if self.budget_space == "pixel01" else None
+
+    def actions(
+        self, out: PolicyOutput, deterministic: bool = True, noise: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Actions from a policy output: (B,) long for discrete, (B, D) float in env units.
+
+        ``noise`` drives stochastic actions: uniform(0,1) of shape (B,) for categorical,
+        standard normal of shape (B, D) for Gaussian policies.
+        """
+        if out.kind == "q":
+            return out.q.argmax(dim=-1)
+        if out.kind == "categorical":
+            if deterministic:
+                return out.logits.argmax(dim=-1)
+            cdf = torch.softmax(out.logits, dim=-1).cumsum(dim=-1)
+            return torch.searchsorted(cdf, noise.unsqueeze(-1).to(cdf)).squeeze(-1).clamp(max=cdf.shape[-1] - 1)
+        if out.kind == "deterministic":
+            return out.action
+        sample = out.mean if deterministic else out.mean + out.log_std.exp() * noise.to(out.mean)
+        low = torch.as_tensor(self.action_space.low, device=sample.device, dtype=sample.dtype)
+        high = torch.as_tensor(self.action_space.high, device=sample.device, dtype=sample.dtype)
+        if out.squashed:
+            return low + (torch.tanh(sample) + 1.0) * 0.5 * (high - low)
+        return torch.maximum(torch.minimum(sample, high), low)
+
+    @torch.no_grad()
+    def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
+        """Batched actions for env observations (deterministic by default, as SB3's ``predict``)."""
+        if not deterministic:
+            raise ValueError("act() without a noise source is deterministic; use the rollout engine for sampled actions")
+        return self.actions(self.forward(self.preprocess(obs))).cpu().numpy()
+
+    @property
+    def is_discrete(self) -> bool:
+        return self.kind in ("q", "categorical")
+
+    def check_env(self, env_observation_space: gym.Space, env_action_space: gym.Space, env_id: str) -> None:
+        """Raise a :class:`~rlgauntlet.errors.UserError` when the victim does not fit the env."""
+        from rlgauntlet.errors import UserError
+
+        if type(env_action_space) is not type(self.action_space) or (
+            isinstance(env_action_space, gym.spaces.Discrete) and env_action_space.n != self.action_space.n
+        ) or (
+            isinstance(env_action_space, gym.spaces.Box) and env_action_space.shape != self.action_space.shape
+        ):
+            raise UserError(
+                f"the agent acts in {self.action_space} but {env_id} expects {env_action_space}; "
+                "give the env the agent was trained on"
+            )
+        if not _observation_spaces_match(self.observation_space, env_observation_space):
+            raise UserError(
+                f"the agent observes {getattr(self.observation_space, 'shape', self.observation_space)} "
+                f"but {env_id} (with its preset) gives {getattr(env_observation_space, 'shape', env_observation_space)}; "
+                "give the env the agent was trained on, or set --preset to its wrappers"
+            )
+
+
+def _observation_spaces_match(agent: gym.Space, env: gym.Space) -> bool:
+    if not isinstance(agent, gym.spaces.Box) or not isinstance(env, gym.spaces.Box):
+        return agent == env
+    if agent.shape == env.shape:
+        return True
+    # SB3 stores image spaces channel-first while the env gives channel-last frames.
+    return len(env.shape) == 3 and agent.shape == (env.shape[2], env.shape[0], env.shape[1])
+
+
+class Affine(nn.Module):
+    """y = x * scale + offset (elementwise), e.g. mapping tanh output to action bounds."""
+
+    def __init__(self, scale: torch.Tensor, offset: torch.Tensor) -> None:
+        super().__init__()
+        self.register_buffer("scale", scale)
+        self.register_buffer("offset", offset)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.scale + self.offset
+
+
+def flatten_chain(*modules: nn.Module) -> list[nn.Module]:
+    """Flatten nested ``nn.Sequential`` containers into one list of layers."""
+    out: list[nn.Module] = []
+    for m in modules:
+        if isinstance(m, nn.Sequential):
+            out.extend(flatten_chain(*m))
+        else:
+            out.append(m)
+    return out

@@ -1,0 +1,241 @@
+"""Stable-Baselines3 victims (DQN, PPO, A2C, SAC, TD3, DDPG; Mlp and Cnn policies).
+
+The policy is rebuilt from the ``.zip`` (policy class, kwargs, spaces and weights), without
+the algorithm object, so any SB3 algorithm whose policy is one of SB3's own loads the same
+way. ``forward`` bypasses SB3's ``preprocess_obs``: its input ``x`` is already what the
+network sees (pixels in [0, 1], normalised observations), so that perturbation budgets
+live in that space.
+
+Example:
+    >>> victim = load_sb3("zoo/cartpole-ppo.zip")          # doctest: +SKIP
+    >>> victim.act(np.zeros((2, 4), dtype=np.float32))     # doctest: +SKIP
+    array([0, 0])
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+import zipfile
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+
+from rlgauntlet.errors import UserError
+from rlgauntlet.victims.base import Affine, PolicyOutput, Victim, flatten_chain
+
+SB3_ALGORITHMS = ("ppo", "a2c", "dqn", "sac", "td3", "ddpg")
+
+
+def sha256_file(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _infer_algorithm(data: dict) -> str:
+    module = data["policy_class"].__module__
+    if ".dqn." in module:
+        return "dqn"
+    if ".sac." in module:
+        return "sac"
+    if ".td3." in module:
+        return "ddpg" if data.get("policy_delay") == 1 and data.get("target_noise_clip") == 0.0 else "td3"
+    return "ppo" if "clip_range" in data else "a2c"
+
+
+class VecNormalizeStats:
+    """Observation normalisation of an SB3 ``VecNormalize`` file: clip((o-μ)/√(σ²+ε), ±c)."""
+
+    def __init__(self, path: str | Path) -> None:
+        try:
+            with open(path, "rb") as f:
+                vn = pickle.load(f)
+            self.mean = np.asarray(vn.obs_rms.mean, dtype=np.float32)
+            self.var = np.asarray(vn.obs_rms.var, dtype=np.float32)
+            self.clip = float(vn.clip_obs)
+            self.epsilon = float(vn.epsilon)
+            self.enabled = bool(vn.norm_obs)
+        except FileNotFoundError:
+            raise UserError(f"VecNormalize file {path} not found; pass the vecnormalize.pkl saved with the agent") from None
+        except Exception as exc:  # noqa: BLE001 - any unpickling failure is a bad file
+            raise UserError(
+                f"cannot read VecNormalize statistics from {path} ({type(exc).__name__}); "
+                "pass the file written by SB3's VecNormalize.save"
+            ) from None
+        self.path = str(path)
+
+    def apply(self, obs: torch.Tensor) -> torch.Tensor:
+        if not self.enabled:
+            return obs
+        mean = torch.as_tensor(self.mean, device=obs.device)
+        std = torch.sqrt(torch.as_tensor(self.var, device=obs.device) + self.epsilon)
+        return ((obs - mean) / std).clamp(-self.clip, self.clip)
+
+
+class SB3Victim(Victim):
+    """A victim backed by an SB3 policy (see module docstring)."""
+
+    def __init__(
+        self,
+        policy,
+        algorithm: str,
+        device: str | torch.device = "cpu",
+        vecnormalize: VecNormalizeStats | None = None,
+        description: dict | None = None,
+    ) -> None:
+        from stable_baselines3.common.preprocessing import is_image_space, is_image_space_channels_first
+
+        self.policy = policy.to(device).eval()
+        for p in self.policy.parameters():
+            p.requires_grad_(False)  # attacks need input gradients only
+        self.algorithm = algorithm
+        self.device = torch.device(device)
+        self.observation_space = policy.observation_space
+        self.action_space = policy.action_space
+        self.vecnormalize = vecnormalize
+        self.description = description or {"source": "sb3", "algorithm": algorithm}
+        self.is_image = is_image_space(self.observation_space) and bool(getattr(policy, "normalize_images", True))
+        self.channels_first = self.is_image and is_image_space_channels_first(self.observation_space)
+        if self.is_image:
+            self.budget_space = "pixel01"
+        elif vecnormalize is not None and vecnormalize.enabled:
+            self.budget_space = "normalized"
+        else:
+            self.budget_space = "raw"
+
+        if isinstance(self.action_space, gym.spaces.Discrete):
+            self.kind = "q" if algorithm == "dqn" else "categorical"
+        elif isinstance(self.action_space, gym.spaces.Box):
+            self.kind = "deterministic" if algorithm in ("td3", "ddpg") else "gaussian"
+        else:
+            raise UserError(
+                f"action space {self.action_space} is not supported; rlgauntlet supports Discrete and Box actions"
+            )
+        if getattr(policy, "use_sde", False):
+            raise UserError("gSDE policies (use_sde=True) are not supported; retrain with use_sde=False")
+        if algorithm in ("td3", "ddpg"):
+            low = torch.as_tensor(self.action_space.low, dtype=torch.float32)
+            high = torch.as_tensor(self.action_space.high, dtype=torch.float32)
+            self._unscale = Affine((high - low) / 2.0, (high + low) / 2.0).to(self.device)
+
+    # -- input ---------------------------------------------------------------------------
+    def preprocess(self, obs: np.ndarray) -> torch.Tensor:
+        x = torch.as_tensor(np.asarray(obs), device=self.device)
+        if self.is_image:
+            if x.ndim == 4 and self.channels_first and x.shape[1:] != self.observation_space.shape:
+                x = x.permute(0, 3, 1, 2)  # env frames are channel-last, SB3 stores channel-first
+            return x.float() / 255.0
+        x = x.float().reshape(x.shape[0], -1) if x.ndim > 2 else x.float()
+        if self.vecnormalize is not None:
+            x = self.vecnormalize.apply(x)
+        return x
+
+    # -- network -------------------------------------------------------------------------
+    def _features(self, extractor: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        return extractor(x)  # SB3 extractors take already-preprocessed input
+
+    def forward(self, x: torch.Tensor) -> PolicyOutput:
+        p = self.policy
+        if self.algorithm == "dqn":
+            return PolicyOutput("q", q=p.q_net.q_net(self._features(p.q_net.features_extractor, x)))
+        if self.algorithm == "sac":
+            latent = p.actor.latent_pi(self._features(p.actor.features_extractor, x))
+            log_std = p.actor.log_std(latent).clamp(-20.0, 2.0)
+            return PolicyOutput("gaussian", mean=p.actor.mu(latent), log_std=log_std, squashed=True)
+        if self.algorithm in ("td3", "ddpg"):
+            action = self._unscale(p.actor.mu(self._features(p.actor.features_extractor, x)))
+            return PolicyOutput("deterministic", action=action)
+        latent = p.mlp_extractor.forward_actor(self._features(p.pi_features_extractor, x))
+        head = p.action_net(latent)
+        if self.kind == "categorical":
+            return PolicyOutput("categorical", logits=head)
+        return PolicyOutput("gaussian", mean=head, log_std=p.log_std.expand_as(head))
+
+    def layer_chain(self) -> list[nn.Module]:
+        p = self.policy
+        if self.algorithm == "dqn":
+            return flatten_chain(_extractor_chain(p.q_net.features_extractor), p.q_net.q_net)
+        if self.algorithm == "sac":
+            return flatten_chain(_extractor_chain(p.actor.features_extractor), p.actor.latent_pi, p.actor.mu)
+        if self.algorithm in ("td3", "ddpg"):
+            return flatten_chain(_extractor_chain(p.actor.features_extractor), p.actor.mu, self._unscale)
+        return flatten_chain(_extractor_chain(p.pi_features_extractor), p.mlp_extractor.policy_net, p.action_net)
+
+    @property
+    def input_bounds(self) -> tuple[float, float] | None:
+        if self.budget_space == "pixel01":
+            return (0.0, 1.0)
+        if self.budget_space == "normalized":
+            return (-self.vecnormalize.clip, self.vecnormalize.clip)
+        return None
+
+
+def _extractor_chain(extractor: nn.Module) -> nn.Module:
+    from stable_baselines3.common.torch_layers import FlattenExtractor, NatureCNN
+
+    if isinstance(extractor, FlattenExtractor):
+        return extractor.flatten
+    if isinstance(extractor, NatureCNN):
+        return nn.Sequential(*flatten_chain(extractor.cnn, extractor.linear))
+    raise NotImplementedError(f"no layer chain for features extractor {type(extractor).__name__}")
+
+
+def load_sb3(
+    path: str | Path,
+    algorithm: str | None = None,
+    device: str = "cpu",
+    vecnormalize: str | Path | None = None,
+) -> SB3Victim:
+    """Load an SB3 ``.zip`` as a victim.
+
+    Args:
+        path: the ``.zip`` written by ``model.save``.
+        algorithm: ``ppo``, ``a2c``, ``dqn``, ``sac``, ``td3`` or ``ddpg``; read from the zip when None.
+        device: torch device.
+        vecnormalize: SB3 ``VecNormalize`` statistics file, when the agent was trained with one.
+    """
+    from stable_baselines3.common.save_util import load_from_zip_file
+
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"agent file {path} not found; give the path of an SB3 .zip saved with model.save")
+    if algorithm is not None and algorithm.lower() not in SB3_ALGORITHMS:
+        raise UserError(f"unknown SB3 algorithm {algorithm!r}; choose one of: {', '.join(SB3_ALGORITHMS)}")
+    try:
+        data, params, _ = load_from_zip_file(path, device=device, print_system_info=False)
+    except (zipfile.BadZipFile, KeyError, ValueError, json.JSONDecodeError, RuntimeError) as exc:
+        raise UserError(
+            f"cannot read {path} as a Stable-Baselines3 model ({type(exc).__name__}); "
+            "give a .zip written by SB3's model.save"
+        ) from None
+    if data is None or "policy_class" not in data or params is None or "policy" not in params:
+        raise UserError(f"{path} holds no SB3 policy; give a .zip written by SB3's model.save")
+    algo = (algorithm or _infer_algorithm(data)).lower()
+    policy_class = data["policy_class"]
+    kwargs = dict(data.get("policy_kwargs") or {})
+    try:
+        policy = policy_class(data["observation_space"], data["action_space"], lambda _: 0.0, **kwargs)
+        policy.load_state_dict(params["policy"])
+    except Exception as exc:  # noqa: BLE001
+        raise UserError(
+            f"cannot rebuild the policy stored in {path} ({type(exc).__name__}: {exc}); "
+            "is it an SB3 model with one of SB3's own policies?"
+        ) from None
+    stats = VecNormalizeStats(vecnormalize) if vecnormalize is not None else None
+    description = {
+        "source": "sb3",
+        "path": str(path),
+        "algorithm": algo,
+        "policy_class": policy_class.__name__,
+        "sha256": sha256_file(path),
+    }
+    if stats is not None:
+        description["vecnormalize"] = {"path": stats.path, "sha256": sha256_file(stats.path)}
+    return SB3Victim(policy, algo, device=device, vecnormalize=stats, description=description)
