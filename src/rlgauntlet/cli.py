@@ -66,6 +66,7 @@ def evaluate(
     vecnormalize: Optional[Path] = typer.Option(None, help="SB3 VecNormalize statistics saved with the agent. Example: --vecnormalize vecnormalize.pkl"),
     input_space: Optional[str] = typer.Option(None, help="unit of the network input for TorchScript agents: pixel01, normalized, raw. Example: --input-space raw"),
     stochastic: bool = typer.Option(False, help="sample actions instead of acting greedily. Example: --stochastic"),
+    precision: str = typer.Option("auto", help="network precision: auto (float64 for vector inputs, float32 for images), float32, float64. Example: --precision float32"),
 ) -> None:
     """Evaluate an agent clean and under every --threat; print a table, store episodes, write JSON.
 
@@ -85,11 +86,8 @@ def evaluate(
             raise UserError("--device cuda but no CUDA device is available; use --device cpu")
     env_preset = resolve_preset(env, preset)
     probe = make_env(env, env_preset)
-    victim = load_victim(agent, probe.observation_space, probe.action_space, device=device, kind=kind, vecnormalize=vecnormalize)
-    if input_space is not None:
-        if input_space not in ("pixel01", "normalized", "raw"):
-            raise UserError(f"unknown --input-space {input_space!r}; choose pixel01, normalized or raw")
-        victim.budget_space = input_space
+    victim = load_victim(agent, probe.observation_space, probe.action_space, device=device, kind=kind,
+                         vecnormalize=vecnormalize, input_space=input_space, precision=precision)
     victim.check_env(probe.observation_space, probe.action_space, env)
     probe.close()
     for t in threats:
@@ -180,18 +178,14 @@ def main() -> None:
     except KeyboardInterrupt:
         print("rlgauntlet: interrupted; finished episodes are in the store (rerun with --resume)", file=sys.stderr)
         sys.exit(130)
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            print(f"rlgauntlet: error: {exc.format_message()} (see --help)", file=sys.stderr)
-            sys.exit(2)
-        if isinstance(exc, click.exceptions.Exit):
-            sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Abort):
-            sys.exit(130)
-        raise
-
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        sys.exit(130)
+    except typer.TyperException as exc:  # usage errors: bad option value, missing option
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        print(f"rlgauntlet: error: {message} (see --help)", file=sys.stderr)
+        sys.exit(2)
 
 if __name__ == "__main__":
     main()

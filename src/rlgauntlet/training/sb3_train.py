@@ -188,7 +188,9 @@ def train_preset(
     callback = _CheckpointCallback(preset, env, run_dir, progress, margin if stop_at_target else None, log)
     # One learn() call over the remaining budget keeps SB3's linear schedules on the
     # preset's nominal budget (progress = 1 - steps/budget), across resumes too.
-    if model.num_timesteps < budget:
+    if progress.get("finished") and total_timesteps is None:
+        log(f"[{name}] already finished at {model.num_timesteps} steps")
+    elif model.num_timesteps < budget:
         model.learn(total_timesteps=budget - model.num_timesteps, reset_num_timesteps=False, callback=callback)
         if model.num_timesteps != callback.last_steps:
             callback.save()

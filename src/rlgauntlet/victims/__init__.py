@@ -23,11 +23,16 @@ def load_victim(
     device: str = "cpu",
     kind: str | None = None,
     vecnormalize: str | Path | None = None,
+    input_space: str | None = None,
+    precision: str = "auto",
 ) -> Victim:
     """Load a victim from an agent spec (``zoo:NAME``, ``sb3:PATH.zip[:ALGO]``, ``torchscript:PATH``).
 
-    TorchScript agents need ``kind`` and the env spaces (they do not store them).
+    TorchScript agents need ``kind`` and the env spaces (they do not store them), and
+    ``input_space`` (pixel01, normalized, raw) when their input is not an image.
     """
+    if input_space is not None and input_space not in ("pixel01", "normalized", "raw"):
+        raise UserError(f"unknown input space {input_space!r}; choose pixel01, normalized or raw")
     source, sep, rest = agent.partition(":")
     if not sep or not rest:
         raise UserError(f"agent {agent!r} has no source prefix; use one of: {AGENT_FORMS}")
@@ -36,7 +41,7 @@ def load_victim(
 
         entry = zoo_entry(rest)
         vn = zoo_file(entry, "vecnormalize") if "vecnormalize" in entry else None
-        victim = load_sb3(zoo_file(entry), entry["algorithm"], device=device, vecnormalize=vn)
+        victim = load_sb3(zoo_file(entry), entry["algorithm"], device=device, vecnormalize=vn, precision=precision)
         victim.description = {**victim.description, "source": "zoo", "name": rest}
         return victim
     if source == "sb3":
@@ -44,9 +49,10 @@ def load_victim(
         head, _, tail = rest.rpartition(":")
         if head and tail.lower() in SB3_ALGORITHMS:
             path, algo = head, tail
-        return load_sb3(path, algo, device=device, vecnormalize=vecnormalize)
+        return load_sb3(path, algo, device=device, vecnormalize=vecnormalize, precision=precision)
     if source == "torchscript":
         if kind is None:
             raise UserError(f"a TorchScript agent needs --kind ({', '.join(KINDS)}): what its output means")
-        return load_torchscript(rest, kind, observation_space, action_space, device=device)
+        return load_torchscript(rest, kind, observation_space, action_space, device=device,
+                                input_space=input_space, precision=precision)
     raise UserError(f"unknown agent source {source!r}; use one of: {AGENT_FORMS}")

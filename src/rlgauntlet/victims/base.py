@@ -68,6 +68,7 @@ class Victim(ABC):
         budget_space: the space perturbation budgets on ``x`` live in.
         device: torch device of the network.
         description: a dict recorded with every result (source, algorithm, file hash, ...).
+        dtype: floating type of ``x`` and of the network (see :func:`choose_dtype`).
     """
 
     kind: Kind
@@ -76,6 +77,7 @@ class Victim(ABC):
     budget_space: BudgetSpace
     device: torch.device
     description: dict
+    dtype: torch.dtype = torch.float32
 
     @abstractmethod
     def preprocess(self, obs: np.ndarray) -> torch.Tensor:
@@ -161,6 +163,28 @@ def _observation_spaces_match(agent: gym.Space, env: gym.Space) -> bool:
         return True
     # SB3 stores image spaces channel-first while the env gives channel-last frames.
     return len(env.shape) == 3 and agent.shape == (env.shape[2], env.shape[0], env.shape[1])
+
+
+PRECISIONS = ("auto", "float32", "float64")
+
+
+def choose_dtype(precision: str, is_image: bool) -> torch.dtype:
+    """Network precision: ``auto`` is float64 for vector inputs, float32 for images.
+
+    Matrix products give results that depend (in the last bits) on how many rows are
+    computed together, so a float32 continuous policy can act differently in the 8th digit
+    depending on ``n_envs`` and chaotic dynamics amplify it. Computing small (vector-input)
+    networks in float64 and rounding the action to float32 makes per-episode results
+    independent of ``n_envs``; image networks stay float32 for speed, where only exact
+    near-ties between action scores could differ. See docs/decisions.md.
+    """
+    if precision not in PRECISIONS:
+        from rlgauntlet.errors import UserError
+
+        raise UserError(f"unknown precision {precision!r}; choose one of: {', '.join(PRECISIONS)}")
+    if precision == "auto":
+        return torch.float32 if is_image else torch.float64
+    return torch.float64 if precision == "float64" else torch.float32
 
 
 class Affine(nn.Module):

@@ -26,7 +26,7 @@ import torch
 import torch.nn as nn
 
 from rlgauntlet.errors import UserError
-from rlgauntlet.victims.base import Affine, PolicyOutput, Victim, flatten_chain
+from rlgauntlet.victims.base import Affine, PolicyOutput, Victim, choose_dtype, flatten_chain
 
 SB3_ALGORITHMS = ("ppo", "a2c", "dqn", "sac", "td3", "ddpg")
 
@@ -74,8 +74,8 @@ class VecNormalizeStats:
     def apply(self, obs: torch.Tensor) -> torch.Tensor:
         if not self.enabled:
             return obs
-        mean = torch.as_tensor(self.mean, device=obs.device)
-        std = torch.sqrt(torch.as_tensor(self.var, device=obs.device) + self.epsilon)
+        mean = torch.as_tensor(self.mean, device=obs.device, dtype=obs.dtype)
+        std = torch.sqrt(torch.as_tensor(self.var, device=obs.device, dtype=obs.dtype) + self.epsilon)
         return ((obs - mean) / std).clamp(-self.clip, self.clip)
 
 
@@ -89,10 +89,13 @@ class SB3Victim(Victim):
         device: str | torch.device = "cpu",
         vecnormalize: VecNormalizeStats | None = None,
         description: dict | None = None,
+        precision: str = "auto",
     ) -> None:
         from stable_baselines3.common.preprocessing import is_image_space, is_image_space_channels_first
 
-        self.policy = policy.to(device).eval()
+        is_image = is_image_space(policy.observation_space) and bool(getattr(policy, "normalize_images", True))
+        self.dtype = choose_dtype(precision, is_image)
+        self.policy = policy.to(device=device, dtype=self.dtype).eval()
         for p in self.policy.parameters():
             p.requires_grad_(False)  # attacks need input gradients only
         self.algorithm = algorithm
@@ -101,7 +104,7 @@ class SB3Victim(Victim):
         self.action_space = policy.action_space
         self.vecnormalize = vecnormalize
         self.description = description or {"source": "sb3", "algorithm": algorithm}
-        self.is_image = is_image_space(self.observation_space) and bool(getattr(policy, "normalize_images", True))
+        self.is_image = is_image
         self.channels_first = self.is_image and is_image_space_channels_first(self.observation_space)
         if self.is_image:
             self.budget_space = "pixel01"
@@ -123,7 +126,7 @@ class SB3Victim(Victim):
         if algorithm in ("td3", "ddpg"):
             low = torch.as_tensor(self.action_space.low, dtype=torch.float32)
             high = torch.as_tensor(self.action_space.high, dtype=torch.float32)
-            self._unscale = Affine((high - low) / 2.0, (high + low) / 2.0).to(self.device)
+            self._unscale = Affine((high - low) / 2.0, (high + low) / 2.0).to(self.device, self.dtype)
 
     # -- input ---------------------------------------------------------------------------
     def preprocess(self, obs: np.ndarray) -> torch.Tensor:
@@ -131,8 +134,9 @@ class SB3Victim(Victim):
         if self.is_image:
             if x.ndim == 4 and self.channels_first and x.shape[1:] != self.observation_space.shape:
                 x = x.permute(0, 3, 1, 2)  # env frames are channel-last, SB3 stores channel-first
-            return x.float() / 255.0
-        x = x.float().reshape(x.shape[0], -1) if x.ndim > 2 else x.float()
+            return x.to(self.dtype) / 255.0
+        x = x.to(self.dtype)
+        x = x.reshape(x.shape[0], -1) if x.ndim > 2 else x
         if self.vecnormalize is not None:
             x = self.vecnormalize.apply(x)
         return x
@@ -143,6 +147,7 @@ class SB3Victim(Victim):
 
     def forward(self, x: torch.Tensor) -> PolicyOutput:
         p = self.policy
+        x = x.to(self.dtype)
         if self.algorithm == "dqn":
             return PolicyOutput("q", q=p.q_net.q_net(self._features(p.q_net.features_extractor, x)))
         if self.algorithm == "sac":
@@ -192,6 +197,7 @@ def load_sb3(
     algorithm: str | None = None,
     device: str = "cpu",
     vecnormalize: str | Path | None = None,
+    precision: str = "auto",
 ) -> SB3Victim:
     """Load an SB3 ``.zip`` as a victim.
 
@@ -200,6 +206,7 @@ def load_sb3(
         algorithm: ``ppo``, ``a2c``, ``dqn``, ``sac``, ``td3`` or ``ddpg``; read from the zip when None.
         device: torch device.
         vecnormalize: SB3 ``VecNormalize`` statistics file, when the agent was trained with one.
+        precision: ``auto`` (float64 for vector inputs, float32 for images), ``float32`` or ``float64``.
     """
     from stable_baselines3.common.save_util import load_from_zip_file
 
@@ -238,4 +245,4 @@ def load_sb3(
     }
     if stats is not None:
         description["vecnormalize"] = {"path": stats.path, "sha256": sha256_file(stats.path)}
-    return SB3Victim(policy, algo, device=device, vecnormalize=stats, description=description)
+    return SB3Victim(policy, algo, device=device, vecnormalize=stats, description=description, precision=precision)

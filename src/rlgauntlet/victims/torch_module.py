@@ -30,7 +30,7 @@ import torch
 import torch.nn as nn
 
 from rlgauntlet.errors import UserError
-from rlgauntlet.victims.base import KINDS, PolicyOutput, Victim, flatten_chain
+from rlgauntlet.victims.base import KINDS, PolicyOutput, Victim, choose_dtype, flatten_chain
 
 
 class TorchVictim(Victim):
@@ -46,13 +46,12 @@ class TorchVictim(Victim):
         obs_mean: np.ndarray | None = None,
         obs_std: np.ndarray | None = None,
         description: dict | None = None,
+        budget_space: str | None = "auto",
+        precision: str = "auto",
     ) -> None:
         if kind not in KINDS:
             raise UserError(f"unknown policy kind {kind!r}; choose one of: {', '.join(KINDS)}")
         self.kind = kind  # type: ignore[assignment]
-        self.module = module.to(device).eval()
-        for p in self.module.parameters():
-            p.requires_grad_(False)
         self.device = torch.device(device)
         self.observation_space = observation_space
         self.action_space = action_space
@@ -63,9 +62,15 @@ class TorchVictim(Victim):
             and observation_space.dtype == np.uint8
             and len(shape) == 3
         )
-        self.obs_mean = None if obs_mean is None else torch.as_tensor(obs_mean, dtype=torch.float32, device=self.device)
-        self.obs_std = None if obs_std is None else torch.as_tensor(obs_std, dtype=torch.float32, device=self.device)
-        self.budget_space = "pixel01" if self.is_image else ("normalized" if obs_mean is not None else "raw")
+        self.dtype = choose_dtype(precision, self.is_image)
+        self.module = module.to(device=device, dtype=self.dtype).eval()
+        for p in self.module.parameters():
+            p.requires_grad_(False)
+        self.obs_mean = None if obs_mean is None else torch.as_tensor(obs_mean, dtype=self.dtype, device=self.device)
+        self.obs_std = None if obs_std is None else torch.as_tensor(obs_std, dtype=self.dtype, device=self.device)
+        if budget_space == "auto":
+            budget_space = "pixel01" if self.is_image else ("normalized" if obs_mean is not None else "raw")
+        self.budget_space = budget_space  # None: unknown, budgets (ε) are refused
         discrete = isinstance(action_space, gym.spaces.Discrete)
         if discrete != (kind in ("q", "categorical")):
             raise UserError(
@@ -76,14 +81,14 @@ class TorchVictim(Victim):
     def preprocess(self, obs: np.ndarray) -> torch.Tensor:
         x = torch.as_tensor(np.asarray(obs), device=self.device)
         if self.is_image:
-            return x.permute(0, 3, 1, 2).float() / 255.0
-        x = x.float()
+            return x.permute(0, 3, 1, 2).to(self.dtype) / 255.0
+        x = x.to(self.dtype)
         if self.obs_mean is not None:
             x = (x - self.obs_mean) / self.obs_std
         return x
 
     def forward(self, x: torch.Tensor) -> PolicyOutput:
-        y = self.module(x)
+        y = self.module(x.to(self.dtype))
         if self.kind == "gaussian":
             if not isinstance(y, (tuple, list)) or len(y) != 2:
                 raise UserError("a gaussian policy module must return (mean, log_std)")
@@ -104,8 +109,15 @@ def load_torchscript(
     observation_space: gym.Space,
     action_space: gym.Space,
     device: str = "cpu",
+    input_space: str | None = None,
+    precision: str = "auto",
 ) -> TorchVictim:
-    """Load a TorchScript policy (``torch.jit.save``) as a victim of the given ``kind``."""
+    """Load a TorchScript policy (``torch.jit.save``) as a victim of the given ``kind``.
+
+    TorchScript files do not say what their input is: image observations are taken as
+    pixel01 input; for vector observations the budget space is unknown (and budgets are
+    refused) unless ``input_space`` says it.
+    """
     from rlgauntlet.victims.sb3 import sha256_file
 
     path = Path(path)
@@ -118,4 +130,7 @@ def load_torchscript(
             f"cannot read {path} as TorchScript ({type(exc).__name__}); save the policy with torch.jit.save"
         ) from None
     desc = {"source": "torchscript", "path": str(path), "kind": kind, "sha256": sha256_file(path)}
-    return TorchVictim(module, kind, observation_space, action_space, device=device, description=desc)
+    is_image = isinstance(observation_space, gym.spaces.Box) and observation_space.dtype == np.uint8 and len(observation_space.shape) == 3
+    space = input_space or ("pixel01" if is_image else None)
+    return TorchVictim(module, kind, observation_space, action_space, device=device, description=desc,
+                       budget_space=space, precision=precision)

@@ -1,0 +1,44 @@
+"""Shared fixtures: tiny SB3 agents trained inside the test session (no downloads)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+torch.set_num_threads(1)
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory) -> dict[str, Path]:
+    """SB3 models of each algorithm, trained for a few hundred steps and saved as .zip."""
+    import stable_baselines3 as sb3
+
+    out = tmp_path_factory.mktemp("sb3")
+    specs = {
+        "ppo": ("CartPole-v1", sb3.PPO, dict(n_steps=64, batch_size=32, n_epochs=1)),
+        "a2c": ("CartPole-v1", sb3.A2C, dict(n_steps=8)),
+        "dqn": ("CartPole-v1", sb3.DQN, dict(learning_starts=50, buffer_size=1000)),
+        "sac": ("Pendulum-v1", sb3.SAC, dict(learning_starts=50, buffer_size=1000)),
+        "td3": ("Pendulum-v1", sb3.TD3, dict(learning_starts=50, buffer_size=1000)),
+        "ddpg": ("Pendulum-v1", sb3.DDPG, dict(learning_starts=50, buffer_size=1000)),
+        "ppo_cont": ("Pendulum-v1", sb3.PPO, dict(n_steps=64, batch_size=32, n_epochs=1)),
+    }
+    paths = {}
+    for name, (env_id, cls, kwargs) in specs.items():
+        model = cls("MlpPolicy", env_id, seed=0, device="cpu", policy_kwargs=dict(net_arch=[32, 32]), **kwargs)
+        model.learn(200)
+        path = out / f"{name}.zip"
+        model.save(path)
+        paths[name] = path
+    return paths
+
+
+@pytest.fixture()
+def cli_env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONWARNINGS"] = "ignore"
+    return env

@@ -1,0 +1,88 @@
+"""CLI contract: JSON names, exit status 2 with one stderr line for bad input, --help."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn as nn
+
+
+def run_cli(args, env, cwd=None):
+    return subprocess.run([sys.executable, "-m", "rlgauntlet.cli", *args], capture_output=True, text=True,
+                          env=env, cwd=cwd)
+
+
+def test_evaluate_writes_json_contract(tiny_models, tmp_path, cli_env):
+    out = tmp_path / "r.json"
+    res = run_cli(["evaluate", "--agent", f"sb3:{tiny_models['ppo']}", "--env", "CartPole-v1",
+                   "--threat", "uniform_noise:eps=0.1", "--episodes", "3", "--out", str(out)], cli_env)
+    assert res.returncode == 0, res.stderr
+    report = json.loads(out.read_text())
+    assert set(report) >= {"rlgauntlet_version", "agent", "env", "evaluations"}
+    clean, noisy = report["evaluations"]
+    keys = {"threat", "spec", "episodes", "seed", "return_mean", "return_std", "return_sem", "returns", "lengths",
+            "perturbed_fraction", "action_change_rate", "linf_mean", "l2_mean", "budget_space", "wall_seconds"}
+    assert keys <= set(clean) and keys <= set(noisy)
+    assert clean["threat"] == "clean" and clean["perturbed_fraction"] == 0
+    assert noisy["threat"] == "uniform_noise" and noisy["perturbed_fraction"] == 1.0
+    assert 0 < noisy["linf_mean"] <= 0.1 and noisy["budget_space"] == "raw"
+    assert (tmp_path / "rlgauntlet-results.sqlite").exists()  # store beside --out
+
+
+@pytest.fixture(scope="module")
+def torchscript_vector_agent(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ts") / "policy.pt"
+    torch.jit.save(torch.jit.script(nn.Sequential(nn.Linear(4, 2))), str(path))
+    return path
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--agent", "sb3:missing.zip", "--env", "CartPole-v1"], "agent file missing.zip not found"),
+        (["--agent", "sb3:{ppo}", "--env", "Pendulum-v1"], "the agent acts in Discrete(2) but Pendulum-v1 expects"),
+        (["--agent", "sb3:{sac}", "--env", "MountainCarContinuous-v0"], "the agent observes (3,) but MountainCarContinuous-v0"),
+        (["--agent", "sb3:{ppo}", "--env", "CartPole-v1", "--threat", "blur:k=3"], "unknown threat 'blur'"),
+        (["--agent", "sb3:{ppo}", "--env", "CartPole-v1", "--threat", "uniform_noise:std=1"], "has no parameter 'std'"),
+        (["--agent", "sb3:{ppo}", "--env", "NoSuchEnv-v0"], "cannot make env 'NoSuchEnv-v0'"),
+        (["--agent", "zoo:nope", "--env", "CartPole-v1"], "no zoo agent named 'nope'"),
+        (["--agent", "mystery", "--env", "CartPole-v1"], "has no source prefix"),
+        (["--agent", "torchscript:{ts}", "--env", "CartPole-v1"], "needs --kind"),
+        (["--agent", "torchscript:{ts}", "--env", "CartPole-v1", "--kind", "q", "--threat", "uniform_noise:eps=0.1"],
+         "eps has no unit because the agent's input space is unknown; pass --input-space"),
+        (["--agent", "torchscript:{bad}", "--env", "CartPole-v1", "--kind", "q"], "cannot read"),
+        (["--agent", "sb3:{bad}", "--env", "CartPole-v1"], "cannot read"),
+        (["--agent", "sb3:{ppo}", "--env", "CartPole-v1", "--preset", "weird"], "unknown preset 'weird'"),
+        (["--agent", "sb3:{ppo}", "--env", "CartPole-v1", "--precision", "half"], "unknown precision 'half'"),
+        (["--agent", "sb3:{ppo}", "--env", "CartPole-v1", "--episodes", "0"], "--episodes"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(args, message, tiny_models, torchscript_vector_agent, tmp_path, cli_env):
+    bad = tmp_path / "bad.bin"
+    bad.write_bytes(b"\x00garbage")
+    fmt = {"ppo": tiny_models["ppo"], "sac": tiny_models["sac"], "ts": torchscript_vector_agent, "bad": bad}
+    res = run_cli(["evaluate", *[a.format(**fmt) for a in args]], cli_env, cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    lines = [l for l in res.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1, res.stderr
+    assert "Traceback" not in res.stderr and message in lines[0]
+
+
+def test_torchscript_agent_with_input_space_runs(torchscript_vector_agent, tmp_path, cli_env):
+    res = run_cli(["evaluate", "--agent", f"torchscript:{torchscript_vector_agent}", "--kind", "q", "--input-space",
+                   "raw", "--env", "CartPole-v1", "--threat", "uniform_noise:eps=0.1", "--episodes", "2"], cli_env,
+                  cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+
+
+@pytest.mark.parametrize("command", [[], ["evaluate"], ["train"], ["zoo", "list"]])
+def test_help_documents_every_option_with_example(command, cli_env):
+    res = run_cli([*command, "--help"], cli_env)
+    assert res.returncode == 0
+    if command == ["evaluate"]:
+        for opt in ("--agent", "--env", "--threat", "--episodes", "--seed", "--n-envs", "--device", "--out",
+                    "--store", "--resume"):
+            assert opt in res.stdout
+        assert res.stdout.count("Example") >= 10

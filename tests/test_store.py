@@ -1,0 +1,78 @@
+"""Results store: a killed evaluation keeps its finished episodes; --resume completes it
+without duplicates and with the numbers an uninterrupted run gives."""
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+from rlgauntlet.engine.rollout import EpisodeRecord
+from rlgauntlet.experiments.evaluate import summarize
+from rlgauntlet.experiments.store import ResultsStore
+
+
+def _cmd(model, store, out, episodes, resume=False):
+    cmd = [sys.executable, "-m", "rlgauntlet.cli", "evaluate", "--agent", f"sb3:{model}", "--env", "Pendulum-v1",
+           "--threat", "gaussian_noise:std=0.2", "--episodes", str(episodes), "--n-envs", "1",
+           "--store", str(store), "--out", str(out)]
+    return cmd + (["--resume"] if resume else [])
+
+
+def _stored(store):
+    with sqlite3.connect(store) as conn:
+        return conn.execute("SELECT run_id, episode FROM episodes").fetchall()
+
+
+def test_killed_evaluation_resumes_without_loss_or_duplicates(tiny_models, tmp_path, cli_env):
+    model, episodes = tiny_models["sac"], 30
+    store = tmp_path / "r.sqlite"
+    proc = subprocess.Popen(_cmd(model, store, tmp_path / "a.json", episodes), env=cli_env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline:  # wait until some clean episodes are stored, then kill hard
+        time.sleep(0.2)
+        if store.exists():
+            try:
+                if len(_stored(store)) >= 3:
+                    break
+            except sqlite3.OperationalError:
+                pass
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = _stored(store)
+    assert 3 <= len(before) < 2 * episodes, "the kill must land mid-way"
+
+    subprocess.run(_cmd(model, store, tmp_path / "b.json", episodes, resume=True), env=cli_env, check=True,
+                   capture_output=True)
+    after = _stored(store)
+    assert len(after) == len(set(after)) == 2 * episodes  # clean + threat, no duplicates
+    assert set(before) <= set(after)  # nothing finished was redone or lost
+
+    subprocess.run(_cmd(model, tmp_path / "fresh.sqlite", tmp_path / "c.json", episodes), env=cli_env, check=True,
+                   capture_output=True)
+    resumed = json.loads((tmp_path / "b.json").read_text())["evaluations"]
+    fresh = json.loads((tmp_path / "c.json").read_text())["evaluations"]
+    assert [e["returns"] for e in resumed] == [e["returns"] for e in fresh]
+
+
+def test_resume_of_complete_run_runs_nothing(tmp_path):
+    store = ResultsStore(tmp_path / "s.sqlite")
+    run = store.create_run("key", {"threat": "clean"})
+    store.add_episode(run, EpisodeRecord(episode=0, seed=0, episode_return=1.0, length=3))
+    assert store.latest_run("key") == run and store.done_episodes(run) == {0}
+    again = store.create_run("key", {"threat": "clean"})
+    assert store.latest_run("key") == again and store.done_episodes(again) == set()
+
+
+def test_summary_statistics_closed_form():
+    recs = [EpisodeRecord(episode=k, seed=k, episode_return=r, length=10, perturbed_steps=5, action_changes=c,
+                          linf_sum=0.5, linf_max=0.1, l2_sum=1.0)
+            for k, (r, c) in enumerate([(1.0, 1), (2.0, 2), (3.0, 0), (6.0, 1)])]
+    s = summarize(recs, "t", "t:x=1", 0, "raw", 1.0)
+    assert s["return_mean"] == 3.0
+    assert abs(s["return_std"] - (14 / 4) ** 0.5) < 1e-12  # population std, as SB3
+    assert abs(s["return_sem"] - (14 / 3) ** 0.5 / 2) < 1e-12
+    assert s["perturbed_fraction"] == 0.5 and s["action_change_rate"] == 4 / 20
+    assert s["linf_mean"] == 0.1 and s["l2_mean"] == 0.2

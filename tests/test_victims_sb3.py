@@ -1,0 +1,138 @@
+"""SB3 adapter round trips: train, save, load through ``sb3:``, same actions as SB3."""
+
+import numpy as np
+import pytest
+import torch
+
+from rlgauntlet.envs import make_env
+from rlgauntlet.errors import UserError
+from rlgauntlet.victims import load_victim
+
+
+def _primary(out):
+    return {"q": out.q, "categorical": out.logits, "gaussian": out.mean, "deterministic": out.action}[out.kind]
+
+
+@pytest.mark.parametrize(
+    "name, kind",
+    [("ppo", "categorical"), ("a2c", "categorical"), ("dqn", "q"), ("sac", "gaussian"),
+     ("td3", "deterministic"), ("ddpg", "deterministic"), ("ppo_cont", "gaussian")],
+)
+def test_sb3_round_trip_same_actions(tiny_models, name, kind):
+    import stable_baselines3 as sb3
+
+    path = tiny_models[name]
+    algo = {"ppo_cont": "ppo"}.get(name, name)
+    victim = load_victim(f"sb3:{path}")
+    assert victim.kind == kind
+    assert victim.description["algorithm"] == algo  # read from the zip
+    model = getattr(sb3, algo.upper()).load(path, device="cpu")
+    env = make_env("CartPole-v1" if victim.is_discrete else "Pendulum-v1")
+    env.observation_space.seed(0)
+    obs = np.stack([env.observation_space.sample() for _ in range(64)]).astype(np.float32)
+    if victim.is_discrete:
+        obs = np.clip(obs, -3, 3)
+    expected, _ = model.predict(obs, deterministic=True)
+    got = victim.act(obs)
+    if victim.is_discrete:
+        np.testing.assert_array_equal(got, expected)
+    else:
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    # The layer chain computes the same primary output as forward (bounds will walk it).
+    x = victim.preprocess(obs)
+    y = x
+    for layer in victim.layer_chain():
+        y = layer(y)
+    torch.testing.assert_close(y, _primary(victim.forward(x)))
+
+
+def test_explicit_algorithm_suffix(tiny_models):
+    victim = load_victim(f"sb3:{tiny_models['a2c']}:a2c")
+    assert victim.description["algorithm"] == "a2c"
+
+
+def test_forward_is_differentiable_in_input(tiny_models):
+    victim = load_victim(f"sb3:{tiny_models['dqn']}")
+    x = torch.zeros(3, 4, requires_grad=True)
+    victim.forward(x).q.sum().backward()
+    assert x.grad is not None and x.grad.abs().sum() > 0
+    assert all(not p.requires_grad for p in victim.policy.parameters())
+
+
+def test_vecnormalize_statistics_are_applied(tmp_path):
+    import stable_baselines3 as sb3
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    venv = VecNormalize(make_vec_env("Pendulum-v1", n_envs=1, seed=0))
+    model = sb3.PPO("MlpPolicy", venv, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu")
+    model.learn(256)
+    model.save(tmp_path / "m.zip")
+    venv.save(str(tmp_path / "vn.pkl"))
+    victim = load_victim(f"sb3:{tmp_path / 'm.zip'}", vecnormalize=tmp_path / "vn.pkl")
+    assert victim.budget_space == "normalized"
+    obs = np.random.default_rng(0).uniform(-1, 1, size=(16, 3)).astype(np.float32)
+    venv.training = False
+    expected, _ = model.predict(venv.normalize_obs(obs), deterministic=True)
+    np.testing.assert_allclose(victim.act(obs), expected, rtol=1e-5, atol=1e-5)
+    assert victim.input_bounds == (-10.0, 10.0)
+
+
+def test_unreadable_checkpoint_is_a_user_error(tmp_path):
+    bad = tmp_path / "bad.zip"
+    bad.write_bytes(b"this is not a zip")
+    with pytest.raises(UserError, match="cannot read .* as a Stable-Baselines3 model"):
+        load_victim(f"sb3:{bad}")
+    with pytest.raises(UserError, match="not found"):
+        load_victim(f"sb3:{tmp_path / 'missing.zip'}")
+    with pytest.raises(UserError, match="no source prefix"):
+        load_victim("model.zip")
+
+
+def _atari_model(env_id: str, tmp_path):
+    import stable_baselines3 as sb3
+    from stable_baselines3.common.env_util import make_atari_env
+    from stable_baselines3.common.vec_env import VecFrameStack
+
+    from rlgauntlet.envs.presets import _register_ale
+
+    _register_ale()
+    venv = VecFrameStack(make_atari_env(env_id, n_envs=1, seed=0), 4)
+    model = sb3.PPO("CnnPolicy", venv, seed=0, device="cpu", n_steps=16, batch_size=16, n_epochs=1)
+    path = tmp_path / "atari.zip"
+    model.save(path)
+    return model, path, venv
+
+
+def test_atari_cnn_policy_same_actions_on_env_frames(tmp_path):
+    model, path, _ = _atari_model("PongNoFrameskip-v4", tmp_path)
+    victim = load_victim(f"sb3:{path}")
+    assert victim.budget_space == "pixel01" and victim.input_bounds == (0.0, 1.0)
+    env = make_env("PongNoFrameskip-v4")
+    victim.check_env(env.observation_space, env.action_space, "PongNoFrameskip-v4")
+    obs, _ = env.reset(seed=3)
+    frames = []
+    for t in range(40):
+        frames.append(obs)
+        obs, *_ = env.step(t % env.action_space.n)
+    batch = np.stack(frames)
+    assert batch.shape == (40, 84, 84, 4)
+    expected, _ = model.predict(batch, deterministic=True)
+    np.testing.assert_array_equal(victim.act(batch), expected)
+    x = victim.preprocess(batch)
+    assert x.shape == (40, 4, 84, 84) and float(x.min()) >= 0.0 and float(x.max()) <= 1.0
+
+
+@pytest.mark.parametrize("env_id", ["PongNoFrameskip-v4", "BreakoutNoFrameskip-v4"])
+def test_atari_return_matches_sb3_evaluate_policy(tmp_path, env_id):
+    """Episode 0 with seed s is the first episode SB3 plays on make_atari_env(seed=s):
+    the same game, the same raw score (Breakout exercises the life-loss handling)."""
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    from rlgauntlet.engine.rollout import evaluate_episodes
+
+    model, path, venv = _atari_model(env_id, tmp_path)
+    returns, _ = evaluate_policy(model, venv, n_eval_episodes=1, deterministic=True, return_episode_rewards=True)
+    victim = load_victim(f"sb3:{path}")
+    (record,) = evaluate_episodes(lambda: make_env(env_id), victim, None, [0], seed=0)
+    assert record.episode_return == returns[0]
