@@ -136,3 +136,25 @@ def test_atari_return_matches_sb3_evaluate_policy(tmp_path, env_id):
     victim = load_victim(f"sb3:{path}")
     (record,) = evaluate_episodes(lambda: make_env(env_id), victim, None, [0], seed=0)
     assert record.episode_return == returns[0]
+
+
+def test_vecnormalize_agent_scores_what_sb3_evaluate_policy_scores(tmp_path):
+    """Episode 0 with seed s is SB3's first episode on make_vec_env(seed=s) + VecNormalize."""
+    import stable_baselines3 as sb3
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from rlgauntlet.engine.rollout import evaluate_episodes
+
+    venv = VecNormalize(make_vec_env("Pendulum-v1", n_envs=1, seed=0))
+    model = sb3.PPO("MlpPolicy", venv, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu")
+    model.learn(512)
+    model.save(tmp_path / "m.zip")
+    venv.save(str(tmp_path / "vn.pkl"))
+    eval_env = VecNormalize.load(str(tmp_path / "vn.pkl"), make_vec_env("Pendulum-v1", n_envs=1, seed=5))
+    eval_env.training, eval_env.norm_reward = False, False
+    returns, _ = evaluate_policy(model, eval_env, n_eval_episodes=1, deterministic=True, return_episode_rewards=True)
+    victim = load_victim(f"sb3:{tmp_path / 'm.zip'}", vecnormalize=tmp_path / "vn.pkl", precision="float32")
+    (record,) = evaluate_episodes(lambda: make_env("Pendulum-v1"), victim, None, [0], seed=5)
+    assert record.episode_return == pytest.approx(returns[0], rel=1e-5)

@@ -57,8 +57,8 @@ class VecNormalizeStats:
         try:
             with open(path, "rb") as f:
                 vn = pickle.load(f)
-            self.mean = np.asarray(vn.obs_rms.mean, dtype=np.float32)
-            self.var = np.asarray(vn.obs_rms.var, dtype=np.float32)
+            self.mean = np.asarray(vn.obs_rms.mean, dtype=np.float64)
+            self.var = np.asarray(vn.obs_rms.var, dtype=np.float64)
             self.clip = float(vn.clip_obs)
             self.epsilon = float(vn.epsilon)
             self.enabled = bool(vn.norm_obs)
@@ -74,9 +74,10 @@ class VecNormalizeStats:
     def apply(self, obs: torch.Tensor) -> torch.Tensor:
         if not self.enabled:
             return obs
-        mean = torch.as_tensor(self.mean, device=obs.device, dtype=obs.dtype)
-        std = torch.sqrt(torch.as_tensor(self.var, device=obs.device, dtype=obs.dtype) + self.epsilon)
-        return ((obs - mean) / std).clamp(-self.clip, self.clip)
+        # float64 like SB3's numpy normalisation, then the network's precision
+        mean = torch.as_tensor(self.mean, device=obs.device)
+        std = torch.sqrt(torch.as_tensor(self.var, device=obs.device) + self.epsilon)
+        return ((obs.double() - mean) / std).clamp(-self.clip, self.clip).to(obs.dtype)
 
 
 class SB3Victim(Victim):
@@ -135,11 +136,10 @@ class SB3Victim(Victim):
             if x.ndim == 4 and self.channels_first and x.shape[1:] != self.observation_space.shape:
                 x = x.permute(0, 3, 1, 2)  # env frames are channel-last, SB3 stores channel-first
             return x.to(self.dtype) / 255.0
-        x = x.to(self.dtype)
         x = x.reshape(x.shape[0], -1) if x.ndim > 2 else x
         if self.vecnormalize is not None:
-            x = self.vecnormalize.apply(x)
-        return x
+            return self.vecnormalize.apply(x.double()).to(self.dtype)
+        return x.to(self.dtype)
 
     # -- network -------------------------------------------------------------------------
     def _features(self, extractor: nn.Module, x: torch.Tensor) -> torch.Tensor:

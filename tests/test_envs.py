@@ -1,0 +1,50 @@
+"""Env presets: the wrapper chain follows from the id."""
+
+import numpy as np
+import pytest
+
+from rlgauntlet.envs import make_env, resolve_preset
+from rlgauntlet.errors import UserError
+
+
+@pytest.mark.parametrize(
+    "env_id, preset, shape",
+    [
+        ("CartPole-v1", "classic", (4,)),
+        ("Acrobot-v1", "classic", (6,)),
+        ("MountainCar-v0", "classic", (2,)),
+        ("Pendulum-v1", "classic", (3,)),
+        ("Hopper-v5", "mujoco", (11,)),
+        ("Walker2d-v5", "mujoco", (17,)),
+        ("HalfCheetah-v5", "mujoco", (17,)),
+        ("Ant-v5", "mujoco", (105,)),
+        ("PongNoFrameskip-v4", "atari", (84, 84, 4)),
+    ],
+)
+def test_presets_make_working_envs(env_id, preset, shape):
+    assert resolve_preset(env_id) == preset
+    env = make_env(env_id)
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == shape == env.observation_space.shape
+    obs, _, _, _, info = env.step(env.action_space.sample())
+    assert "real_done" in info and "raw_return" in info
+    env.close()
+
+
+def test_atari_frame_stack_matches_vec_frame_stack_layout():
+    env = make_env("PongNoFrameskip-v4")
+    obs, _ = env.reset(seed=0)
+    assert obs.dtype == np.uint8
+    assert not obs[..., :3].any() and obs[..., 3].any()  # zeros, then the first frame last
+    prev = obs
+    obs, *_ = env.step(0)
+    np.testing.assert_array_equal(obs[..., 2], prev[..., 3])  # frames shift towards the front
+
+
+def test_preset_override_and_errors():
+    assert resolve_preset("PongNoFrameskip-v4", "none") == "none"
+    assert make_env("PongNoFrameskip-v4", "none").observation_space.shape == (210, 160, 3)
+    with pytest.raises(UserError, match="unknown preset"):
+        resolve_preset("CartPole-v1", "fancy")
+    with pytest.raises(UserError, match="cannot make env"):
+        make_env("CartPole-v9")
