@@ -27,7 +27,8 @@ app = typer.Typer(
 zoo_app = typer.Typer(no_args_is_help=True, help="Reference agents trained by this project.")
 app.add_typer(zoo_app, name="zoo")
 console = Console(stderr=True)
-out_console = Console()
+# Piped output (logs, CI) gets a wide table rather than one cropped to 80 columns.
+out_console = Console() if sys.stdout.isatty() else Console(width=160)
 
 DEFAULT_STORE_NAME = "rlgauntlet-results.sqlite"
 
@@ -37,14 +38,18 @@ def _fmt(value: float) -> str:
 
 
 def print_table(report: dict) -> None:
-    table = Table(title=f"{report['agent'].get('name') or report['agent'].get('path', '')} on {report['env']['id']}")
-    for col in ("threat", "return", "± sem", "episodes", "perturbed", "action change", "ℓ∞ mean", "ℓ2 mean", "space", "seconds"):
-        table.add_column(col, justify="left" if col == "threat" else "right")
+    agent = report["agent"].get("name") or report["agent"].get("path", "")
+    spaces = sorted({ev["budget_space"] for ev in report["evaluations"]})
+    table = Table(title=f"{agent} on {report['env']['id']}; budgets and ℓ∞/ℓ2 in {'/'.join(spaces)} units, "
+                        f"{report['evaluations'][0]['episodes']} episodes")
+    table.add_column("threat", overflow="fold", min_width=22)
+    for col in ("return", "±sem", "perturbed", "Δaction", "ℓ∞", "ℓ2", "seconds"):
+        table.add_column(col, justify="right", no_wrap=True)
     for ev in report["evaluations"]:
         table.add_row(
-            ev["spec"], _fmt(ev["return_mean"]), _fmt(ev["return_sem"]), str(ev["episodes"]),
+            ev["spec"], _fmt(ev["return_mean"]), _fmt(ev["return_sem"]),
             f"{ev['perturbed_fraction']:.0%}", f"{ev['action_change_rate']:.0%}",
-            _fmt(ev["linf_mean"]), _fmt(ev["l2_mean"]), ev["budget_space"], f"{ev['wall_seconds']:.1f}",
+            _fmt(ev["linf_mean"]), _fmt(ev["l2_mean"]), f"{ev['wall_seconds']:.1f}",
         )
     out_console.print(table)
 
@@ -67,6 +72,9 @@ def evaluate(
     input_space: Optional[str] = typer.Option(None, help="unit of the network input for TorchScript agents: pixel01, normalized, raw. Example: --input-space raw"),
     stochastic: bool = typer.Option(False, help="sample actions instead of acting greedily. Example: --stochastic"),
     precision: str = typer.Option("auto", help="network precision: auto (float64 for vector inputs, float32 for images), float32, float64. Example: --precision float32"),
+    suite: List[str] = typer.Option([], help="add a named threat suite (adversarial: Random, FGSM, PGD-10, Momentum, MinQ, MaxDiff) at --eps. Example: --suite adversarial --eps 1/255"),
+    eps: Optional[str] = typer.Option(None, help="budget of --suite, in the agent's budget space (fractions allowed). Example: --eps 2/255"),
+    eps_grid: Optional[str] = typer.Option(None, "--eps-grid", help="evaluate every threat without eps (and every suite) at each budget. Example: --eps-grid 0,1/255,2/255,3/255 --threat pgd:objective=minbest"),
 ) -> None:
     """Evaluate an agent clean and under every --threat; print a table, store episodes, write JSON.
 
@@ -78,7 +86,15 @@ def evaluate(
     from rlgauntlet.threats import parse_threat
     from rlgauntlet.victims import load_victim
 
-    threats = [parse_threat(s) for s in threat]  # fail on a bad spec before loading anything
+    from rlgauntlet.threats.suites import expand_eps_grid, suite_specs
+
+    if eps is not None and eps_grid is not None:
+        raise UserError("give either --eps or --eps-grid, not both")
+    specs = expand_eps_grid(list(threat), eps_grid) if eps_grid else list(threat)
+    for s in specs:
+        parse_threat(s)  # fail on a bad spec before loading anything
+    if eps is not None and not suite:
+        raise UserError("--eps is the budget of --suite; give it inside the spec instead (e.g. pgd:eps=1/255)")
     if device.startswith("cuda"):
         import torch
 
@@ -90,6 +106,10 @@ def evaluate(
                          vecnormalize=vecnormalize, input_space=input_space, precision=precision)
     victim.check_env(probe.observation_space, probe.action_space, env)
     probe.close()
+    for name in suite:
+        items = suite_specs(name, victim, eps, grid=eps_grid is not None)
+        specs += expand_eps_grid(items, eps_grid) if eps_grid else items
+    threats = [parse_threat(s) for s in specs]
     for t in threats:
         t.check_victim(victim)
 

@@ -104,6 +104,8 @@ def evaluate_episodes(
     queue = list(episodes)
     if not queue:
         return []
+    if threat is not None:
+        threat.check_victim(victim)
     slots = [_Slot(env_fn()) for _ in range(max(1, min(n_envs, len(queue))))]
     for slot in slots:
         slot.start(queue.pop(0), seed)

@@ -74,7 +74,7 @@ def run_evaluation(
     episode indices are run; otherwise a new run is recorded.
     """
     spec = threat.spec if threat is not None else "clean"
-    name = threat.name if threat is not None else "clean"
+    name = threat.label if threat is not None else "clean"
     identity = {
         "agent": victim.description.get("sha256") or victim.description,
         "vecnormalize": victim.description.get("vecnormalize"),
@@ -95,6 +95,8 @@ def run_evaluation(
             "seed": seed,
             "deterministic": deterministic,
             "budget_space": victim.budget_space,
+            "params": threat.params.model_dump() if threat is not None else {},
+            "p": threat.schedule.p if threat is not None else 1.0,
         }
         run_id = store.create_run(key, meta)
     todo = [k for k in range(episodes) if k not in store.done_episodes(run_id)]

@@ -67,6 +67,11 @@ class Threat(ABC):
         self.schedule = schedule or Schedule()
         self.spec = spec or self.canonical_spec()
 
+    @property
+    def label(self) -> str:
+        """The threat's name as the user wrote it (``pgd`` for ``pgd:objective=minbest``)."""
+        return self.spec.split(":", 1)[0]
+
     def canonical_spec(self) -> str:
         items = [f"{k}={v}" for k, v in self.params.model_dump().items()]
         if self.schedule.p != 1.0:

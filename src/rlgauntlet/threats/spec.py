@@ -58,10 +58,30 @@ def parse_params(text: str, spec: str | None = None) -> dict:
     return params
 
 
+ALIASES = ("fgsm", "pgd")
+
+
 def known_threats() -> list[str]:
     import rlgauntlet.threats  # noqa: F401  (registers the built-in threats)
 
-    return sorted(THREATS)
+    return sorted([*THREATS, *ALIASES])
+
+
+def _resolve_alias(name: str, params: dict, spec: str) -> type[Threat]:
+    """``fgsm:objective=X`` is attack X with one step of size ε; ``pgd:objective=X`` is X
+    with its PGD defaults. The objective defaults to minbest."""
+    from rlgauntlet.threats.attacks import OBJECTIVES
+
+    objective = params.pop("objective", "minbest")
+    if objective not in OBJECTIVES:
+        raise UserError(f"threat spec {spec!r}: unknown objective {objective!r}; choose one of: {', '.join(OBJECTIVES)}")
+    if name == "fgsm":
+        if objective == "cw":
+            raise UserError(f"threat spec {spec!r}: cw is an optimisation, not a one-step attack; use --threat cw")
+        if "steps" in params:
+            raise UserError(f"threat spec {spec!r}: fgsm is one step; use pgd:steps=N for more")
+        params["steps"] = 1
+    return THREATS[objective]
 
 
 def parse_threat(spec: str) -> Threat:
@@ -73,12 +93,13 @@ def parse_threat(spec: str) -> Threat:
     name = name.strip()
     if not name:
         raise UserError("empty threat spec; write e.g. --threat gaussian_noise:std=0.1")
-    if name not in THREATS:
-        close = difflib.get_close_matches(name, THREATS, n=1)
+    if name not in THREATS and name not in ALIASES:
+        names = sorted([*THREATS, *ALIASES])
+        close = difflib.get_close_matches(name, names, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise UserError(f"unknown threat {name!r}{hint}; known threats: {', '.join(sorted(THREATS))}")
-    cls = THREATS[name]
+        raise UserError(f"unknown threat {name!r}{hint}; known threats: {', '.join(names)}")
     params = parse_params(rest, spec)
+    cls = _resolve_alias(name, params, spec) if name in ALIASES else THREATS[name]
     p = params.pop("p", 1.0)
     if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
         raise UserError(f"threat spec {spec!r}: p={p} must be a probability in [0, 1]")

@@ -1,0 +1,32 @@
+"""MinQ (Pattanaik et al. 2018, "Robust Deep RL with Adversarial Attacks").
+
+Push the victim toward its lowest-Q action a⁻ = argmin_a Q(x, a) on the clean input, in the
+deterministic form argmax_x̃ π(a⁻|x̃) with π = softmax(Q): maximise log π(a⁻|x̃) by projected
+gradient ascent (10 iterations by default, as in the PA-AD comparison). Distance: ℓ∞ (or
+ℓ2) in the victim's budget space. DQN (Q-value) victims only.
+
+Spec: ``minq:eps=1/255`` (or ``pgd:objective=minq``).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from rlgauntlet.threats.attacks.base import GradientAttack
+from rlgauntlet.threats.base import register_threat
+from rlgauntlet.victims.base import PolicyOutput, Victim
+
+
+@register_threat
+class MinQ(GradientAttack):
+    name = "minq"
+    kinds = ("q",)
+    kinds_hint = "; MinQ needs the victim's Q-values (a DQN agent)"
+
+    @torch.no_grad()
+    def reference(self, x: torch.Tensor, victim: Victim) -> torch.Tensor:
+        return victim.forward(x).q.argmin(dim=-1)
+
+    def loss(self, out: PolicyOutput, worst: torch.Tensor) -> torch.Tensor:
+        return -F.cross_entropy(out.q, worst, reduction="none")

@@ -1,0 +1,50 @@
+"""Named threat suites and budget grids: the spec lists behind ``--suite`` and ``--eps-grid``."""
+
+from __future__ import annotations
+
+from rlgauntlet.errors import UserError
+from rlgauntlet.threats.spec import parse_params, parse_value
+from rlgauntlet.victims.base import Victim
+
+SUITES = ("adversarial",)
+
+
+def adversarial_suite(victim: Victim) -> list[str]:
+    """The PA-AD comparison set (without budget), restricted to what fits the victim:
+    Random, MinBest (FGSM and PGD-10), MinBest+Momentum, MinQ (DQN only), MaxDiff."""
+    specs = ["random"]
+    if victim.is_discrete:
+        specs += ["fgsm", "pgd:steps=10", "momentum"]
+    if victim.kind == "q":
+        specs.append("pgd:objective=minq")
+    specs.append("pgd:objective=maxdiff")
+    return specs
+
+
+def suite_specs(name: str, victim: Victim, eps: str | None, grid: bool = False) -> list[str]:
+    """Threat specs of suite ``name`` for ``victim`` at budget ``eps`` (left open when ``grid``)."""
+    if name not in SUITES:
+        raise UserError(f"unknown suite {name!r}; choose one of: {', '.join(SUITES)}")
+    if eps is None and not grid:
+        raise UserError(f"--suite {name} needs a budget: add --eps VALUE (e.g. --eps 1/255) or --eps-grid")
+    specs = adversarial_suite(victim)
+    if grid:
+        return specs
+    return [f"{s}{',' if ':' in s else ':'}eps={eps}" for s in specs]
+
+
+def expand_eps_grid(specs: list[str], grid: str) -> list[str]:
+    """One spec per budget of ``grid`` (``0,1/255,2/255``) for every spec that has no ``eps``."""
+    values = [v.strip() for v in grid.split(",") if v.strip()]
+    if not values:
+        raise UserError("--eps-grid is empty; write e.g. --eps-grid 0,1/255,2/255")
+    for v in values:
+        if isinstance(parse_value(v, f"--eps-grid {grid}"), (bool, str)):
+            raise UserError(f"--eps-grid {grid}: {v!r} is not a number; write e.g. --eps-grid 0,1/255,2/255")
+    out = []
+    for spec in specs:
+        name, _, rest = spec.partition(":")
+        if "eps" in parse_params(rest, spec):
+            raise UserError(f"threat spec {spec!r} already sets eps; drop it when using --eps-grid")
+        out += [f"{name}:{rest + ',' if rest else ''}eps={v}" for v in values]
+    return out
