@@ -86,3 +86,36 @@ def test_help_documents_every_option_with_example(command, cli_env):
                     "--store", "--resume"):
             assert opt in res.stdout
         assert res.stdout.count("Example") >= 10
+
+
+def test_eps_grid_suite_and_plot(tiny_models, tmp_path, cli_env):
+    out = tmp_path / "grid.json"
+    res = run_cli(["evaluate", "--agent", f"sb3:{tiny_models['dqn']}", "--env", "CartPole-v1", "--threat", "pgd",
+                   "--suite", "adversarial", "--eps-grid", "0,0.05", "--episodes", "2", "--out", str(out)], cli_env)
+    assert res.returncode == 0, res.stderr
+    specs = [e["spec"] for e in json.loads(out.read_text())["evaluations"]]
+    assert specs[:3] == ["clean", "pgd:eps=0", "pgd:eps=0.05"]
+    for head in ("random", "fgsm", "pgd:steps=10", "momentum", "pgd:objective=minq", "pgd:objective=maxdiff"):
+        assert f"{head}{',' if ':' in head else ':'}eps=0.05" in specs
+    store = tmp_path / "rlgauntlet-results.sqlite"
+    res = run_cli(["plot", "--store", str(store), "--out", str(tmp_path / "c.png")], cli_env)
+    assert res.returncode == 0, res.stderr
+    data = json.loads((tmp_path / "c.json").read_text())
+    assert [p["eps"] for p in data[0]["curves"]["pgd"]] == [0.0, 0.05]
+    assert (tmp_path / "c.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--threat", "pgd:eps=0.1", "--eps-grid", "0,0.1"], "already sets eps"),
+        (["--suite", "adversarial"], "needs a budget"),
+        (["--suite", "natural2", "--eps", "0.1"], "unknown suite"),
+        (["--threat", "pgd", "--eps-grid", "0,big"], "is not a number"),
+        (["--eps", "0.1"], "--eps is the budget of --suite"),
+        (["--threat", "pgd:eps=0.1"], "minbest does not apply to a gaussian policy"),
+    ],
+)
+def test_budget_option_errors(args, message, tiny_models, tmp_path, cli_env):
+    res = run_cli(["evaluate", "--agent", f"sb3:{tiny_models['sac']}", "--env", "Pendulum-v1", *args], cli_env, cwd=tmp_path)
+    assert res.returncode == 2 and message in res.stderr and "Traceback" not in res.stderr, res.stderr

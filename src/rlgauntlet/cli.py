@@ -164,6 +164,30 @@ def train(
         console.print(f"zoo/{entry['file']}: clean return {entry['clean_return']['mean']:.1f} ± {entry['clean_return']['std']:.1f} over 20 episodes")
 
 
+@app.command()
+def plot(
+    store: Path = typer.Option(Path(DEFAULT_STORE_NAME), help="results store to read. Example: --store results/rlgauntlet-results.sqlite"),
+    out: Path = typer.Option(Path("reward_vs_eps.png"), help="PNG to write (the curve data go beside it as JSON). Example: --out curves.png"),
+    env: Optional[str] = typer.Option(None, help="only this env id. Example: --env CartPole-v1"),
+    agent: Optional[str] = typer.Option(None, help="only agents whose name contains this. Example: --agent cartpole-dqn"),
+) -> None:
+    """Draw reward-vs-ε curves from the store (one curve per threat, one panel per agent and env).
+
+    Example: rlgauntlet plot --store results/rlgauntlet-results.sqlite --out curves.png
+    """
+    from rlgauntlet.experiments.store import ResultsStore
+    from rlgauntlet.report.curves import budget_curves, plot_curves
+
+    if not store.exists():
+        raise UserError(f"results store {store} not found; give --store the file that rlgauntlet evaluate wrote")
+    curves = budget_curves(ResultsStore(store), env=env, agent=agent)
+    path = plot_curves(curves, out)
+    data = [{"agent": a, "env": e, "clean": g["clean"], "curves": {t: [dict(zip(("eps", "return_mean", "return_sem", "episodes"), p)) for p in pts] for t, pts in g["curves"].items()}}
+            for (a, e), g in sorted(curves.items())]
+    path.with_suffix(".json").write_text(json.dumps(data, indent=2) + "\n")
+    console.print(f"wrote {path} and {path.with_suffix('.json')}")
+
+
 @zoo_app.command("list")
 def zoo_list() -> None:
     """List the zoo agents with their env, algorithm and clean return.

@@ -122,7 +122,9 @@ def evaluate_episodes(
                 rec = slot.record
                 rec.length += 1
                 if terminated or truncated:
-                    if info.get("real_done", True):
+                    # a time limit always ends the episode; a termination ends it unless it
+                    # was only a life lost (SB3's EpisodicLifeEnv)
+                    if truncated or info.get("real_done", True):
                         rec.episode_return = float(info.get("raw_return", rec.episode_return))
                         rec.wall_seconds = time.perf_counter() - slot.started
                         done.append(rec)

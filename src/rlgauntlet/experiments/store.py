@@ -89,6 +89,11 @@ class ResultsStore:
         row = self.conn.execute("SELECT meta FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         return json.loads(row[0])
 
+    def runs(self) -> list[tuple[int, dict]]:
+        """Every run as (run_id, meta), oldest first."""
+        rows = self.conn.execute("SELECT run_id, meta FROM runs ORDER BY run_id").fetchall()
+        return [(int(r[0]), json.loads(r[1])) for r in rows]
+
     def add_wall_seconds(self, run_id: int, seconds: float) -> None:
         self.conn.execute("UPDATE runs SET wall_seconds = wall_seconds + ? WHERE run_id = ?", (seconds, run_id))
         self.conn.commit()

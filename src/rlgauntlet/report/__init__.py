@@ -1,0 +1,1 @@
+"""Reports rendered from the results store: reward-vs-budget curves."""
