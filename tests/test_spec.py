@@ -42,7 +42,7 @@ def test_parse_threat_builds_threat_with_schedule():
         ("uniform_noise:eps=-0.1", "eps: Input should be greater than or equal to 0"),
         ("uniform_noise:eps=0.1,eps=0.2", "'eps' is given twice"),
         ("uniform_noise:eps=0.1,p=1.5", "p=1.5 must be a probability in [0, 1]"),
-        ("gaussian_noise", "std: Field required; required: std"),
+        ("gaussian_noise", "give exactly one of std= or severity=1..5"),
         ("gaussian_noise:std=big", "std: Input should be a valid number"),
     ],
 )

@@ -58,6 +58,19 @@ class BatchRNG:
         """Uniform draws in [low, high), shape (B, *shape)."""
         return self._stack(lambda g: torch.rand(tuple(shape), generator=g)) * (high - low) + low
 
+    def episode_normal(self, shape: Sequence[int], salt: int = 0) -> torch.Tensor:
+        """Standard normal draws that are the same at every step of an episode, shape (B, *shape).
+
+        For a change of the world that holds for a whole episode (a miscalibrated sensor, a
+        tilted camera): each row draws from a fresh generator keyed by its episode stream.
+        """
+        def draw(g: torch.Generator) -> torch.Tensor:
+            fixed = torch.Generator(device="cpu")
+            fixed.manual_seed((g.initial_seed() + 0x9E3779B97F4A7C15 * (salt + 1)) % (1 << 63))
+            return torch.randn(tuple(shape), generator=fixed)
+
+        return self._stack(draw)
+
     def bernoulli(self, p: float) -> torch.Tensor:
         """One boolean per row, true with probability ``p``."""
         return self.uniform(()) < p

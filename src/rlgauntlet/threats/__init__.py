@@ -4,7 +4,7 @@ Importing this package registers the built-in threats; build one from a spec str
 :func:`parse_threat`.
 """
 
-from rlgauntlet.threats import attacks, noise  # noqa: F401  (registers threats)
+from rlgauntlet.threats import attacks, corruptions, natural, noise  # noqa: F401  (registers threats)
 from rlgauntlet.threats.base import THREATS, Schedule, Threat, ThreatParams, register_threat
 from rlgauntlet.threats.spec import known_threats, parse_threat
 
