@@ -42,15 +42,27 @@ def print_table(report: dict) -> None:
     spaces = sorted({ev["budget_space"] for ev in report["evaluations"]})
     table = Table(title=f"{agent} on {report['env']['id']}; budgets and ℓ∞/ℓ2 in {'/'.join(spaces)} units, "
                         f"{report['evaluations'][0]['episodes']} episodes")
+    evals = report["evaluations"]
+    with_impact = any(ev.get("impact") is not None or ev.get("generalized_impact") is not None for ev in evals)
+    with_ssim = any(ev.get("ssim_mean") is not None for ev in evals)
     table.add_column("threat", overflow="fold", min_width=22)
-    for col in ("return", "±sem", "perturbed", "Δaction", "ℓ∞", "ℓ2", "seconds"):
+    columns = ["return", "±sem"] + (["impact"] if with_impact else []) + ["perturbed", "Δaction", "ℓ∞", "ℓ2"]
+    columns += (["SSIM", "PSNR"] if with_ssim else []) + ["seconds"]
+    for col in columns:
         table.add_column(col, justify="right", no_wrap=True)
-    for ev in report["evaluations"]:
-        table.add_row(
-            ev["spec"], _fmt(ev["return_mean"]), _fmt(ev["return_sem"]),
-            f"{ev['perturbed_fraction']:.0%}", f"{ev['action_change_rate']:.0%}",
-            _fmt(ev["linf_mean"]), _fmt(ev["l2_mean"]), f"{ev['wall_seconds']:.1f}",
-        )
+    for ev in evals:
+        imp = ev.get("impact") if ev.get("impact") is not None else ev.get("generalized_impact")
+        row = [ev["spec"], _fmt(ev["return_mean"]), _fmt(ev["return_sem"])]
+        row += ([_fmt(imp) if imp is not None else "-"] if with_impact else [])
+        row += [f"{ev['perturbed_fraction']:.0%}", f"{ev['action_change_rate']:.0%}", _fmt(ev["linf_mean"]), _fmt(ev["l2_mean"])]
+        if with_ssim:
+            row += [_fmt(ev["ssim_mean"]) if ev.get("ssim_mean") is not None else "-",
+                    _fmt(ev["psnr_mean"]) if ev.get("psnr_mean") is not None else "-"]
+        table.add_row(*row, f"{ev['wall_seconds']:.1f}")
+    if report.get("score_min") is not None:
+        table.caption = f"impact = (clean − threat) / (clean − argmin agent {report['score_min']:.4g})"
+    elif report.get("min_score_fixed") is not None:
+        table.caption = f"impact: generalized, minimum score {report['min_score_fixed']:.4g}"
     out_console.print(table)
 
 
@@ -72,9 +84,11 @@ def evaluate(
     input_space: Optional[str] = typer.Option(None, help="unit of the network input for TorchScript agents: pixel01, normalized, raw. Example: --input-space raw"),
     stochastic: bool = typer.Option(False, help="sample actions instead of acting greedily. Example: --stochastic"),
     precision: str = typer.Option("auto", help="network precision: auto (float64 for vector inputs, float32 for images), float32, float64. Example: --precision float32"),
-    suite: List[str] = typer.Option([], help="add a named threat suite (adversarial: Random, FGSM, PGD-10, Momentum, MinQ, MaxDiff) at --eps. Example: --suite adversarial --eps 1/255"),
+    suite: List[str] = typer.Option([], help="add a named threat suite: natural (Daylight perturbations and common corruptions at default severities) or adversarial (Random, FGSM, PGD-10, Momentum, MinQ, MaxDiff at --eps). Example: --suite natural"),
     eps: Optional[str] = typer.Option(None, help="budget of --suite, in the agent's budget space (fractions allowed). Example: --eps 2/255"),
     eps_grid: Optional[str] = typer.Option(None, "--eps-grid", help="evaluate every threat without eps (and every suite) at each budget. Example: --eps-grid 0,1/255,2/255,3/255 --threat pgd:objective=minbest"),
+    impact: bool = typer.Option(True, help="compute impact against the argmin agent (discrete agents; cached in the store). Example: --no-impact"),
+    min_score: Optional[float] = typer.Option(None, help="fixed minimum score for the generalized impact (default: -21 Pong, 0 other Atari). Example: --min-score 0"),
 ) -> None:
     """Evaluate an agent clean and under every --threat; print a table, store episodes, write JSON.
 
@@ -130,12 +144,35 @@ def evaluate(
             )
             progress.update(task, completed=episodes)
             report["evaluations"].append(summary)
+    if impact:
+        _add_impact(report, results, victim, lambda: make_env(env, env_preset), env_info, episodes, seed, n_envs,
+                    not stochastic, env, env_preset, min_score)
     results.close()
     print_table(report)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(report, indent=2) + "\n")
         console.print(f"wrote {out} (episodes stored in {store_path})")
+
+
+def _add_impact(report, results, victim, env_fn, env_info, episodes, seed, n_envs, deterministic, env_id, preset,
+                min_score) -> None:
+    """Add impact and generalized impact to every evaluation of ``report`` (Daylight §2.5)."""
+    from rlgauntlet.experiments.evaluate import run_evaluation
+    from rlgauntlet.metrics.impact import ARGMIN_LABEL, ArgminVictim, default_min_score
+    from rlgauntlet.metrics.impact import impact as impact_of
+
+    score_max = report["evaluations"][0]["return_mean"]
+    score_min = None
+    if victim.is_discrete:
+        argmin = run_evaluation(results, env_fn, env_info, ArgminVictim(victim), None, episodes, seed, n_envs=n_envs,
+                                deterministic=deterministic, resume=True, label=ARGMIN_LABEL)
+        score_min = argmin["return_mean"]
+    fixed_min = min_score if min_score is not None else default_min_score(env_id, preset)
+    report["score_max"], report["score_min"], report["min_score_fixed"] = score_max, score_min, fixed_min
+    for ev in report["evaluations"]:
+        ev["impact"] = impact_of(score_max, ev["return_mean"], score_min)
+        ev["generalized_impact"] = impact_of(score_max, ev["return_mean"], fixed_min)
 
 
 @app.command()

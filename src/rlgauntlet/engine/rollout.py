@@ -28,6 +28,9 @@ from rlgauntlet.threats.base import Threat
 from rlgauntlet.victims.base import Victim
 
 CONTINUOUS_ACTION_TOL = 1e-6
+#: perceptual metrics (SSIM, MSE for PSNR) are computed on every k-th step of an episode
+PERCEPTUAL_EVERY = 10
+SSIM_WINDOW = 11
 
 
 @dataclass
@@ -36,7 +39,10 @@ class EpisodeRecord:
 
     ``linf_sum``/``l2_sum`` add the per-step norm of (x' − x) over perturbed steps, in the
     victim's budget space; ``action_changes`` counts perturbed steps whose action differs
-    from the action on the clean input of the same step.
+    from the action on the clean input of the same step. For image inputs, perturbed steps
+    whose index is a multiple of ``PERCEPTUAL_EVERY`` also add their SSIM (11×11 Gaussian
+    window, averaged over the frames of the stack) and mean squared error to
+    ``ssim_sum``/``mse_sum`` (``perceptual_steps`` counts them).
     """
 
     episode: int
@@ -48,6 +54,9 @@ class EpisodeRecord:
     linf_sum: float = 0.0
     linf_max: float = 0.0
     l2_sum: float = 0.0
+    ssim_sum: float = 0.0
+    mse_sum: float = 0.0
+    perceptual_steps: int = 0
     wall_seconds: float = 0.0
 
     def to_dict(self) -> dict:
@@ -180,14 +189,35 @@ def _batched_actions(
         l2 = delta.norm(dim=1).cpu().numpy()
         clean_actions = victim.actions(victim.forward(x[mask]), deterministic, None if noise is None else noise[mask])
         changed = _actions_differ(actions[mask], clean_actions).cpu().numpy()
-        for j, i in enumerate(np.flatnonzero(mask.cpu().numpy())):
+        rows = np.flatnonzero(mask.cpu().numpy())
+        perceptual = _perceptual(x[mask], x_in[mask], [active[i].record.length for i in rows]) \
+            if victim.budget_space == "pixel01" and x.ndim == 4 else {}
+        for j, i in enumerate(rows):
             rec = active[i].record
             rec.perturbed_steps += 1
             rec.action_changes += int(changed[j])
             rec.linf_sum += float(linf[j])
             rec.linf_max = max(rec.linf_max, float(linf[j]))
             rec.l2_sum += float(l2[j])
+            if j in perceptual:
+                ssim, mse = perceptual[j]
+                rec.ssim_sum += ssim
+                rec.mse_sum += mse
+                rec.perceptual_steps += 1
     acts = actions.cpu().numpy()
     if discrete:
         return [int(a) for a in acts]
     return [a.astype(np.float32) for a in acts]
+
+
+def _perceptual(clean: torch.Tensor, perturbed: torch.Tensor, steps: list[int]) -> dict[int, tuple[float, float]]:
+    """SSIM and MSE of the rows whose episode step is a multiple of ``PERCEPTUAL_EVERY``."""
+    rows = [j for j, t in enumerate(steps) if t % PERCEPTUAL_EVERY == 0]
+    if not rows:
+        return {}
+    from kornia.metrics import ssim
+
+    a, b = clean[rows].float(), perturbed[rows].float()
+    ssim_rows = ssim(a, b, SSIM_WINDOW).reshape(len(rows), -1).mean(dim=1)
+    mse_rows = ((a - b) ** 2).reshape(len(rows), -1).mean(dim=1)
+    return {j: (float(sv), float(mv)) for j, sv, mv in zip(rows, ssim_rows.tolist(), mse_rows.tolist())}

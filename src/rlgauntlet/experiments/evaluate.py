@@ -49,8 +49,23 @@ def summarize(records: list[EpisodeRecord], threat_name: str, spec: str, seed: i
         "linf_mean": per_perturbed(sum(r.linf_sum for r in records)),
         "linf_max": max((r.linf_max for r in records), default=0.0),
         "l2_mean": per_perturbed(sum(r.l2_sum for r in records)),
+        "e_adv": [r.perturbed_steps / r.length if r.length else 0.0 for r in records],
+        **_perceptual_summary(records),
         "budget_space": budget_space,
         "wall_seconds": wall_seconds,
+    }
+
+
+def _perceptual_summary(records: list[EpisodeRecord]) -> dict:
+    """Mean SSIM and PSNR (from the mean squared error, pixels in [0, 1]) over sampled steps."""
+    n = sum(r.perceptual_steps for r in records)
+    if n == 0:
+        return {"ssim_mean": None, "psnr_mean": None, "perceptual_steps": 0}
+    mse = sum(r.mse_sum for r in records) / n
+    return {
+        "ssim_mean": sum(r.ssim_sum for r in records) / n,
+        "psnr_mean": None if mse == 0 else 10.0 * math.log10(1.0 / mse),  # None: identical images
+        "perceptual_steps": n,
     }
 
 
@@ -67,14 +82,15 @@ def run_evaluation(
     resume: bool = False,
     on_step: Callable[[int], None] | None = None,
     on_episode: Callable[[EpisodeRecord], None] | None = None,
+    label: str | None = None,
 ) -> dict:
     """Run one evaluation (clean when ``threat`` is None), storing episodes as they finish.
 
     With ``resume``, the latest run with the same identity is continued and only missing
     episode indices are run; otherwise a new run is recorded.
     """
-    spec = threat.spec if threat is not None else "clean"
-    name = threat.label if threat is not None else "clean"
+    spec = threat.spec if threat is not None else (label or "clean")
+    name = threat.label if threat is not None else (label or "clean")
     identity = {
         "agent": victim.description.get("sha256") or victim.description,
         "vecnormalize": victim.description.get("vecnormalize"),

@@ -6,7 +6,34 @@ from rlgauntlet.errors import UserError
 from rlgauntlet.threats.spec import parse_params, parse_value
 from rlgauntlet.victims.base import Victim
 
-SUITES = ("adversarial",)
+SUITES = ("adversarial", "natural")
+
+#: Daylight's Pong settings (α,β = [1.7, 40], kernel 3, 3°, [2, 1], perspective norm 3), JPEG
+#: quality 10 (the paper gives none), and the common corruptions at severity 3.
+NATURAL_IMAGE = (
+    "brightness_contrast:alpha=1.7,beta=40",
+    "median_blur:kernel=3",
+    "rotation:degrees=3",
+    "shift:ti=2,tj=1",
+    "perspective:norm=3",
+    "jpeg:quality=10",
+    "gaussian_noise:severity=3",
+    "impulse_noise:severity=3",
+    "motion_blur:severity=3",
+    "pixelate:severity=3",
+)
+#: vector observations, sizes in the victim's budget space (normalized or raw units)
+NATURAL_VECTOR = (
+    "gaussian_noise:std=0.1",
+    "uniform_noise:eps=0.1",
+    "sensor_dropout:rate=0.1",
+    "sensor_bias:scale=0.1",
+)
+
+
+def natural_suite(victim: Victim) -> list[str]:
+    """The natural-perturbation suite at its documented default severities."""
+    return list(NATURAL_IMAGE if victim.budget_space == "pixel01" else NATURAL_VECTOR)
 
 
 def adversarial_suite(victim: Victim) -> list[str]:
@@ -25,6 +52,10 @@ def suite_specs(name: str, victim: Victim, eps: str | None, grid: bool = False) 
     """Threat specs of suite ``name`` for ``victim`` at budget ``eps`` (left open when ``grid``)."""
     if name not in SUITES:
         raise UserError(f"unknown suite {name!r}; choose one of: {', '.join(SUITES)}")
+    if name == "natural":
+        if grid:
+            raise UserError("--suite natural has fixed severities; --eps-grid applies to budgeted threats only")
+        return natural_suite(victim)
     if eps is None and not grid:
         raise UserError(f"--suite {name} needs a budget: add --eps VALUE (e.g. --eps 1/255) or --eps-grid")
     specs = adversarial_suite(victim)

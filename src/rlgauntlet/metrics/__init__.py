@@ -1,0 +1,1 @@
+"""Metrics computed from evaluations: impact (Daylight), and more to come."""
