@@ -225,6 +225,174 @@ def plot(
     console.print(f"wrote {path} and {path.with_suffix('.json')}")
 
 
+def _load_for_env(agent: str, env: str, preset: Optional[str], device: str, kind: Optional[str],
+                  vecnormalize: Optional[Path], input_space: Optional[str] = None):
+    from rlgauntlet.envs import make_env, resolve_preset
+    from rlgauntlet.victims import load_victim
+
+    env_preset = resolve_preset(env, preset)
+    probe = make_env(env, env_preset)
+    victim = load_victim(agent, probe.observation_space, probe.action_space, device=device, kind=kind,
+                         vecnormalize=vecnormalize, input_space=input_space)
+    victim.check_env(probe.observation_space, probe.action_space, env)
+    probe.close()
+    return victim, env_preset
+
+
+@app.command()
+def spectrum(
+    agent: str = typer.Option(..., help="the agent whose visited states are analysed. Example: --agent zoo:pong-ppo"),
+    env: str = typer.Option(..., help="Gymnasium id (an image env). Example: --env PongNoFrameskip-v4"),
+    threat: List[str] = typer.Option(..., help="threat spec, repeatable. Example: --threat rotation:degrees=3"),
+    steps: int = typer.Option(256, min=1, help="clean agent steps whose observations are analysed. Example: --steps 512"),
+    seed: int = typer.Option(0, help="episode seed. Example: --seed 1"),
+    out: Path = typer.Option(Path("spectrum.png"), help="PNG to write; the numbers go beside it as JSON. Example: --out pong_spectrum.png"),
+    preset: Optional[str] = typer.Option(None, help="override the env preset. Example: --preset atari"),
+    device: str = typer.Option("cpu", help="torch device. Example: --device cuda"),
+    kind: Optional[str] = typer.Option(None, help="TorchScript output kind. Example: --kind q"),
+    vecnormalize: Optional[Path] = typer.Option(None, help="SB3 VecNormalize statistics. Example: --vecnormalize vn.pkl"),
+) -> None:
+    """Power spectral density of clean vs perturbed observations and the energy change per
+    frequency band (Daylight Figure 1), on the newest frame of states the clean agent visits.
+
+    Example: rlgauntlet spectrum --agent zoo:pong-ppo --env PongNoFrameskip-v4 --threat rotation:degrees=3 --threat jpeg:quality=10
+    """
+    import torch
+
+    from rlgauntlet.engine.seeding import BatchRNG, episode_generator
+    from rlgauntlet.envs import make_env
+    from rlgauntlet.metrics.spectrum import plot_spectrum, spectrum_report
+    from rlgauntlet.threats import parse_threat
+
+    threats = [parse_threat(s) for s in threat]
+    victim, env_preset = _load_for_env(agent, env, preset, device, kind, vecnormalize)
+    for t in threats:
+        t.check_victim(victim)
+    if victim.budget_space != "pixel01":
+        raise UserError("spectrum analyses image observations; this agent's input is not an image")
+    states = _visited_inputs(victim, make_env(env, env_preset), steps, seed)
+    rng = BatchRNG([episode_generator(seed, k, "threat") for k in range(states.shape[0])])
+    with torch.no_grad():
+        perturbed = {t.spec: t.perturb(states, victim, rng)[:, -1] for t in threats}
+    report = spectrum_report(states[:, -1], perturbed)
+    report.update({"agent": victim.description, "env": env, "steps": int(states.shape[0]), "seed": seed,
+                   "frame": "newest frame of each stacked input, network input scale [0, 1]"})
+    out.parent.mkdir(parents=True, exist_ok=True)
+    plot_spectrum(report, out)
+    out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
+    table = Table(title=f"energy change vs original, {states.shape[0]} states")
+    for col in ("threat", "DC", "low", "mid", "high"):
+        table.add_column(col, justify="left" if col == "threat" else "right")
+    for spec, t in report["threats"].items():
+        rc = t["relative_change"]
+        table.add_row(spec, *[f"{rc[b]:+.1%}" if rc[b] is not None else "-" for b in ("dc", "low", "mid", "high")])
+    out_console.print(table)
+    console.print(f"wrote {out} and {out.with_suffix('.json')}")
+
+
+@app.command()
+def calibrate(
+    agent: str = typer.Option(..., help="the agent to calibrate against. Example: --agent zoo:pong-ppo"),
+    env: str = typer.Option(..., help="Gymnasium id. Example: --env PongNoFrameskip-v4"),
+    threat: str = typer.Option(..., help="threat (spec without the searched parameter). Example: --threat rotation"),
+    target_impact: float = typer.Option(..., help="impact to reach, in (0, 1]. Example: --target-impact 0.9"),
+    param: Optional[str] = typer.Option(None, help="parameter to search (default: the threat's severity). Example: --param degrees"),
+    low: Optional[float] = typer.Option(None, help="harmless end of the range. Example: --low 0"),
+    high: Optional[float] = typer.Option(None, help="strongest end of the range. Example: --high 30"),
+    iterations: int = typer.Option(8, min=1, help="bisection steps. Example: --iterations 10"),
+    episodes: int = typer.Option(10, min=2, help="episodes per probe. Example: --episodes 20"),
+    seed: int = typer.Option(0, help="evaluation seed. Example: --seed 1"),
+    n_envs: int = typer.Option(4, "--n-envs", min=1, help="envs side by side. Example: --n-envs 8"),
+    store: Path = typer.Option(Path(DEFAULT_STORE_NAME), help="results store (probes are cached there). Example: --store runs.sqlite"),
+    out: Optional[Path] = typer.Option(None, help="write the search as JSON. Example: --out rotation_calibration.json"),
+    preset: Optional[str] = typer.Option(None, help="override the env preset. Example: --preset atari"),
+    device: str = typer.Option("cpu", help="torch device. Example: --device cuda"),
+    kind: Optional[str] = typer.Option(None, help="TorchScript output kind. Example: --kind q"),
+    vecnormalize: Optional[Path] = typer.Option(None, help="SB3 VecNormalize statistics. Example: --vecnormalize vn.pkl"),
+) -> None:
+    """Find the smallest severity of a threat that reaches a target impact (bisection with a
+    confidence check on the episodes).
+
+    Example: rlgauntlet calibrate --agent zoo:pong-ppo --env PongNoFrameskip-v4 --threat rotation --target-impact 0.9
+    """
+    from rlgauntlet.envs import make_env
+    from rlgauntlet.experiments.calibrate import SEARCH_SPACES, SearchSpace
+    from rlgauntlet.experiments.calibrate import calibrate as run_calibration
+    from rlgauntlet.experiments.evaluate import run_evaluation
+    from rlgauntlet.experiments.store import ResultsStore
+    from rlgauntlet.metrics.impact import ARGMIN_LABEL, ArgminVictim
+    from rlgauntlet.threats import known_threats, parse_threat
+
+    if not 0 < target_impact <= 1:
+        raise UserError(f"--target-impact {target_impact} must be in (0, 1]")
+    name = threat.partition(":")[0]
+    space = SEARCH_SPACES.get(name)
+    if param is not None or low is not None or high is not None:
+        if param is None and space is None:
+            raise UserError(f"no default severity parameter for {name!r}; give --param")
+        base = space or SearchSpace(param, 0.0, 1.0)
+        space = SearchSpace(param or base.param, base.low if low is None else low, base.high if high is None else high,
+                            base.step if (param is None or param == base.param) else "float")
+    if name not in known_threats():
+        parse_threat(threat)  # raises the unknown-threat error with suggestions
+    if space is None:
+        raise UserError(f"no default severity range for {name!r}; give --param, --low and --high")
+    victim, env_preset = _load_for_env(agent, env, preset, device, kind, vecnormalize)
+    results = ResultsStore(store)
+    env_info = {"id": env, "preset": env_preset}
+    env_fn = lambda: make_env(env, env_preset)  # noqa: E731
+
+    def evaluate_spec(spec: str) -> dict:
+        t = parse_threat(spec) if spec != "clean" else None
+        if t is not None:
+            t.check_victim(victim)
+        summary = run_evaluation(results, env_fn, env_info, victim, t, episodes, seed, n_envs=n_envs, resume=True)
+        console.print(f"  {summary['spec']}: return {summary['return_mean']:.4g} ± {summary['return_sem']:.2g}")
+        return summary
+
+    score_max = evaluate_spec("clean")["return_mean"]
+    score_min = run_evaluation(results, env_fn, env_info, ArgminVictim(victim), None, episodes, seed, n_envs=n_envs,
+                               resume=True, label=ARGMIN_LABEL)["return_mean"]
+    result = run_calibration(threat, target_impact, evaluate_spec, score_max, score_min, space, iterations)
+    results.close()
+    table = Table(title=f"{name}: impact per probe (target {target_impact})")
+    for col in ("value", "return", "impact", "± 95%"):
+        table.add_column(col, justify="right")
+    for p in sorted(result["probes"], key=lambda p: p["value"]):
+        table.add_row(str(p["value"]), _fmt(p["return_mean"]), f"{p['impact']:.3f}", f"{1.96 * p['impact_se']:.3f}")
+    out_console.print(table)
+    if result["reached"]:
+        out_console.print(f"smallest {result['param']} reaching impact {target_impact}: {result['severity']} "
+                          f"(impact {result['impact']:.3f}, 95% [{result['ci95'][0]:.3f}, {result['ci95'][1]:.3f}]); {result['message']}")
+    else:
+        out_console.print(result["message"])
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2) + "\n")
+
+
+def _visited_inputs(victim, env, steps: int, seed: int):
+    """Network inputs of the states the clean agent visits (episodes seeded seed, seed+1, ...)."""
+    import numpy as np
+    import torch
+
+    xs, episode = [], 0
+    obs, _ = env.reset(seed=seed)
+    while len(xs) < steps:
+        x = victim.preprocess(np.asarray(obs)[None])
+        xs.append(x[0])
+        with torch.no_grad():
+            action = victim.actions(victim.forward(x))[0].cpu().numpy()
+        obs, _, terminated, truncated, info = env.step(int(action) if victim.is_discrete else action)
+        if truncated or (terminated and info.get("real_done", True)):
+            episode += 1
+            obs, _ = env.reset(seed=seed + episode)
+        elif terminated:
+            obs, _ = env.reset()
+    env.close()
+    return torch.stack(xs)
+
+
 @zoo_app.command("list")
 def zoo_list() -> None:
     """List the zoo agents with their env, algorithm and clean return.

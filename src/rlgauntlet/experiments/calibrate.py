@@ -1,0 +1,149 @@
+"""Minimal-severity search: the smallest severity of a threat that reaches a target impact.
+
+The Daylight paper tuned each perturbation's severity by hand; :func:`calibrate` bisects the
+threat's severity parameter instead, assuming impact grows with severity. Each probe is an
+ordinary evaluation (stored, so a repeated search reuses it). The impact of a probe has a
+standard error se = sem(returns) / (Score_max − Score_min); a decision whose 95% interval
+(±1.96·se) contains the target is flagged as uncertain, with advice to add episodes.
+
+Example:
+    >>> SEARCH_SPACES["rotation"]
+    SearchSpace(param='degrees', low=0.0, high=45.0, step='float')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Literal
+
+from rlgauntlet.errors import UserError
+from rlgauntlet.threats import parse_threat
+
+Z95 = 1.96
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """Where to search a threat's severity: ``low`` is harmless, ``high`` the strongest tried.
+
+    ``step``: ``float``, ``int`` or ``odd`` (odd integers, e.g. blur kernels). ``high`` may be
+    below ``low`` when smaller values are stronger (JPEG quality, pixelate factor).
+    """
+
+    param: str
+    low: float
+    high: float
+    step: Literal["float", "int", "odd"] = "float"
+
+    def value(self, t: float) -> float | int:
+        v = self.low + t * (self.high - self.low)
+        if self.step == "int":
+            return int(round(v))
+        if self.step == "odd":
+            return int(2 * round((v - 1) / 2) + 1)
+        return round(v, 6)
+
+
+SEARCH_SPACES: dict[str, SearchSpace] = {
+    "rotation": SearchSpace("degrees", 0.0, 45.0),
+    "perspective": SearchSpace("norm", 0.0, 20.0),
+    "brightness_contrast": SearchSpace("beta", 0.0, 255.0),
+    "shift": SearchSpace("ti", 0, 20, "int"),
+    "median_blur": SearchSpace("kernel", 1, 21, "odd"),
+    "jpeg": SearchSpace("quality", 100, 1, "int"),
+    "gaussian_noise": SearchSpace("std", 0.0, 1.0),
+    "uniform_noise": SearchSpace("eps", 0.0, 1.0),
+    "impulse_noise": SearchSpace("amount", 0.0, 1.0),
+    "pixelate": SearchSpace("factor", 1.0, 0.05),
+    "motion_blur": SearchSpace("severity", 1, 5, "int"),
+    "sensor_dropout": SearchSpace("rate", 0.0, 1.0),
+    "sensor_bias": SearchSpace("scale", 0.0, 1.0),
+    "random": SearchSpace("eps", 0.0, 0.5),
+    "fgsm": SearchSpace("eps", 0.0, 0.5),
+    "pgd": SearchSpace("eps", 0.0, 0.5),
+}
+
+
+@dataclass
+class Probe:
+    value: float | int
+    spec: str
+    return_mean: float
+    impact: float
+    impact_se: float
+
+    @property
+    def uncertain_about(self) -> Callable[[float], bool]:
+        return lambda target: abs(self.impact - target) < Z95 * self.impact_se
+
+
+def _spec(base: str, param: str, value) -> str:
+    name, _, rest = base.partition(":")
+    items = [i for i in rest.split(",") if i and not i.startswith(f"{param}=")]
+    return f"{name}:{','.join([*items, f'{param}={value}'])}"
+
+
+def calibrate(
+    base_spec: str,
+    target_impact: float,
+    evaluate: Callable[[str], dict],
+    score_max: float,
+    score_min: float,
+    space: SearchSpace | None = None,
+    iterations: int = 8,
+) -> dict:
+    """Bisect the severity of ``base_spec`` for the smallest one with impact ≥ ``target_impact``.
+
+    Args:
+        base_spec: threat spec without the searched parameter, e.g. ``rotation``.
+        evaluate: runs one evaluation of a full spec and returns its summary.
+        score_max, score_min: clean and argmin-agent mean returns (the impact scale).
+        space: search space (default from :data:`SEARCH_SPACES`).
+        iterations: bisection steps after the two end points.
+    """
+    name = base_spec.partition(":")[0]
+    space = space or SEARCH_SPACES.get(name)
+    if space is None:
+        raise UserError(f"no default severity range for {name!r}; give --param, --low and --high")
+    if score_max == score_min:
+        raise UserError("the clean agent scores what the argmin agent scores: impact is undefined for this agent")
+    scale = score_max - score_min
+    probes: list[Probe] = []
+
+    def probe(t: float) -> Probe:
+        value = space.value(t)
+        spec = _spec(base_spec, space.param, value)
+        parse_threat(spec)  # a bad value is a user error before anything runs
+        s = evaluate(spec)
+        p = Probe(value, spec, s["return_mean"], (score_max - s["return_mean"]) / scale, s["return_sem"] / abs(scale))
+        probes.append(p)
+        return p
+
+    top = probe(1.0)
+    result = {"threat": base_spec, "param": space.param, "target_impact": target_impact, "low": space.low,
+              "high": space.high, "score_max": score_max, "score_min": score_min}
+    if top.impact < target_impact:
+        result.update(reached=False, severity=None, impact=top.impact, impact_se=top.impact_se,
+                      probes=[p.__dict__ for p in probes],
+                      message=f"even {space.param}={top.value} reaches only impact {top.impact:.3f}; raise --high")
+        return result
+    lo_t, hi_t, best = 0.0, 1.0, top
+    for _ in range(iterations):
+        mid_t = (lo_t + hi_t) / 2
+        if space.value(mid_t) in (space.value(lo_t), space.value(hi_t)):
+            break  # integer grid exhausted
+        p = probe(mid_t)
+        if p.impact >= target_impact:
+            hi_t, best = mid_t, p
+        else:
+            lo_t = mid_t
+    uncertain = [p.value for p in probes if p.uncertain_about(target_impact)]
+    result.update(
+        reached=True, severity=best.value, spec=best.spec, impact=best.impact, impact_se=best.impact_se,
+        ci95=[best.impact - Z95 * best.impact_se, best.impact + Z95 * best.impact_se],
+        uncertain_probes=uncertain,
+        message=("decisions at " + ", ".join(map(str, uncertain)) + " are within the 95% interval of the target: "
+                 "add --episodes" if uncertain else "every decision was outside the 95% interval of the target"),
+        probes=[p.__dict__ for p in probes],
+    )
+    return result
