@@ -86,6 +86,14 @@ def test_median_blur_of_constant_is_constant_and_removes_specks():
     assert float(apply("median_blur:kernel=3", x)[0, 0, 10, 10]) == pytest.approx(0.3)
 
 
+def test_fast_median_equals_tensor_median():
+    from rlgauntlet.threats.natural import median_filter, median_filter_torch
+
+    x = frames()
+    for k in (3, 5):
+        torch.testing.assert_close(median_filter(x, k), median_filter_torch(x, k))
+
+
 def test_jpeg_quality_100_changes_little_and_5_changes_much():
     x = frames(1)
     x = torch.nn.functional.avg_pool2d(x, 5, 1, 2)  # some structure, like a game frame

@@ -132,7 +132,7 @@ PRESETS: dict[str, TrainPreset] = {
             name="hopper-ppo",
             env_id="Hopper-v5",
             algo="ppo",
-            total_timesteps=1_000_000,
+            total_timesteps=2_000_000,
             n_envs=1,
             seed=0,
             normalize=True,
@@ -157,6 +157,7 @@ PRESETS: dict[str, TrainPreset] = {
             ),
             target_return=2000.0,
             checkpoint_every=100_000,
+            notes="1M steps (the tuned budget) gave a deterministic return of 1054 ± 4 on Hopper-v5; trained on to 2M.",
         ),
         TrainPreset(
             name="pong-ppo",

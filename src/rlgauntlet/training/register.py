@@ -16,13 +16,30 @@ ZOO_EVAL_EPISODES = 20
 ZOO_EVAL_SEED = 0
 
 
-def register_zoo_agent(name: str, checkpoint: Path, n_envs: int = 4) -> dict:
-    """Copy ``checkpoint`` (from ``train_preset``) into ``zoo/`` as ``name`` and record it."""
+def register_zoo_agent(name: str, checkpoint: Path, n_envs: int = 4, force: bool = False) -> dict:
+    """Copy ``checkpoint`` (from ``train_preset``) into ``zoo/`` as ``name`` and record it.
+
+    An agent below its preset's target return is not registered (unless ``force``): the
+    zoo only holds agents that meet their bar.
+    """
     import json
 
     import numpy as np
 
+    from rlgauntlet.errors import UserError
+
     preset = get_preset(name)
+    vn = checkpoint / "vecnormalize.pkl"
+    candidate = load_sb3(checkpoint / "model.zip", preset.algo, vecnormalize=vn if vn.exists() else None)
+    records = evaluate_episodes(
+        lambda: make_env(preset.env_id), candidate, None, range(ZOO_EVAL_EPISODES), ZOO_EVAL_SEED, n_envs=n_envs
+    )
+    returns = [r.episode_return for r in sorted(records, key=lambda r: r.episode)]
+    if float(np.mean(returns)) < preset.target_return and not force:
+        raise UserError(
+            f"{name} scores {np.mean(returns):.1f} over {ZOO_EVAL_EPISODES} episodes, below its target "
+            f"{preset.target_return}; train longer (rlgauntlet train --preset {name} --steps N) before it joins the zoo"
+        )
     directory = zoo_dir()
     directory.mkdir(parents=True, exist_ok=True)
     model_file = directory / f"{name}.zip"
@@ -43,11 +60,6 @@ def register_zoo_agent(name: str, checkpoint: Path, n_envs: int = 4) -> dict:
         entry["vecnormalize"] = {"file": vn_path.name, "sha256": sha256_file(vn_path)}
     progress = json.loads((checkpoint / "progress.json").read_text())
     entry["total_timesteps"] = progress.get("num_timesteps")
-    victim = load_sb3(model_file, preset.algo, vecnormalize=vn_path)
-    records = evaluate_episodes(
-        lambda: make_env(preset.env_id), victim, None, range(ZOO_EVAL_EPISODES), ZOO_EVAL_SEED, n_envs=n_envs
-    )
-    returns = [r.episode_return for r in sorted(records, key=lambda r: r.episode)]
     entry["clean_return"] = {
         "mean": float(np.mean(returns)),
         "std": float(np.std(returns)),

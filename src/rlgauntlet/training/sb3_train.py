@@ -132,6 +132,7 @@ class _CheckpointCallback(BaseCallback):
                 and len(model.ep_info_buffer) >= 20
                 and recent >= self.preset.target_return + self.margin):
             self.log(f"[{self.preset.name}] target reached in training episodes; stopping")
+            self.progress["stopped_at_target"] = True
             self.stop = True
 
 
@@ -188,8 +189,8 @@ def train_preset(
     callback = _CheckpointCallback(preset, env, run_dir, progress, margin if stop_at_target else None, log)
     # One learn() call over the remaining budget keeps SB3's linear schedules on the
     # preset's nominal budget (progress = 1 - steps/budget), across resumes too.
-    if progress.get("finished") and total_timesteps is None:
-        log(f"[{name}] already finished at {model.num_timesteps} steps")
+    if progress.get("stopped_at_target") and total_timesteps is None:
+        log(f"[{name}] already reached its target at {model.num_timesteps} steps")
     elif model.num_timesteps < budget:
         model.learn(total_timesteps=budget - model.num_timesteps, reset_num_timesteps=False, callback=callback)
         if model.num_timesteps != callback.last_steps:
