@@ -110,3 +110,30 @@ def test_calibrate_bisection_finds_threshold_on_synthetic_response():
     assert not unreachable["reached"] and "raise --high" in unreachable["message"]
     odd = SearchSpace("kernel", 1, 21, "odd")
     assert all(odd.value(t) % 2 == 1 for t in np.linspace(0, 1, 17))
+
+
+def test_lpips_from_user_weights(tmp_path):
+    from rlgauntlet.errors import UserError
+    from rlgauntlet.metrics.perceptual import AlexLPIPS, PerceptualMeter
+
+    torch.manual_seed(0)
+    reference = AlexLPIPS()
+    for i in range(5):  # LPIPS heads are non-negative
+        lin = getattr(reference, f"lin{i}").model[1]
+        lin.weight.data = lin.weight.data.abs()
+    path = tmp_path / "lpips_alex.pt"
+    torch.save(reference.state_dict(), path)
+    model = AlexLPIPS.from_file(path)
+    keys = set(model.state_dict())
+    assert {"net.slice1.0.weight", "net.slice5.10.bias", "lin0.model.1.weight", "lin4.model.1.weight"} <= keys
+    a = torch.rand(3, 4, 84, 84)
+    b = (a + 0.2 * torch.randn_like(a)).clamp(0, 1)
+    d = PerceptualMeter(model).measure(a, b)
+    assert torch.allclose(model(a, a), torch.zeros(3), atol=1e-6)
+    assert bool((d["lpips"] > 0).all()) and torch.allclose(model(a, b), model(b, a))
+    assert bool((model(a, (a + 0.4 * torch.randn_like(a)).clamp(0, 1)) > d["lpips"]).all())
+    torch.save({"something": torch.zeros(1)}, tmp_path / "bad.pt")
+    with pytest.raises(UserError, match="is not an LPIPS"):
+        AlexLPIPS.from_file(tmp_path / "bad.pt")
+    with pytest.raises(UserError, match="not found"):
+        AlexLPIPS.from_file(tmp_path / "missing.pt")

@@ -47,7 +47,8 @@ def print_table(report: dict) -> None:
     with_ssim = any(ev.get("ssim_mean") is not None for ev in evals)
     table.add_column("threat", overflow="fold", min_width=22)
     columns = ["return", "±sem"] + (["impact"] if with_impact else []) + ["perturbed", "Δaction", "ℓ∞", "ℓ2"]
-    columns += (["SSIM", "PSNR"] if with_ssim else []) + ["seconds"]
+    with_lpips = any(ev.get("lpips_mean") is not None for ev in evals)
+    columns += (["SSIM", "PSNR"] if with_ssim else []) + (["LPIPS"] if with_lpips else []) + ["seconds"]
     for col in columns:
         table.add_column(col, justify="right", no_wrap=True)
     for ev in evals:
@@ -58,6 +59,8 @@ def print_table(report: dict) -> None:
         if with_ssim:
             row += [_fmt(ev["ssim_mean"]) if ev.get("ssim_mean") is not None else "-",
                     _fmt(ev["psnr_mean"]) if ev.get("psnr_mean") is not None else "-"]
+        if with_lpips:
+            row += [_fmt(ev["lpips_mean"]) if ev.get("lpips_mean") is not None else "-"]
         table.add_row(*row, f"{ev['wall_seconds']:.1f}")
     if report.get("score_min") is not None:
         table.caption = f"impact = (clean − threat) / (clean − argmin agent {report['score_min']:.4g})"
@@ -89,6 +92,7 @@ def evaluate(
     eps_grid: Optional[str] = typer.Option(None, "--eps-grid", help="evaluate every threat without eps (and every suite) at each budget. Example: --eps-grid 0,1/255,2/255,3/255 --threat pgd:objective=minbest"),
     impact: bool = typer.Option(True, help="compute impact against the argmin agent (discrete agents; cached in the store). Example: --no-impact"),
     min_score: Optional[float] = typer.Option(None, help="fixed minimum score for the generalized impact (default: -21 Pong, 0 other Atari). Example: --min-score 0"),
+    lpips_weights: Optional[Path] = typer.Option(None, help="LPIPS (AlexNet) weights to add LPIPS to SSIM/PSNR for image agents; nothing is downloaded. Example: --lpips-weights lpips_alex.pt"),
 ) -> None:
     """Evaluate an agent clean and under every --threat; print a table, store episodes, write JSON.
 
@@ -127,6 +131,9 @@ def evaluate(
     for t in threats:
         t.check_victim(victim)
 
+    from rlgauntlet.metrics.perceptual import AlexLPIPS, PerceptualMeter
+
+    meter = PerceptualMeter(AlexLPIPS.from_file(lpips_weights)) if lpips_weights is not None else None
     store_path = store or ((out.parent if out else Path(".")) / DEFAULT_STORE_NAME)
     results = ResultsStore(store_path)
     env_info = {"id": env, "preset": env_preset}
@@ -140,7 +147,7 @@ def evaluate(
             summary = run_evaluation(
                 results, lambda: make_env(env, env_preset), env_info, victim, t, episodes, seed,
                 n_envs=n_envs, deterministic=not stochastic, resume=resume,
-                on_episode=lambda rec, task=task: progress.advance(task),
+                on_episode=lambda rec, task=task: progress.advance(task), perceptual=meter,
             )
             progress.update(task, completed=episodes)
             report["evaluations"].append(summary)

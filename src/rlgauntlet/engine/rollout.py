@@ -24,13 +24,13 @@ import torch
 
 from rlgauntlet.engine.seeding import BatchRNG, episode_generator
 from rlgauntlet.errors import UserError
+from rlgauntlet.metrics.perceptual import PerceptualMeter
 from rlgauntlet.threats.base import Threat
 from rlgauntlet.victims.base import Victim
 
 CONTINUOUS_ACTION_TOL = 1e-6
-#: perceptual metrics (SSIM, MSE for PSNR) are computed on every k-th step of an episode
+#: perceptual metrics (SSIM, MSE for PSNR, LPIPS) are computed on every k-th step of an episode
 PERCEPTUAL_EVERY = 10
-SSIM_WINDOW = 11
 
 
 @dataclass
@@ -41,8 +41,9 @@ class EpisodeRecord:
     victim's budget space; ``action_changes`` counts perturbed steps whose action differs
     from the action on the clean input of the same step. For image inputs, perturbed steps
     whose index is a multiple of ``PERCEPTUAL_EVERY`` also add their SSIM (11×11 Gaussian
-    window, averaged over the frames of the stack) and mean squared error to
-    ``ssim_sum``/``mse_sum`` (``perceptual_steps`` counts them).
+    window, averaged over the frames of the stack), mean squared error and, when the
+    evaluation has LPIPS weights, LPIPS to ``ssim_sum``/``mse_sum``/``lpips_sum``
+    (``perceptual_steps`` counts them).
     """
 
     episode: int
@@ -56,6 +57,7 @@ class EpisodeRecord:
     l2_sum: float = 0.0
     ssim_sum: float = 0.0
     mse_sum: float = 0.0
+    lpips_sum: float = 0.0
     perceptual_steps: int = 0
     wall_seconds: float = 0.0
 
@@ -96,6 +98,7 @@ def evaluate_episodes(
     deterministic: bool = True,
     on_episode: Callable[[EpisodeRecord], None] | None = None,
     on_step: Callable[[int], None] | None = None,
+    perceptual: PerceptualMeter | None = None,
 ) -> list[EpisodeRecord]:
     """Run the given episode indices and return their records (in order of completion).
 
@@ -109,6 +112,7 @@ def evaluate_episodes(
         deterministic: act greedily (default, as SB3's ``evaluate_policy``) or sample.
         on_episode: called with each record as soon as its episode ends (e.g. to store it).
         on_step: called with the number of agent steps taken in each batched step.
+        perceptual: the perceptual meter for image inputs (default: SSIM and MSE).
     """
     queue = list(episodes)
     if not queue:
@@ -120,10 +124,11 @@ def evaluate_episodes(
         slot.start(queue.pop(0), seed)
     done: list[EpisodeRecord] = []
     discrete = isinstance(victim.action_space, gym.spaces.Discrete)
+    meter = perceptual or PerceptualMeter()
     try:
         while any(s.record is not None for s in slots):
             active = [s for s in slots if s.record is not None]
-            actions = _batched_actions(active, victim, threat, deterministic, discrete)
+            actions = _batched_actions(active, victim, threat, deterministic, discrete, meter)
             if on_step is not None:
                 on_step(len(active))
             for slot, action in zip(active, actions):
@@ -155,7 +160,8 @@ def evaluate_episodes(
 
 @torch.no_grad()
 def _batched_actions(
-    active: list[_Slot], victim: Victim, threat: Threat | None, deterministic: bool, discrete: bool
+    active: list[_Slot], victim: Victim, threat: Threat | None, deterministic: bool, discrete: bool,
+    meter: PerceptualMeter,
 ) -> list:
     obs = np.stack([s.obs for s in active])
     x = victim.preprocess(obs)
@@ -190,7 +196,7 @@ def _batched_actions(
         clean_actions = victim.actions(victim.forward(x[mask]), deterministic, None if noise is None else noise[mask])
         changed = _actions_differ(actions[mask], clean_actions).cpu().numpy()
         rows = np.flatnonzero(mask.cpu().numpy())
-        perceptual = _perceptual(x[mask], x_in[mask], [active[i].record.length for i in rows]) \
+        perceptual = _perceptual(meter, x[mask], x_in[mask], [active[i].record.length for i in rows]) \
             if victim.budget_space == "pixel01" and x.ndim == 4 else {}
         for j, i in enumerate(rows):
             rec = active[i].record
@@ -200,9 +206,10 @@ def _batched_actions(
             rec.linf_max = max(rec.linf_max, float(linf[j]))
             rec.l2_sum += float(l2[j])
             if j in perceptual:
-                ssim, mse = perceptual[j]
-                rec.ssim_sum += ssim
-                rec.mse_sum += mse
+                values = perceptual[j]
+                rec.ssim_sum += values["ssim"]
+                rec.mse_sum += values["mse"]
+                rec.lpips_sum += values.get("lpips", 0.0)
                 rec.perceptual_steps += 1
     acts = actions.cpu().numpy()
     if discrete:
@@ -210,14 +217,11 @@ def _batched_actions(
     return [a.astype(np.float32) for a in acts]
 
 
-def _perceptual(clean: torch.Tensor, perturbed: torch.Tensor, steps: list[int]) -> dict[int, tuple[float, float]]:
-    """SSIM and MSE of the rows whose episode step is a multiple of ``PERCEPTUAL_EVERY``."""
+def _perceptual(meter: PerceptualMeter, clean: torch.Tensor, perturbed: torch.Tensor,
+                steps: list[int]) -> dict[int, dict[str, float]]:
+    """Perceptual distances of the rows whose episode step is a multiple of ``PERCEPTUAL_EVERY``."""
     rows = [j for j, t in enumerate(steps) if t % PERCEPTUAL_EVERY == 0]
     if not rows:
         return {}
-    from kornia.metrics import ssim
-
-    a, b = clean[rows].float(), perturbed[rows].float()
-    ssim_rows = ssim(a, b, SSIM_WINDOW).reshape(len(rows), -1).mean(dim=1)
-    mse_rows = ((a - b) ** 2).reshape(len(rows), -1).mean(dim=1)
-    return {j: (float(sv), float(mv)) for j, sv, mv in zip(rows, ssim_rows.tolist(), mse_rows.tolist())}
+    values = {k: v.tolist() for k, v in meter.measure(clean[rows], perturbed[rows]).items()}
+    return {j: {k: float(v[n]) for k, v in values.items()} for n, j in enumerate(rows)}

@@ -15,12 +15,13 @@ import numpy as np
 import rlgauntlet
 from rlgauntlet.engine.rollout import EpisodeRecord, evaluate_episodes
 from rlgauntlet.experiments.store import ResultsStore, run_key
+from rlgauntlet.metrics.perceptual import PerceptualMeter
 from rlgauntlet.threats.base import Threat
 from rlgauntlet.victims.base import Victim
 
 
 def summarize(records: list[EpisodeRecord], threat_name: str, spec: str, seed: int,
-              budget_space: str, wall_seconds: float) -> dict:
+              budget_space: str, wall_seconds: float, lpips: bool = False) -> dict:
     """Aggregate episode records into the evaluation summary of the JSON contract.
 
     ``return_std`` is the population standard deviation (as SB3's ``evaluate_policy``);
@@ -50,21 +51,23 @@ def summarize(records: list[EpisodeRecord], threat_name: str, spec: str, seed: i
         "linf_max": max((r.linf_max for r in records), default=0.0),
         "l2_mean": per_perturbed(sum(r.l2_sum for r in records)),
         "e_adv": [r.perturbed_steps / r.length if r.length else 0.0 for r in records],
-        **_perceptual_summary(records),
+        **_perceptual_summary(records, lpips),
         "budget_space": budget_space,
         "wall_seconds": wall_seconds,
     }
 
 
-def _perceptual_summary(records: list[EpisodeRecord]) -> dict:
-    """Mean SSIM and PSNR (from the mean squared error, pixels in [0, 1]) over sampled steps."""
+def _perceptual_summary(records: list[EpisodeRecord], lpips: bool = False) -> dict:
+    """Mean SSIM, PSNR (from the mean squared error, pixels in [0, 1]) and, when measured,
+    LPIPS over the sampled steps."""
     n = sum(r.perceptual_steps for r in records)
     if n == 0:
-        return {"ssim_mean": None, "psnr_mean": None, "perceptual_steps": 0}
+        return {"ssim_mean": None, "psnr_mean": None, "lpips_mean": None, "perceptual_steps": 0}
     mse = sum(r.mse_sum for r in records) / n
     return {
         "ssim_mean": sum(r.ssim_sum for r in records) / n,
         "psnr_mean": None if mse == 0 else 10.0 * math.log10(1.0 / mse),  # None: identical images
+        "lpips_mean": sum(r.lpips_sum for r in records) / n if lpips else None,
         "perceptual_steps": n,
     }
 
@@ -83,6 +86,7 @@ def run_evaluation(
     on_step: Callable[[int], None] | None = None,
     on_episode: Callable[[EpisodeRecord], None] | None = None,
     label: str | None = None,
+    perceptual: PerceptualMeter | None = None,
 ) -> dict:
     """Run one evaluation (clean when ``threat`` is None), storing episodes as they finish.
 
@@ -98,6 +102,7 @@ def run_evaluation(
         "spec": spec,
         "seed": seed,
         "deterministic": deterministic,
+        "lpips": perceptual is not None and perceptual.lpips is not None,
     }
     key = run_key(identity)
     run_id = store.latest_run(key) if resume else None
@@ -124,11 +129,12 @@ def run_evaluation(
 
     start = time.perf_counter()
     try:
-        evaluate_episodes(env_fn, victim, threat, todo, seed, n_envs, deterministic, on_episode=record, on_step=on_step)
+        evaluate_episodes(env_fn, victim, threat, todo, seed, n_envs, deterministic, on_episode=record, on_step=on_step,
+                          perceptual=perceptual)
     finally:
         store.add_wall_seconds(run_id, time.perf_counter() - start)
     summary = summarize(store.episodes(run_id, limit=episodes), name, spec, seed,
-                        str(victim.budget_space), store.wall_seconds(run_id))
+                        str(victim.budget_space), store.wall_seconds(run_id), lpips=identity["lpips"])
     summary["run_id"] = run_id
     summary["deterministic"] = deterministic
     return summary

@@ -44,6 +44,7 @@ CREATE TABLE IF NOT EXISTS episodes (
     l2_sum REAL NOT NULL,
     ssim_sum REAL NOT NULL DEFAULT 0,
     mse_sum REAL NOT NULL DEFAULT 0,
+    lpips_sum REAL NOT NULL DEFAULT 0,
     perceptual_steps INTEGER NOT NULL DEFAULT 0,
     wall_seconds REAL NOT NULL,
     finished REAL NOT NULL,
@@ -53,7 +54,7 @@ CREATE TABLE IF NOT EXISTS episodes (
 
 EPISODE_FIELDS = (
     "episode", "seed", "episode_return", "length", "perturbed_steps", "action_changes",
-    "linf_sum", "linf_max", "l2_sum", "ssim_sum", "mse_sum", "perceptual_steps", "wall_seconds",
+    "linf_sum", "linf_max", "l2_sum", "ssim_sum", "mse_sum", "lpips_sum", "perceptual_steps", "wall_seconds",
 )
 
 
