@@ -183,17 +183,21 @@ def _batched_actions(
                 raise RuntimeError(f"threat {threat.spec!r} returned a bad perturbation (shape or NaN): a bug")
             x_in = x.clone()
             x_in[mask] = perturbed
-    out = victim.forward(x_in)
+    perturbed_any = mask is not None and bool(mask.any())
+    n = x.shape[0]
+    # one network call for the inputs acted on and, for perturbed rows, their clean inputs
+    both = victim.forward(torch.cat([x_in, x[mask]]) if perturbed_any else x_in)
+    out = both.rows(slice(0, n))
     noise = None
     if not deterministic:
         rng = BatchRNG([s.generators["policy"] for s in active], x.device)
         noise = rng.uniform(()) if discrete else rng.normal(victim.action_space.shape)
     actions = victim.actions(out, deterministic, noise)
-    if mask is not None and mask.any():
+    if perturbed_any:
         delta = (x_in[mask] - x[mask]).reshape(int(mask.sum()), -1)
         linf = delta.abs().amax(dim=1).cpu().numpy()
         l2 = delta.norm(dim=1).cpu().numpy()
-        clean_actions = victim.actions(victim.forward(x[mask]), deterministic, None if noise is None else noise[mask])
+        clean_actions = victim.actions(both.rows(slice(n, None)), deterministic, None if noise is None else noise[mask])
         changed = _actions_differ(actions[mask], clean_actions).cpu().numpy()
         rows = np.flatnonzero(mask.cpu().numpy())
         perceptual = _perceptual(meter, x[mask], x_in[mask], [active[i].record.length for i in rows]) \

@@ -49,6 +49,12 @@ class PolicyOutput:
     action: torch.Tensor | None = None
     squashed: bool = False
 
+    def rows(self, index: slice | torch.Tensor) -> "PolicyOutput":
+        """The same output restricted to some rows of the batch."""
+        pick = lambda t: None if t is None else t[index]  # noqa: E731
+        return PolicyOutput(self.kind, pick(self.q), pick(self.logits), pick(self.mean), pick(self.log_std),
+                            pick(self.action), self.squashed)
+
     def scores(self) -> torch.Tensor:
         """Per-action scores of a discrete policy: Q-values or logits, shape (B, A)."""
         if self.kind == "q":
