@@ -202,7 +202,8 @@ def train(
 
     get_preset(preset)
     ckpt = train_preset(preset, run_dir or Path("runs") / preset, device=device, total_timesteps=steps,
-                        threads=threads, stop_at_target=stop_at_target, log=lambda s: console.print(s))
+                        threads=threads, stop_at_target=stop_at_target, log=lambda s: console.print(s),
+                        show_progress=console.is_terminal)
     if register:
         entry = register_zoo_agent(preset, ckpt)
         console.print(f"zoo/{entry['file']}: clean return {entry['clean_return']['mean']:.1f} ± {entry['clean_return']['std']:.1f} over 20 episodes")

@@ -93,8 +93,9 @@ class _CheckpointCallback(BaseCallback):
     """Saves a checkpoint every ``preset.checkpoint_every`` steps (at the end of a rollout)
     and stops training once recent training episodes beat the target by ``margin``."""
 
-    def __init__(self, preset, env, run_dir, progress, margin, log):
+    def __init__(self, preset, env, run_dir, progress, margin, log, budget=None, show_progress=False):
         super().__init__()
+        self.budget, self.show_progress, self.bar = budget, show_progress, None
         self.preset, self.env, self.run_dir = preset, env, run_dir
         self.progress, self.margin, self.log = progress, margin, log
         self.next_save = None
@@ -106,11 +107,25 @@ class _CheckpointCallback(BaseCallback):
         every = self.preset.checkpoint_every
         self.next_save = (self.model.num_timesteps // every + 1) * every
         self.last_steps = self.model.num_timesteps
+        if self.show_progress:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.bar = Progress(TextColumn(f"[{self.preset.name}]"), BarColumn(), MofNCompleteColumn(),
+                                TextColumn("return {task.fields[ret]}"), TimeRemainingColumn(), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task("train", total=self.budget, completed=self.model.num_timesteps, ret="-")
+
+    def _on_training_end(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
 
     def _on_step(self) -> bool:
         return not self.stop
 
     def _on_rollout_end(self) -> None:
+        if self.bar is not None:
+            recent = _recent_return(self.model)
+            self.bar.update(self.task, completed=self.model.num_timesteps, ret="-" if recent is None else f"{recent:.1f}")
         if self.model.num_timesteps >= self.next_save:
             self.save()
             self.next_save += self.preset.checkpoint_every
@@ -152,6 +167,7 @@ def train_preset(
     threads: int = 1,
     stop_at_target: bool = True,
     log: Callable[[str], None] = print,
+    show_progress: bool = False,
 ) -> Path:
     """Train (or resume training) the zoo preset ``name`` in ``run_dir``.
 
@@ -163,6 +179,7 @@ def train_preset(
         threads: torch CPU threads.
         stop_at_target: stop once the mean return of the last 100 training episodes
             exceeds the preset's target by a margin (1 point, or 2% of |target|).
+        show_progress: draw a rich progress bar (steps, recent return, time left).
 
     Returns:
         The checkpoint folder holding ``model.zip`` (and ``vecnormalize.pkl`` if any).
@@ -186,7 +203,8 @@ def train_preset(
         model = _build_model(preset, env, device)
         log(f"[{name}] starting: {preset.algo.upper()} on {preset.env_id}, {budget} steps, seed {preset.seed}")
     margin = max(1.0, 0.02 * abs(preset.target_return))
-    callback = _CheckpointCallback(preset, env, run_dir, progress, margin if stop_at_target else None, log)
+    callback = _CheckpointCallback(preset, env, run_dir, progress, margin if stop_at_target else None, log,
+                                   budget=budget, show_progress=show_progress)
     # One learn() call over the remaining budget keeps SB3's linear schedules on the
     # preset's nominal budget (progress = 1 - steps/budget), across resumes too.
     if progress.get("stopped_at_target") and total_timesteps is None:
