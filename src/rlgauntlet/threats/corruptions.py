@@ -70,7 +70,6 @@ class ImpulseNoise(ImageThreat):
     """
 
     name = "impulse_noise"
-    severity_param = "severity"
 
     class Params(SeverityParams):
         amount: float | None = Field(None, ge=0.0, le=1.0, description="fraction of pixels hit")
@@ -120,7 +119,6 @@ class MotionBlur(ImageThreat):
     """
 
     name = "motion_blur"
-    severity_param = "severity"
 
     class Params(SeverityParams):
         radius: int | None = Field(None, ge=0, description="kernel radius in pixels")
@@ -150,7 +148,6 @@ class Pixelate(ImageThreat):
     """
 
     name = "pixelate"
-    severity_param = "severity"
 
     class Params(SeverityParams):
         factor: float | None = Field(None, gt=0.0, le=1.0, description="downscale factor")

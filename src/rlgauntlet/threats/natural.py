@@ -19,7 +19,7 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import ClassVar, Literal
+from typing import Literal
 
 import numpy as np
 import torch
@@ -34,9 +34,6 @@ from rlgauntlet.victims.base import Victim
 
 class ImageThreat(Threat):
     """Base of threats that need image input (budget space pixel01)."""
-
-    #: the parameter ``calibrate`` searches over (a severity: larger is stronger)
-    severity_param: ClassVar[str | None] = None
 
     def check_victim(self, victim: Victim) -> None:
         if victim.budget_space != "pixel01" or victim.input_bounds != (0.0, 1.0):
@@ -61,7 +58,6 @@ class BrightnessContrast(ImageThreat):
     """
 
     name = "brightness_contrast"
-    severity_param = "beta"
 
     class Params(ThreatParams):
         alpha: float = Field(1.0, ge=0.0, description="contrast factor α")
@@ -102,7 +98,6 @@ class MedianBlur(ImageThreat):
     """
 
     name = "median_blur"
-    severity_param = "kernel"
 
     class Params(ThreatParams):
         kernel: int = Field(3, ge=1, description="odd kernel size in pixels")
@@ -126,7 +121,6 @@ class Rotation(ImageThreat):
     """
 
     name = "rotation"
-    severity_param = "degrees"
 
     class Params(ThreatParams):
         degrees: float = Field(description="rotation angle in degrees, counter-clockwise")
@@ -150,7 +144,6 @@ class Shift(ImageThreat):
     """
 
     name = "shift"
-    severity_param = "ti"
 
     class Params(ThreatParams):
         ti: int = Field(0, description="pixels along x (columns)")
@@ -192,7 +185,6 @@ class Perspective(ImageThreat):
     """
 
     name = "perspective"
-    severity_param = "norm"
 
     class Params(ThreatParams):
         norm: float = Field(ge=0.0, description="largest corner displacement in pixels")
@@ -240,7 +232,6 @@ class Jpeg(ImageThreat):
     """
 
     name = "jpeg"
-    severity_param = "quality"
 
     class Params(ThreatParams):
         quality: int = Field(ge=1, le=100, description="JPEG quality, 100 = best")

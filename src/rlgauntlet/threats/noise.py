@@ -28,7 +28,6 @@ class GaussianNoise(Threat):
 
     name = "gaussian_noise"
     budget_params = ("std",)
-    severity_param = "severity"
 
     class Params(ThreatParams):
         std: float | None = Field(None, ge=0.0, description="standard deviation in the victim's budget space")

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import torch.nn as nn
 
 from rlgauntlet.errors import UserError
 
