@@ -1,0 +1,39 @@
+"""Attacks on the MuJoCo and Atari zoo agents (run when those agents are in the zoo)."""
+
+import numpy as np
+import pytest
+
+from rlgauntlet.engine.rollout import evaluate_episodes
+from rlgauntlet.envs import make_env
+from rlgauntlet.threats import parse_threat
+from rlgauntlet.victims import load_victim
+from rlgauntlet.zoo import load_manifest
+
+MANIFEST = load_manifest()
+
+
+def _mean(agent, env_id, spec, episodes):
+    victim = load_victim(agent)
+    recs = evaluate_episodes(lambda: make_env(env_id), victim, parse_threat(spec) if spec else None,
+                             range(episodes), seed=0, n_envs=episodes)
+    return float(np.mean([r.episode_return for r in recs]))
+
+
+@pytest.mark.skipif("hopper-ppo" not in MANIFEST, reason="zoo hopper-ppo not trained yet")
+def test_maxdiff_beats_random_noise_on_hopper_normalized_budget():
+    """PA-AD's Hopper budget, ε = 0.075 on normalized observations."""
+    victim = load_victim("zoo:hopper-ppo")
+    assert victim.budget_space == "normalized"
+    clean = _mean("zoo:hopper-ppo", "Hopper-v5", None, 5)
+    random = _mean("zoo:hopper-ppo", "Hopper-v5", "random:eps=0.075", 5)
+    maxdiff = _mean("zoo:hopper-ppo", "Hopper-v5", "maxdiff:eps=0.075", 5)
+    assert maxdiff < 0.7 * random and maxdiff < 0.7 * clean
+
+
+@pytest.mark.slow
+@pytest.mark.skipif("pong-ppo" not in MANIFEST, reason="zoo pong-ppo not trained yet")
+def test_minbest_beats_random_on_pong():
+    clean = _mean("zoo:pong-ppo", "PongNoFrameskip-v4", None, 4)
+    random = _mean("zoo:pong-ppo", "PongNoFrameskip-v4", "random:eps=0.0005", 4)
+    fgsm = _mean("zoo:pong-ppo", "PongNoFrameskip-v4", "fgsm:eps=0.0005", 4)
+    assert random > clean - 5 and fgsm < random - 10
