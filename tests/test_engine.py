@@ -108,3 +108,16 @@ def test_nan_observations_raise_clear_error_and_keep_finished_episodes():
         evaluate_episodes(lambda: NaNAfter(make_env("CartPole-v1"), 3), victim, None, range(4), seed=0,
                           on_episode=finished.append)
     assert [r.episode for r in finished] == [0, 1]
+
+
+def test_action_change_every_k_estimates_the_rate_with_fewer_checks(tiny_models):
+    victim = load_victim(f"sb3:{tiny_models['ppo']}")
+    threat = parse_threat("uniform_noise:eps=0.3")
+    full = evaluate_episodes(lambda: make_env("CartPole-v1"), victim, threat, range(4), 0, n_envs=4)
+    sampled = evaluate_episodes(lambda: make_env("CartPole-v1"), victim, threat, range(4), 0, n_envs=4,
+                                action_change_every=5)
+    assert [r.episode_return for r in full] == [r.episode_return for r in sampled]  # acting is unchanged
+    assert all(r.action_checks == r.perturbed_steps for r in full)
+    assert all(r.action_checks == -(-r.length // 5) for r in sampled)  # steps 0, 5, 10, ...
+    rate = lambda recs: sum(r.action_changes for r in recs) / sum(r.action_checks for r in recs)  # noqa: E731
+    assert abs(rate(full) - rate(sampled)) < 0.1

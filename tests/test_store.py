@@ -67,7 +67,7 @@ def test_resume_of_complete_run_runs_nothing(tmp_path):
 
 
 def test_summary_statistics_closed_form():
-    recs = [EpisodeRecord(episode=k, seed=k, episode_return=r, length=10, perturbed_steps=5, action_changes=c,
+    recs = [EpisodeRecord(episode=k, seed=k, episode_return=r, length=10, perturbed_steps=5, action_checks=5, action_changes=c,
                           linf_sum=0.5, linf_max=0.1, l2_sum=1.0)
             for k, (r, c) in enumerate([(1.0, 1), (2.0, 2), (3.0, 0), (6.0, 1)])]
     s = summarize(recs, "t", "t:x=1", 0, "raw", 1.0)

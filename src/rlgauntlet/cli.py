@@ -92,6 +92,7 @@ def evaluate(
     eps_grid: Optional[str] = typer.Option(None, "--eps-grid", help="evaluate every threat without eps (and every suite) at each budget. Example: --eps-grid 0,1/255,2/255,3/255 --threat pgd:objective=minbest"),
     impact: bool = typer.Option(True, help="compute impact against the argmin agent (discrete agents; cached in the store). Example: --no-impact"),
     min_score: Optional[float] = typer.Option(None, help="fixed minimum score for the generalized impact (default: -21 Pong, 0 other Atari). Example: --min-score 0"),
+    action_change_every: int = typer.Option(1, min=1, help="compare with the clean action on every k-th step only (saves a network call per perturbed step; the rate becomes an estimate). Example: --action-change-every 10"),
     lpips_weights: Optional[Path] = typer.Option(None, help="LPIPS (AlexNet) weights to add LPIPS to SSIM/PSNR for image agents; nothing is downloaded. Example: --lpips-weights lpips_alex.pt"),
 ) -> None:
     """Evaluate an agent clean and under every --threat; print a table, store episodes, write JSON.
@@ -148,6 +149,7 @@ def evaluate(
                 results, lambda: make_env(env, env_preset), env_info, victim, t, episodes, seed,
                 n_envs=n_envs, deterministic=not stochastic, resume=resume,
                 on_episode=lambda rec, task=task: progress.advance(task), perceptual=meter,
+                action_change_every=action_change_every,
             )
             progress.update(task, completed=episodes)
             report["evaluations"].append(summary)

@@ -38,8 +38,10 @@ class EpisodeRecord:
     """What one episode measured.
 
     ``linf_sum``/``l2_sum`` add the per-step norm of (x' − x) over perturbed steps, in the
-    victim's budget space; ``action_changes`` counts perturbed steps whose action differs
-    from the action on the clean input of the same step. For image inputs, perturbed steps
+    victim's budget space; ``action_changes`` counts, among the ``action_checks`` perturbed
+    steps whose clean action was computed (every one by default, every k-th step of the
+    episode with ``action_change_every=k``), those whose action differs from the action on
+    the clean input of the same step. For image inputs, perturbed steps
     whose index is a multiple of ``PERCEPTUAL_EVERY`` also add their SSIM (11×11 Gaussian
     window, averaged over the frames of the stack), mean squared error and, when the
     evaluation has LPIPS weights, LPIPS to ``ssim_sum``/``mse_sum``/``lpips_sum``
@@ -51,6 +53,7 @@ class EpisodeRecord:
     episode_return: float
     length: int
     perturbed_steps: int = 0
+    action_checks: int = 0
     action_changes: int = 0
     linf_sum: float = 0.0
     linf_max: float = 0.0
@@ -99,6 +102,7 @@ def evaluate_episodes(
     on_episode: Callable[[EpisodeRecord], None] | None = None,
     on_step: Callable[[int], None] | None = None,
     perceptual: PerceptualMeter | None = None,
+    action_change_every: int = 1,
 ) -> list[EpisodeRecord]:
     """Run the given episode indices and return their records (in order of completion).
 
@@ -113,6 +117,8 @@ def evaluate_episodes(
         on_episode: called with each record as soon as its episode ends (e.g. to store it).
         on_step: called with the number of agent steps taken in each batched step.
         perceptual: the perceptual meter for image inputs (default: SSIM and MSE).
+        action_change_every: compare with the clean action on every k-th step only (an
+            estimate of the rate that saves one network call per perturbed row).
     """
     queue = list(episodes)
     if not queue:
@@ -128,7 +134,7 @@ def evaluate_episodes(
     try:
         while any(s.record is not None for s in slots):
             active = [s for s in slots if s.record is not None]
-            actions = _batched_actions(active, victim, threat, deterministic, discrete, meter)
+            actions = _batched_actions(active, victim, threat, deterministic, discrete, meter, action_change_every)
             if on_step is not None:
                 on_step(len(active))
             for slot, action in zip(active, actions):
@@ -161,64 +167,80 @@ def evaluate_episodes(
 @torch.no_grad()
 def _batched_actions(
     active: list[_Slot], victim: Victim, threat: Threat | None, deterministic: bool, discrete: bool,
-    meter: PerceptualMeter,
+    meter: PerceptualMeter, action_change_every: int = 1,
 ) -> list:
-    obs = np.stack([s.obs for s in active])
-    x = victim.preprocess(obs)
+    """One batched step: preprocess, perturb the scheduled rows, act, record what was applied."""
+    x = victim.preprocess(np.stack([s.obs for s in active]))
     if not torch.isfinite(x).all():
         bad = [s.record.episode for s, ok in zip(active, torch.isfinite(x).reshape(len(active), -1).all(1)) if not ok]
         raise UserError(
             f"the env returned non-finite observations (NaN or inf) in episode(s) {bad}; "
             "fix the env or its wrappers (finished episodes are kept)"
         )
-    x_in = x
-    mask = None
-    if threat is not None:
-        mask = threat.schedule.mask(BatchRNG([s.generators["schedule"] for s in active], x.device))
-        if mask.any():
-            rng = BatchRNG([s.generators["threat"] for s, m in zip(active, mask.tolist()) if m], x.device)
-            with torch.enable_grad():
-                perturbed = threat.perturb(x[mask], victim, rng).detach()
-            if perturbed.shape != x[mask].shape or not torch.isfinite(perturbed).all():
-                raise RuntimeError(f"threat {threat.spec!r} returned a bad perturbation (shape or NaN): a bug")
-            x_in = x.clone()
-            x_in[mask] = perturbed
-    perturbed_any = mask is not None and bool(mask.any())
+    x_in, mask = _perturb(active, victim, threat, x)
+    steps = torch.tensor([s.record.length for s in active], device=x.device)
+    check = mask & (steps % action_change_every == 0)  # rows whose clean action is compared
     n = x.shape[0]
-    # one network call for the inputs acted on and, for perturbed rows, their clean inputs
-    both = victim.forward(torch.cat([x_in, x[mask]]) if perturbed_any else x_in)
-    out = both.rows(slice(0, n))
+    # one network call for the inputs acted on and, for checked rows, their clean inputs
+    both = victim.forward(torch.cat([x_in, x[check]]) if check.any() else x_in)
     noise = None
     if not deterministic:
         rng = BatchRNG([s.generators["policy"] for s in active], x.device)
         noise = rng.uniform(()) if discrete else rng.normal(victim.action_space.shape)
-    actions = victim.actions(out, deterministic, noise)
-    if perturbed_any:
-        delta = (x_in[mask] - x[mask]).reshape(int(mask.sum()), -1)
-        linf = delta.abs().amax(dim=1).cpu().numpy()
-        l2 = delta.norm(dim=1).cpu().numpy()
-        clean_actions = victim.actions(both.rows(slice(n, None)), deterministic, None if noise is None else noise[mask])
-        changed = _actions_differ(actions[mask], clean_actions).cpu().numpy()
-        rows = np.flatnonzero(mask.cpu().numpy())
-        perceptual = _perceptual(meter, x[mask], x_in[mask], [active[i].record.length for i in rows]) \
-            if victim.budget_space == "pixel01" and x.ndim == 4 else {}
-        for j, i in enumerate(rows):
-            rec = active[i].record
-            rec.perturbed_steps += 1
-            rec.action_changes += int(changed[j])
-            rec.linf_sum += float(linf[j])
-            rec.linf_max = max(rec.linf_max, float(linf[j]))
-            rec.l2_sum += float(l2[j])
-            if j in perceptual:
-                values = perceptual[j]
-                rec.ssim_sum += values["ssim"]
-                rec.mse_sum += values["mse"]
-                rec.lpips_sum += values.get("lpips", 0.0)
-                rec.perceptual_steps += 1
+    actions = victim.actions(both.rows(slice(0, n)), deterministic, noise)
+    if mask.any():
+        changed = torch.zeros(n, dtype=torch.bool, device=x.device)
+        if check.any():
+            clean = victim.actions(both.rows(slice(n, None)), deterministic, None if noise is None else noise[check])
+            changed[check] = _actions_differ(actions[check], clean)
+        _record(active, victim, meter, x, x_in, mask, check, changed)
     acts = actions.cpu().numpy()
     if discrete:
         return [int(a) for a in acts]
     return [a.astype(np.float32) for a in acts]
+
+
+def _perturb(active: list[_Slot], victim: Victim, threat: Threat | None, x: torch.Tensor):
+    """Apply the threat to the rows its schedule picks: (input acted on, mask of perturbed rows)."""
+    mask = torch.zeros(x.shape[0], dtype=torch.bool, device=x.device)
+    if threat is None:
+        return x, mask
+    mask = threat.schedule.mask(BatchRNG([s.generators["schedule"] for s in active], x.device))
+    if not mask.any():
+        return x, mask
+    rng = BatchRNG([s.generators["threat"] for s, m in zip(active, mask.tolist()) if m], x.device)
+    with torch.enable_grad():
+        perturbed = threat.perturb(x[mask], victim, rng).detach()
+    if perturbed.shape != x[mask].shape or not torch.isfinite(perturbed).all():
+        raise RuntimeError(f"threat {threat.spec!r} returned a bad perturbation (shape or NaN): a bug")
+    x_in = x.clone()
+    x_in[mask] = perturbed
+    return x_in, mask
+
+
+def _record(active, victim, meter, x, x_in, mask, check, changed) -> None:
+    """Add the measured size (and perceptual distance) of each applied perturbation to its episode."""
+    delta = (x_in[mask] - x[mask]).reshape(int(mask.sum()), -1)
+    linf = delta.abs().amax(dim=1).tolist()
+    l2 = delta.norm(dim=1).tolist()
+    rows = np.flatnonzero(mask.cpu().numpy())
+    perceptual = _perceptual(meter, x[mask], x_in[mask], [active[i].record.length for i in rows]) \
+        if victim.budget_space == "pixel01" and x.ndim == 4 else {}
+    checked, changed = check.tolist(), changed.tolist()
+    for j, i in enumerate(rows):
+        rec = active[i].record
+        rec.perturbed_steps += 1
+        rec.action_checks += int(checked[i])
+        rec.action_changes += int(changed[i])
+        rec.linf_sum += linf[j]
+        rec.linf_max = max(rec.linf_max, linf[j])
+        rec.l2_sum += l2[j]
+        if j in perceptual:
+            values = perceptual[j]
+            rec.ssim_sum += values["ssim"]
+            rec.mse_sum += values["mse"]
+            rec.lpips_sum += values.get("lpips", 0.0)
+            rec.perceptual_steps += 1
 
 
 def _perceptual(meter: PerceptualMeter, clean: torch.Tensor, perturbed: torch.Tensor,

@@ -26,8 +26,9 @@ def summarize(records: list[EpisodeRecord], threat_name: str, spec: str, seed: i
 
     ``return_std`` is the population standard deviation (as SB3's ``evaluate_policy``);
     ``return_sem`` is the sample standard deviation over √n. ``perturbed_fraction`` is
-    perturbed steps over all steps; ``action_change_rate``, ``linf_mean`` and ``l2_mean``
-    are averages over perturbed steps (0 when nothing was perturbed).
+    perturbed steps over all steps; ``linf_mean`` and ``l2_mean`` are averages over
+    perturbed steps, ``action_change_rate`` over the perturbed steps whose clean action was
+    compared (0 when nothing was perturbed).
     """
     records = sorted(records, key=lambda r: r.episode)
     returns = [r.episode_return for r in records]
@@ -46,7 +47,8 @@ def summarize(records: list[EpisodeRecord], threat_name: str, spec: str, seed: i
         "returns": returns,
         "lengths": [r.length for r in records],
         "perturbed_fraction": perturbed / steps if steps else 0.0,
-        "action_change_rate": per_perturbed(sum(r.action_changes for r in records)),
+        "action_change_rate": (sum(r.action_changes for r in records) / checks) if (checks := sum(
+            r.action_checks for r in records)) else 0.0,
         "linf_mean": per_perturbed(sum(r.linf_sum for r in records)),
         "linf_max": max((r.linf_max for r in records), default=0.0),
         "l2_mean": per_perturbed(sum(r.l2_sum for r in records)),
@@ -87,6 +89,7 @@ def run_evaluation(
     on_episode: Callable[[EpisodeRecord], None] | None = None,
     label: str | None = None,
     perceptual: PerceptualMeter | None = None,
+    action_change_every: int = 1,
 ) -> dict:
     """Run one evaluation (clean when ``threat`` is None), storing episodes as they finish.
 
@@ -103,6 +106,7 @@ def run_evaluation(
         "seed": seed,
         "deterministic": deterministic,
         "lpips": perceptual is not None and perceptual.lpips is not None,
+        "action_change_every": action_change_every,
     }
     key = run_key(identity)
     run_id = store.latest_run(key) if resume else None
@@ -130,7 +134,7 @@ def run_evaluation(
     start = time.perf_counter()
     try:
         evaluate_episodes(env_fn, victim, threat, todo, seed, n_envs, deterministic, on_episode=record, on_step=on_step,
-                          perceptual=perceptual)
+                          perceptual=perceptual, action_change_every=action_change_every)
     finally:
         store.add_wall_seconds(run_id, time.perf_counter() - start)
     summary = summarize(store.episodes(run_id, limit=episodes), name, spec, seed,

@@ -38,6 +38,7 @@ CREATE TABLE IF NOT EXISTS episodes (
     episode_return REAL NOT NULL,
     length INTEGER NOT NULL,
     perturbed_steps INTEGER NOT NULL,
+    action_checks INTEGER NOT NULL DEFAULT 0,
     action_changes INTEGER NOT NULL,
     linf_sum REAL NOT NULL,
     linf_max REAL NOT NULL,
@@ -53,7 +54,7 @@ CREATE TABLE IF NOT EXISTS episodes (
 """
 
 EPISODE_FIELDS = (
-    "episode", "seed", "episode_return", "length", "perturbed_steps", "action_changes",
+    "episode", "seed", "episode_return", "length", "perturbed_steps", "action_checks", "action_changes",
     "linf_sum", "linf_max", "l2_sum", "ssim_sum", "mse_sum", "lpips_sum", "perceptual_steps", "wall_seconds",
 )
 
