@@ -76,3 +76,25 @@ def test_summary_statistics_closed_form():
     assert abs(s["return_sem"] - (14 / 3) ** 0.5 / 2) < 1e-12
     assert s["perturbed_fraction"] == 0.5 and s["action_change_rate"] == 4 / 20
     assert s["linf_mean"] == 0.1 and s["l2_mean"] == 0.2
+
+
+def test_store_written_by_older_version_is_upgraded_in_place(tmp_path):
+    path = tmp_path / "old.sqlite"
+    old = sqlite3.connect(path)
+    old.executescript("""
+        CREATE TABLE runs (run_id INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL, created REAL NOT NULL,
+                           meta TEXT NOT NULL, wall_seconds REAL NOT NULL DEFAULT 0);
+        CREATE TABLE episodes (run_id INTEGER NOT NULL, episode INTEGER NOT NULL, seed INTEGER NOT NULL,
+            episode_return REAL NOT NULL, length INTEGER NOT NULL, perturbed_steps INTEGER NOT NULL,
+            action_changes INTEGER NOT NULL, linf_sum REAL NOT NULL, linf_max REAL NOT NULL, l2_sum REAL NOT NULL,
+            wall_seconds REAL NOT NULL, finished REAL NOT NULL, PRIMARY KEY (run_id, episode));
+        INSERT INTO runs (key, created, meta) VALUES ('k', 0, '{}');
+        INSERT INTO episodes VALUES (1, 0, 0, 10.0, 5, 4, 2, 0.4, 0.1, 0.8, 0.1, 0);
+    """)
+    old.commit()
+    old.close()
+    store = ResultsStore(path)
+    (rec,) = store.episodes(1)
+    assert rec.episode_return == 10.0 and rec.action_checks == 4 and rec.ssim_sum == 0
+    store.add_episode(1, EpisodeRecord(episode=1, seed=1, episode_return=3.0, length=2))
+    assert store.done_episodes(1) == {0, 1}

@@ -59,6 +59,17 @@ EPISODE_FIELDS = (
 )
 
 
+#: episode columns added after the first release: (name, type, SQL filling old rows)
+UPGRADES = (
+    ("ssim_sum", "REAL", None),
+    ("mse_sum", "REAL", None),
+    ("lpips_sum", "REAL", None),
+    ("perceptual_steps", "INTEGER", None),
+    # before sampling existed every perturbed step was compared with the clean action
+    ("action_checks", "INTEGER", "UPDATE episodes SET action_checks = perturbed_steps"),
+)
+
+
 def run_key(identity: dict) -> str:
     """Stable hash of what determines a run's episodes."""
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
@@ -74,7 +85,18 @@ class ResultsStore:
         self.conn = sqlite3.connect(self.path, timeout=30.0)
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.executescript(SCHEMA)
+        self._add_missing_columns()
         self.conn.commit()
+
+    def _add_missing_columns(self) -> None:
+        """Upgrade a store written by an older version: add the episode columns it lacks
+        (with default 0) so that its runs stay readable and resumable."""
+        have = {row[1] for row in self.conn.execute("PRAGMA table_info(episodes)")}
+        for name, sql_type, fill in UPGRADES:
+            if name not in have:
+                self.conn.execute(f"ALTER TABLE episodes ADD COLUMN {name} {sql_type} NOT NULL DEFAULT 0")
+                if fill:
+                    self.conn.execute(fill)
 
     def close(self) -> None:
         self.conn.close()
