@@ -42,7 +42,9 @@ def load_victim(
         entry = zoo_entry(rest)
         vn = zoo_file(entry, "vecnormalize") if "vecnormalize" in entry else None
         victim = load_sb3(zoo_file(entry), entry["algorithm"], device=device, vecnormalize=vn, precision=precision)
-        victim.description = {**victim.description, "source": "zoo", "name": rest}
+        victim.description = {**victim.description, "source": "zoo", "name": rest, "path": f"zoo/{entry['file']}"}
+        if "vecnormalize" in victim.description:
+            victim.description["vecnormalize"]["path"] = f"zoo/{entry['vecnormalize']['file']}"
         return victim
     if source == "sb3":
         path, algo = rest, None
