@@ -59,16 +59,24 @@ def test_forward_is_differentiable_in_input(tiny_models):
     assert all(not p.requires_grad for p in victim.policy.parameters())
 
 
-def test_vecnormalize_statistics_are_applied(tmp_path):
+@pytest.fixture(scope="module")
+def vecnormalize_model(tmp_path_factory):
+    """A PPO Pendulum agent trained briefly with VecNormalize: (model, venv, folder)."""
     import stable_baselines3 as sb3
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 
+    folder = tmp_path_factory.mktemp("vecnorm")
     venv = VecNormalize(make_vec_env("Pendulum-v1", n_envs=1, seed=0))
     model = sb3.PPO("MlpPolicy", venv, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu")
-    model.learn(256)
-    model.save(tmp_path / "m.zip")
-    venv.save(str(tmp_path / "vn.pkl"))
+    model.learn(512)
+    model.save(folder / "m.zip")
+    venv.save(str(folder / "vn.pkl"))
+    return model, venv, folder
+
+
+def test_vecnormalize_statistics_are_applied(vecnormalize_model):
+    model, venv, tmp_path = vecnormalize_model
     victim = load_victim(f"sb3:{tmp_path / 'm.zip'}", vecnormalize=tmp_path / "vn.pkl")
     assert victim.budget_space == "normalized"
     obs = np.random.default_rng(0).uniform(-1, 1, size=(16, 3)).astype(np.float32)
@@ -138,20 +146,15 @@ def test_atari_return_matches_sb3_evaluate_policy(tmp_path, env_id):
     assert record.episode_return == returns[0]
 
 
-def test_vecnormalize_agent_scores_what_sb3_evaluate_policy_scores(tmp_path):
+def test_vecnormalize_agent_scores_what_sb3_evaluate_policy_scores(vecnormalize_model):
     """Episode 0 with seed s is SB3's first episode on make_vec_env(seed=s) + VecNormalize."""
-    import stable_baselines3 as sb3
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.evaluation import evaluate_policy
     from stable_baselines3.common.vec_env import VecNormalize
 
     from rlgauntlet.engine.rollout import evaluate_episodes
 
-    venv = VecNormalize(make_vec_env("Pendulum-v1", n_envs=1, seed=0))
-    model = sb3.PPO("MlpPolicy", venv, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu")
-    model.learn(512)
-    model.save(tmp_path / "m.zip")
-    venv.save(str(tmp_path / "vn.pkl"))
+    model, _, tmp_path = vecnormalize_model
     eval_env = VecNormalize.load(str(tmp_path / "vn.pkl"), make_vec_env("Pendulum-v1", n_envs=1, seed=5))
     eval_env.training, eval_env.norm_reward = False, False
     returns, _ = evaluate_policy(model, eval_env, n_eval_episodes=1, deterministic=True, return_episode_rewards=True)
