@@ -69,6 +69,26 @@ def print_table(report: dict) -> None:
     out_console.print(table)
 
 
+def _load_for_env(agent: str, env: str, preset: Optional[str], device: str, kind: Optional[str],
+                  vecnormalize: Optional[Path], input_space: Optional[str] = None, precision: str = "auto"):
+    """Load the agent, check it fits the env with its preset: (victim, preset name)."""
+    from rlgauntlet.envs import make_env, resolve_preset
+    from rlgauntlet.victims import load_victim
+
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UserError("--device cuda but no CUDA device is available; use --device cpu")
+    env_preset = resolve_preset(env, preset)
+    probe = make_env(env, env_preset)
+    victim = load_victim(agent, probe.observation_space, probe.action_space, device=device, kind=kind,
+                         vecnormalize=vecnormalize, input_space=input_space, precision=precision)
+    victim.check_env(probe.observation_space, probe.action_space, env)
+    probe.close()
+    return victim, env_preset
+
+
 @app.command()
 def evaluate(
     agent: str = typer.Option(..., help="zoo:NAME | sb3:PATH.zip[:ALGO] | torchscript:PATH. Example: --agent zoo:cartpole-ppo"),
@@ -99,12 +119,11 @@ def evaluate(
 
     Example: rlgauntlet evaluate --agent zoo:cartpole-ppo --env CartPole-v1 --threat uniform_noise:eps=0.1 --episodes 20 --out cartpole.json
     """
-    from rlgauntlet.envs import make_env, resolve_preset
+    from rlgauntlet.envs import make_env
     from rlgauntlet.experiments.evaluate import run_evaluation
     from rlgauntlet.experiments.store import ResultsStore
+    from rlgauntlet.metrics.perceptual import AlexLPIPS, PerceptualMeter
     from rlgauntlet.threats import parse_threat
-    from rlgauntlet.victims import load_victim
-
     from rlgauntlet.threats.suites import expand_eps_grid, suite_specs
 
     if eps is not None and eps_grid is not None:
@@ -114,26 +133,13 @@ def evaluate(
         parse_threat(s)  # fail on a bad spec before loading anything
     if eps is not None and not suite:
         raise UserError("--eps is the budget of --suite; give it inside the spec instead (e.g. pgd:eps=1/255)")
-    if device.startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            raise UserError("--device cuda but no CUDA device is available; use --device cpu")
-    env_preset = resolve_preset(env, preset)
-    probe = make_env(env, env_preset)
-    victim = load_victim(agent, probe.observation_space, probe.action_space, device=device, kind=kind,
-                         vecnormalize=vecnormalize, input_space=input_space, precision=precision)
-    victim.check_env(probe.observation_space, probe.action_space, env)
-    probe.close()
+    victim, env_preset = _load_for_env(agent, env, preset, device, kind, vecnormalize, input_space, precision)
     for name in suite:
         items = suite_specs(name, victim, eps, grid=eps_grid is not None)
         specs += expand_eps_grid(items, eps_grid) if eps_grid else items
     threats = [parse_threat(s) for s in specs]
     for t in threats:
         t.check_victim(victim)
-
-    from rlgauntlet.metrics.perceptual import AlexLPIPS, PerceptualMeter
-
     meter = PerceptualMeter(AlexLPIPS.from_file(lpips_weights)) if lpips_weights is not None else None
     store_path = store or ((out.parent if out else Path(".")) / DEFAULT_STORE_NAME)
     results = ResultsStore(store_path)
@@ -233,20 +239,6 @@ def plot(
             for (a, e), g in sorted(curves.items())]
     path.with_suffix(".json").write_text(json.dumps(data, indent=2) + "\n")
     console.print(f"wrote {path} and {path.with_suffix('.json')}")
-
-
-def _load_for_env(agent: str, env: str, preset: Optional[str], device: str, kind: Optional[str],
-                  vecnormalize: Optional[Path], input_space: Optional[str] = None):
-    from rlgauntlet.envs import make_env, resolve_preset
-    from rlgauntlet.victims import load_victim
-
-    env_preset = resolve_preset(env, preset)
-    probe = make_env(env, env_preset)
-    victim = load_victim(agent, probe.observation_space, probe.action_space, device=device, kind=kind,
-                         vecnormalize=vecnormalize, input_space=input_space)
-    victim.check_env(probe.observation_space, probe.action_space, env)
-    probe.close()
-    return victim, env_preset
 
 
 @app.command()
