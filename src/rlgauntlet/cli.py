@@ -254,8 +254,9 @@ def spectrum(
     kind: Optional[str] = typer.Option(None, help="TorchScript output kind. Example: --kind q"),
     vecnormalize: Optional[Path] = typer.Option(None, help="SB3 VecNormalize statistics. Example: --vecnormalize vn.pkl"),
 ) -> None:
-    """Power spectral density of clean vs perturbed observations and the energy change per
-    frequency band (Daylight Figure 1), on the newest frame of states the clean agent visits.
+    """Power spectrum of clean vs perturbed observations and the energy change per frequency band.
+
+    As the Daylight paper's Figure 1, on the newest frame of the states the clean agent visits.
 
     Example: rlgauntlet spectrum --agent zoo:pong-ppo --env PongNoFrameskip-v4 --threat rotation:degrees=3 --threat jpeg:quality=10
     """
@@ -312,8 +313,9 @@ def calibrate(
     kind: Optional[str] = typer.Option(None, help="TorchScript output kind. Example: --kind q"),
     vecnormalize: Optional[Path] = typer.Option(None, help="SB3 VecNormalize statistics. Example: --vecnormalize vn.pkl"),
 ) -> None:
-    """Find the smallest severity of a threat that reaches a target impact (bisection with a
-    confidence check on the episodes).
+    """Find the smallest severity of a threat that reaches a target impact.
+
+    Bisection over the threat's severity, with a 95% confidence check on each decision.
 
     Example: rlgauntlet calibrate --agent zoo:pong-ppo --env PongNoFrameskip-v4 --threat rotation --target-impact 0.9
     """
