@@ -112,6 +112,8 @@ def test_objectives_that_do_not_fit_the_victim_fail_clearly():
         parse_threat("pgd:eps=0.1,objective=minq").check_victim(VICTIMS["vec_cat"])
     with pytest.raises(UserError, match="action=5 but the agent has 3 actions"):
         parse_threat("targeted:eps=0.1,action=5").check_victim(VICTIMS["vec_cat"])
+    with pytest.raises(UserError, match="give the target with action=INDEX"):
+        parse_threat("targeted:eps=0.1").check_victim(VICTIMS["vec_cat"])
     with pytest.raises(UserError, match="cw changes a discrete action"):
         parse_threat("cw").check_victim(VICTIMS["vec_det"])
 

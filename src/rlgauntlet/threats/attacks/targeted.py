@@ -59,11 +59,13 @@ class Targeted(GradientAttack):
 
     def check_victim(self, victim: Victim) -> None:
         super().check_victim(victim)
-        if self.params.action is not None:
-            if not victim.is_discrete:
-                raise UserError("targeted: action= takes a discrete action index; continuous targets are set from Python")
-            if self.params.action >= victim.action_space.n:
-                raise UserError(f"targeted: action={self.params.action} but the agent has {victim.action_space.n} actions")
+        if self.params.action is None:
+            raise UserError("targeted: give the target with action=INDEX (per-env or continuous targets: "
+                            "Targeted.perturb_toward from Python)")
+        if not victim.is_discrete:
+            raise UserError("targeted: action= takes a discrete action index; continuous targets are set from Python")
+        if self.params.action >= victim.action_space.n:
+            raise UserError(f"targeted: action={self.params.action} but the agent has {victim.action_space.n} actions")
 
     def loss(self, out: PolicyOutput, target: torch.Tensor) -> torch.Tensor:
         if out.kind in ("q", "categorical"):
