@@ -121,3 +121,10 @@ def test_action_change_every_k_estimates_the_rate_with_fewer_checks(tiny_models)
     assert all(r.action_checks == -(-r.length // 5) for r in sampled)  # steps 0, 5, 10, ...
     rate = lambda recs: sum(r.action_changes for r in recs) / sum(r.action_checks for r in recs)  # noqa: E731
     assert abs(rate(full) - rate(sampled)) < 0.1
+
+
+def test_plain_gymnasium_env_returns_are_summed(tiny_models):
+    victim = load_victim(f"sb3:{tiny_models['sac']}")
+    (with_preset,) = evaluate_episodes(lambda: make_env("Pendulum-v1"), victim, None, [0], seed=3)
+    (plain,) = evaluate_episodes(lambda: gym.make("Pendulum-v1"), victim, None, [0], seed=3)
+    assert plain.episode_return == pytest.approx(with_preset.episode_return) and plain.episode_return < 0

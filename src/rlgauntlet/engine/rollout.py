@@ -138,14 +138,15 @@ def evaluate_episodes(
             if on_step is not None:
                 on_step(len(active))
             for slot, action in zip(active, actions):
-                obs, _reward, terminated, truncated, info = slot.env.step(action)
+                obs, reward, terminated, truncated, info = slot.env.step(action)
                 rec = slot.record
                 rec.length += 1
+                # the raw game score from make_env's envs; plain envs: the sum of rewards
+                rec.episode_return = float(info["raw_return"]) if "raw_return" in info else rec.episode_return + float(reward)
                 if terminated or truncated:
                     # a time limit always ends the episode; a termination ends it unless it
                     # was only a life lost (SB3's EpisodicLifeEnv)
                     if truncated or info.get("real_done", True):
-                        rec.episode_return = float(info.get("raw_return", rec.episode_return))
                         rec.wall_seconds = time.perf_counter() - slot.started
                         done.append(rec)
                         if on_episode is not None:
@@ -156,7 +157,6 @@ def evaluate_episodes(
                             slot.record = None
                         continue
                     obs, _ = slot.env.reset()  # life lost: the game goes on (SB3 EpisodicLifeEnv)
-                rec.episode_return = float(info.get("raw_return", rec.episode_return))
                 slot.obs = obs
     finally:
         for slot in slots:
