@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
+
+from _common import zoo_victim_or_exit
 
 from rlgauntlet.envs import make_env
 from rlgauntlet.experiments.evaluate import run_evaluation
 from rlgauntlet.experiments.store import ResultsStore
 from rlgauntlet.metrics.impact import ARGMIN_LABEL, ArgminVictim, impact
 from rlgauntlet.threats import parse_threat
-from rlgauntlet.victims import load_victim
-from rlgauntlet.zoo import load_manifest
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "results" / "daylight_table.json"
@@ -57,11 +56,7 @@ def main() -> None:
     parser.add_argument("--store", default=str(HERE / "results" / "daylight.sqlite"))
     parser.add_argument("--with-cw", action="store_true", help="also run C&W (slow on a CPU: 60 gradient steps per env step)")
     args = parser.parse_args()
-    if "pong-ppo" not in load_manifest():
-        print("daylight_table: the zoo has no pong-ppo agent yet; train it with `rlgauntlet train --preset pong-ppo`",
-              file=sys.stderr)
-        sys.exit(2)
-    victim = load_victim("zoo:pong-ppo")
+    victim = zoo_victim_or_exit("pong-ppo", "daylight_table")
     store = ResultsStore(args.store)
     env_info = {"id": ENV, "preset": "atari"}
 

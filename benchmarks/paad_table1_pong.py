@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
+
+from _common import zoo_victim_or_exit
 
 from rlgauntlet.envs import make_env
 from rlgauntlet.experiments.evaluate import run_evaluation
 from rlgauntlet.experiments.store import ResultsStore
 from rlgauntlet.threats import parse_threat
-from rlgauntlet.victims import load_victim
-from rlgauntlet.zoo import load_manifest
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "results" / "paad_table1_pong.json"
@@ -38,11 +37,7 @@ def main() -> None:
     parser.add_argument("--stochastic", action="store_true")
     parser.add_argument("--store", default=str(HERE / "results" / "paad.sqlite"))
     args = parser.parse_args()
-    if "pong-ppo" not in load_manifest():
-        print("paad_table1_pong: the zoo has no pong-ppo agent yet; train it with `rlgauntlet train --preset pong-ppo`",
-              file=sys.stderr)
-        sys.exit(2)
-    victim = load_victim("zoo:pong-ppo")
+    victim = zoo_victim_or_exit("pong-ppo", "paad_table1_pong")
     store = ResultsStore(args.store)
     specs = {"clean": None, "random": f"random:eps={args.eps}", "fgsm": f"fgsm:eps={args.eps}",
              "momentum": f"momentum:eps={args.eps}", "maxdiff": f"maxdiff:eps={args.eps}"}

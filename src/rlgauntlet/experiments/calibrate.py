@@ -72,9 +72,9 @@ class Probe:
     impact: float
     impact_se: float
 
-    @property
-    def uncertain_about(self) -> Callable[[float], bool]:
-        return lambda target: abs(self.impact - target) < Z95 * self.impact_se
+    def uncertain_about(self, target: float) -> bool:
+        """True when the target lies inside this probe's 95% interval: the decision could flip."""
+        return abs(self.impact - target) < Z95 * self.impact_se
 
 
 def _spec(base: str, param: str, value) -> str:
