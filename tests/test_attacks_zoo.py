@@ -20,15 +20,19 @@ def _mean(agent, env_id, spec, episodes):
 
 
 @pytest.mark.skipif("hopper-ppo" not in MANIFEST, reason="zoo hopper-ppo not trained yet")
-def test_maxdiff_beats_random_noise_on_hopper_normalized_budget():
-    """Normalized-observation budgets as in PA-AD. At Hopper's ε = 0.075 our zoo agent is
-    moved by neither (docs/reproduction.md); at ε = 0.15 (PA-AD's HalfCheetah/Ant budget)
-    MaxDiff takes it well below random noise of the same ε."""
+def test_maxdiff_beats_random_noise_on_hopper_at_paad_budget():
+    """PA-AD's Hopper budget, ε = 0.075 on the VecNormalize-normalized observation
+    (docs/reproduction.md, 20 episodes: clean 3109, uniform noise 2726, Random 2117, MaxDiff
+    1996, MaxDiff with 3 restarts 1057). With the paper's settings MaxDiff goes below
+    uniform noise; given three random starts (best KL kept) it goes well below both."""
     victim = load_victim("zoo:hopper-ppo")
     assert victim.budget_space == "normalized"
-    random = _mean("zoo:hopper-ppo", "Hopper-v5", "random:eps=0.15", 10)
-    maxdiff = _mean("zoo:hopper-ppo", "Hopper-v5", "maxdiff:eps=0.15", 10)
-    assert maxdiff < 0.8 * random
+    noise = _mean("zoo:hopper-ppo", "Hopper-v5", "uniform_noise:eps=0.075", 10)
+    random = _mean("zoo:hopper-ppo", "Hopper-v5", "random:eps=0.075", 10)
+    maxdiff = _mean("zoo:hopper-ppo", "Hopper-v5", "maxdiff:eps=0.075", 10)
+    strong = _mean("zoo:hopper-ppo", "Hopper-v5", "maxdiff:eps=0.075,restarts=3", 10)
+    assert maxdiff < 0.9 * noise
+    assert strong < 0.5 * noise and strong < 0.6 * random
 
 
 @pytest.mark.slow

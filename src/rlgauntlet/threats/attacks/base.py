@@ -40,15 +40,32 @@ def _flat_norm(t: torch.Tensor, p: float) -> torch.Tensor:
     return n.reshape(-1, *([1] * (t.ndim - 1)))
 
 
+class EpsBall:
+    """The feasible set of an attack on clean input ``x`` (B, ...): the ``norm`` ball of radius
+    ``eps`` around each row, intersected with the victim's valid input range.
+
+    For ℓ∞ the set is a box whose corners are computed once, so projecting an iterate is a
+    single clamp (an attack projects once per iteration).
+    """
+
+    def __init__(self, x: torch.Tensor, eps: float, norm: str, victim: Victim) -> None:
+        self.x, self.eps, self.norm, self.victim = x, eps, norm, victim
+        if norm == "linf":
+            self.low = clip_to_input(x - eps, victim)
+            self.high = clip_to_input(x + eps, victim)
+
+    def project(self, x_adv: torch.Tensor) -> torch.Tensor:
+        """The point of the set nearest to ``x_adv`` (for ℓ2: radial shrink, then clip to range)."""
+        if self.norm == "linf":
+            return torch.clamp(x_adv, self.low, self.high)
+        delta = x_adv - self.x
+        scale = (self.eps / _flat_norm(delta, 2).clamp_min(1e-12)).clamp(max=1.0)
+        return clip_to_input(self.x + delta * scale, self.victim)
+
+
 def project(x_adv: torch.Tensor, x: torch.Tensor, eps: float, norm: str, victim: Victim) -> torch.Tensor:
     """Project ``x_adv`` onto the ``norm`` ball of radius ``eps`` around ``x``, then into the valid range."""
-    delta = x_adv - x
-    if norm == "linf":
-        delta = delta.clamp(-eps, eps)
-    else:
-        scale = (eps / _flat_norm(delta, 2).clamp_min(1e-12)).clamp(max=1.0)
-        delta = delta * scale
-    return clip_to_input(x + delta, victim)
+    return EpsBall(x, eps, norm, victim).project(x_adv)
 
 
 def random_in_ball(rng: BatchRNG, shape: tuple[int, ...], eps: float, norm: str) -> torch.Tensor:
@@ -129,12 +146,13 @@ class GradientAttack(Threat):
         than the best seen, which matters when sign steps oscillate around a boundary).
         """
         best, best_loss = x, None
+        ball = EpsBall(x, self.params.eps, self.params.norm, victim)
         for restart in range(self.params.restarts):
             x_adv = self.start(x, victim, rng, random=None if restart == 0 else True)
             for i in range(self.params.steps):
                 loss, grad = self.loss_and_gradient(x_adv, victim, ref)
                 best, best_loss = _keep_best(best, best_loss, x_adv, loss)
-                x_adv = project(x_adv + self.iteration_move(grad, i, rng), x, self.params.eps, self.params.norm, victim)
+                x_adv = ball.project(x_adv + self.iteration_move(grad, i, rng))
             with torch.no_grad():
                 best, best_loss = _keep_best(best, best_loss, x_adv, self.loss(victim.forward(x_adv), ref))
         return best.detach()
