@@ -5,15 +5,15 @@ Atari preset (Nature CNN, 4×84×84 input, the network the papers attack) and th
 CartPole DQN (MLP). Episodes are capped (``--atari-cap`` agent steps for Pong, 200 for
 CartPole) so both settings do equal work.
 
-Steps per second count every agent step of the evaluation, seeded episode resets included
-(a seeded ALE reset reloads the ROM, about 0.1 s). Building the envs is set-up and is
-timed apart (``setup_seconds``): it costs one ROM load per env, which 8 envs pay 8 times
-and one env once, and it does not recur per step. The two settings run ``--repeats`` times
-in alternation and the median is reported, because a 2-core machine's timings wander by
-±15% between runs.
+Steps per second count every agent step of the evaluation, the seeded reset that starts
+every episode included (an ALE seeded reset reloads the ROM: about 0.1 s, paid once per
+episode in both settings). Building the envs is set-up and is timed apart
+(``setup_seconds``): about 0.1 s per ALE env, a one-off cost that 8 envs pay 8 times and
+one env once. The two settings run ``--repeats`` times in alternation and the median is
+reported, because a shared 2-core machine's timings wander by ±15% between runs.
 Writes benchmarks/results/attack_throughput.json.
 
-Run: python benchmarks/attack_throughput.py [--episodes 8] [--threads 2] [--repeats 3]
+Run: python benchmarks/attack_throughput.py [--episodes 8] [--threads 2] [--repeats 3] [--atari-cap 100] [--out F]
 """
 
 from __future__ import annotations
@@ -99,6 +99,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--atari-cap", type=int, default=100, help="agent steps per Pong episode")
+    parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     import tempfile
@@ -116,8 +117,8 @@ def main() -> None:
         "torch": torch.__version__,
         "results": results,
     }
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(report, indent=2) + "\n")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))
 
 

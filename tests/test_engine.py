@@ -7,6 +7,7 @@ import sys
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 import torch.nn as nn
 
 from rlgauntlet.engine.rollout import evaluate_episodes
@@ -128,3 +129,20 @@ def test_plain_gymnasium_env_returns_are_summed(tiny_models):
     (with_preset,) = evaluate_episodes(lambda: make_env("Pendulum-v1"), victim, None, [0], seed=3)
     (plain,) = evaluate_episodes(lambda: gym.make("Pendulum-v1"), victim, None, [0], seed=3)
     assert plain.episode_return == pytest.approx(with_preset.episode_return) and plain.episode_return < 0
+
+
+def test_episode_cut_by_an_outer_time_limit_does_not_leak_into_the_next():
+    """With one env, episode k+1 must start a new game after a time limit cut episode k:
+    the records equal those of each episode run on its own env."""
+    env = make_env("PongNoFrameskip-v4")
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Flatten(), nn.Linear(4 * 84 * 84, 6))
+    victim = TorchVictim(net, "categorical", env.observation_space, env.action_space)
+
+    def capped():
+        return gym.wrappers.TimeLimit(make_env("PongNoFrameskip-v4"), max_episode_steps=150)
+
+    in_turn = evaluate_episodes(capped, victim, None, range(3), seed=0, n_envs=1, deterministic=False)
+    alone = [evaluate_episodes(capped, victim, None, [k], seed=0, deterministic=False)[0] for k in range(3)]
+    assert [(r.episode_return, r.length) for r in in_turn] == [(r.episode_return, r.length) for r in alone]
+    assert all(r.length == 150 for r in in_turn)

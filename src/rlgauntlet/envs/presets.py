@@ -110,6 +110,33 @@ class RealEpisodeInfo(gym.Wrapper):
         return obs, reward, terminated, truncated, info
 
 
+class NewGameOnSeededReset(gym.Wrapper):
+    """A seeded ``reset`` always starts a new game, also after a life loss.
+
+    SB3's ``EpisodicLifeEnv`` turns every reset that follows a lost life into a no-op step
+    so that the game goes on (the engine's soft reset relies on that). When an outer time
+    limit cuts an episode after a life loss, or in mid-game, the engine's next reset is
+    seeded and starts episode ``k + 1``; without this wrapper that reset would silently
+    continue the old game, with its score and without the new seed.
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        from stable_baselines3.common.atari_wrappers import EpisodicLifeEnv
+
+        super().__init__(env)
+        self._episodic_life = None
+        layer = env
+        while isinstance(layer, gym.Wrapper):
+            if isinstance(layer, EpisodicLifeEnv):
+                self._episodic_life = layer
+            layer = layer.env
+
+    def reset(self, **kwargs: Any):
+        if kwargs.get("seed") is not None and self._episodic_life is not None:
+            self._episodic_life.was_real_done = True
+        return self.env.reset(**kwargs)
+
+
 class LastAxisFrameStack(gym.ObservationWrapper):
     """Stack the last ``n`` frames on the channel (last) axis, zero-filled after a reset.
 
@@ -166,7 +193,7 @@ def make_env(env_id: str, preset: str | None = None) -> gym.Env:
     if kind == "atari":
         from stable_baselines3.common.atari_wrappers import AtariWrapper
 
-        env = AtariWrapper(env, terminal_on_life_loss=True, clip_reward=False)
+        env = NewGameOnSeededReset(AtariWrapper(env, terminal_on_life_loss=True, clip_reward=False))
         env = LastAxisFrameStack(env, ATARI_FRAME_STACK)
     return env
 
