@@ -63,11 +63,6 @@ class EpsBall:
         return clip_to_input(self.x + delta * scale, self.victim)
 
 
-def project(x_adv: torch.Tensor, x: torch.Tensor, eps: float, norm: str, victim: Victim) -> torch.Tensor:
-    """Project ``x_adv`` onto the ``norm`` ball of radius ``eps`` around ``x``, then into the valid range."""
-    return EpsBall(x, eps, norm, victim).project(x_adv)
-
-
 def random_in_ball(rng: BatchRNG, shape: tuple[int, ...], eps: float, norm: str) -> torch.Tensor:
     """Random offsets inside the ball: uniform in the ℓ∞ box, or uniform in the ℓ2 ball."""
     if norm == "linf":
@@ -129,10 +124,11 @@ class GradientAttack(Threat):
             return self.step_size * grad.sign()
         return self.step_size * grad / _flat_norm(grad, 2).clamp_min(1e-12)
 
-    def start(self, x: torch.Tensor, victim: Victim, rng: BatchRNG, random: bool | None = None) -> torch.Tensor:
-        p = self.params
+    def start(self, ball: EpsBall, rng: BatchRNG, random: bool | None = None) -> torch.Tensor:
+        """The first iterate: the clean input, or a random point of ``ball`` (random start)."""
+        p, x = self.params, ball.x
         if (p.random_start if random is None else random) and p.eps > 0:
-            return project(x + random_in_ball(rng, tuple(x.shape[1:]), p.eps, p.norm).to(x), x, p.eps, p.norm, victim)
+            return ball.project(x + random_in_ball(rng, tuple(x.shape[1:]), p.eps, p.norm).to(x))
         return x.clone()
 
     def perturb(self, x: torch.Tensor, victim: Victim, rng: BatchRNG) -> torch.Tensor:
@@ -148,7 +144,7 @@ class GradientAttack(Threat):
         best, best_loss = x, None
         ball = EpsBall(x, self.params.eps, self.params.norm, victim)
         for restart in range(self.params.restarts):
-            x_adv = self.start(x, victim, rng, random=None if restart == 0 else True)
+            x_adv = self.start(ball, rng, random=None if restart == 0 else True)
             for i in range(self.params.steps):
                 loss, grad = self.loss_and_gradient(x_adv, victim, ref)
                 best, best_loss = _keep_best(best, best_loss, x_adv, loss)

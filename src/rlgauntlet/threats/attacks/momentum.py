@@ -38,7 +38,7 @@ class Momentum(MinBest):
         x = x.detach()
         best = self.reference(x, victim)
         ball = EpsBall(x, p.eps, p.norm, victim)
-        x_adv = self.start(x, victim, rng)
+        x_adv = self.start(ball, rng)
         velocity = torch.zeros_like(x)
         for _ in range(p.steps):
             # the look-ahead point may leave the ball: it is only where the gradient is taken
