@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlgauntlet.engine.rollout import evaluate_episodes
-from rlgauntlet.engine.seeding import BatchRNG, episode_generator
+from rlgauntlet.common.seeding import BatchRNG, episode_generator
 from rlgauntlet.envs import make_env
 from rlgauntlet.errors import UserError
 from rlgauntlet.threats import parse_threat

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from rlgauntlet.engine.seeding import BatchRNG, episode_generator
+from rlgauntlet.common.seeding import BatchRNG, episode_generator
 from rlgauntlet.errors import UserError
 from rlgauntlet.threats import parse_threat
 from rlgauntlet.threats.corruptions import IMPULSE_AMOUNT, PIXELATE_FACTOR

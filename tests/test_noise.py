@@ -7,7 +7,7 @@ import torch.nn as nn
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlgauntlet.engine.seeding import BatchRNG, episode_generator
+from rlgauntlet.common.seeding import BatchRNG, episode_generator
 from rlgauntlet.threats import parse_threat
 from rlgauntlet.victims import TorchVictim
 

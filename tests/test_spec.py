@@ -38,7 +38,7 @@ def test_parse_threat_builds_threat_with_schedule():
         ("uniform_noise:eps", "'eps' is not key=value"),
         ("uniform_noise:eps=", "'eps=' is not key=value"),
         ("uniform_noise:eps=1/0", "divides by zero"),
-        ("uniform_noise:eps=a/3", "is not a fraction"),
+        ("uniform_noise:eps=a/3", "eps: Input should be a valid number"),
         ("uniform_noise:eps=-0.1", "eps: Input should be greater than or equal to 0"),
         ("uniform_noise:eps=0.1,eps=0.2", "'eps' is given twice"),
         ("uniform_noise:eps=0.1,p=1.5", "p=1.5 must be a probability in [0, 1]"),

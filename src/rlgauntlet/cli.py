@@ -72,21 +72,9 @@ def print_table(report: dict) -> None:
 def _load_for_env(agent: str, env: str, preset: Optional[str], device: str, kind: Optional[str],
                   vecnormalize: Optional[Path], input_space: Optional[str] = None, precision: str = "auto"):
     """Load the agent, check it fits the env with its preset: (victim, preset name)."""
-    from rlgauntlet.envs import make_env, resolve_preset
-    from rlgauntlet.victims import load_victim
+    from rlgauntlet.experiments.agents import load_for_env
 
-    if device.startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            raise UserError("--device cuda but no CUDA device is available; use --device cpu")
-    env_preset = resolve_preset(env, preset)
-    probe = make_env(env, env_preset)
-    victim = load_victim(agent, probe.observation_space, probe.action_space, device=device, kind=kind,
-                         vecnormalize=vecnormalize, input_space=input_space, precision=precision)
-    victim.check_env(probe.observation_space, probe.action_space, env)
-    probe.close()
-    return victim, env_preset
+    return load_for_env(agent, env, preset, device, kind, vecnormalize, input_space, precision)
 
 
 @app.command()
@@ -119,75 +107,28 @@ def evaluate(
 
     Example: rlgauntlet evaluate --agent zoo:cartpole-ppo --env CartPole-v1 --threat uniform_noise:eps=0.1 --episodes 20 --out cartpole.json
     """
-    from rlgauntlet.envs import make_env
-    from rlgauntlet.experiments.evaluate import run_evaluation
-    from rlgauntlet.experiments.store import ResultsStore
-    from rlgauntlet.metrics.perceptual import AlexLPIPS, PerceptualMeter
-    from rlgauntlet.threats import parse_threat
-    from rlgauntlet.threats.suites import expand_eps_grid, suite_specs
+    from rlgauntlet.experiments.evaluate import evaluate as run
 
-    if eps is not None and eps_grid is not None:
-        raise UserError("give either --eps or --eps-grid, not both")
-    specs = expand_eps_grid(list(threat), eps_grid) if eps_grid else list(threat)
-    for s in specs:
-        parse_threat(s)  # fail on a bad spec before loading anything
-    if eps is not None and not suite:
-        raise UserError("--eps is the budget of --suite; give it inside the spec instead (e.g. pgd:eps=1/255)")
-    victim, env_preset = _load_for_env(agent, env, preset, device, kind, vecnormalize, input_space, precision)
-    for name in suite:
-        items = suite_specs(name, victim, eps, grid=eps_grid is not None)
-        specs += expand_eps_grid(items, eps_grid) if eps_grid else items
-    threats = [parse_threat(s) for s in specs]
-    for t in threats:
-        t.check_victim(victim)
-    meter = PerceptualMeter(AlexLPIPS.from_file(lpips_weights)) if lpips_weights is not None else None
     store_path = store or ((out.parent if out else Path(".")) / DEFAULT_STORE_NAME)
-    results = ResultsStore(store_path)
-    env_info = {"id": env, "preset": env_preset}
-    report = {"rlgauntlet_version": rlgauntlet.__version__, "agent": victim.description, "env": env_info, "evaluations": []}
-    plan = [None, *threats]
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=False) as progress:
-        for t in plan:
-            label = t.spec if t is not None else "clean"
-            task = progress.add_task(label, total=episodes)
-            summary = run_evaluation(
-                results, lambda: make_env(env, env_preset), env_info, victim, t, episodes, seed,
-                n_envs=n_envs, deterministic=not stochastic, resume=resume,
-                on_episode=lambda rec, task=task: progress.advance(task), perceptual=meter,
-                action_change_every=action_change_every,
-            )
+        tasks: dict = {}
+        report = run(
+            agent, env, threat, suite, eps, episodes, seed, n_envs, store_path, eps_grid=eps_grid, resume=resume,
+            preset=preset, device=device, kind=kind, vecnormalize=vecnormalize, input_space=input_space,
+            precision=precision, deterministic=not stochastic, impact=impact, min_score=min_score,
+            action_change_every=action_change_every, lpips_weights=lpips_weights,
+            on_start=lambda label, total: tasks.__setitem__(label, progress.add_task(label, total=total)),
+            on_episode=lambda label, rec: progress.advance(tasks[label]),
+        )
+        for task in tasks.values():
             progress.update(task, completed=episodes)
-            report["evaluations"].append(summary)
-    if impact:
-        _add_impact(report, results, victim, lambda: make_env(env, env_preset), env_info, episodes, seed, n_envs,
-                    not stochastic, env, env_preset, min_score)
-    results.close()
-    print_table(report)
+    data = report.to_dict()
+    print_table(data)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(report, indent=2) + "\n")
+        out.write_text(json.dumps(data, indent=2) + "\n")
         console.print(f"wrote {out} (episodes stored in {store_path})")
-
-
-def _add_impact(report, results, victim, env_fn, env_info, episodes, seed, n_envs, deterministic, env_id, preset,
-                min_score) -> None:
-    """Add impact and generalized impact to every evaluation of ``report`` (Daylight §2.5)."""
-    from rlgauntlet.experiments.evaluate import run_evaluation
-    from rlgauntlet.metrics.impact import ARGMIN_LABEL, ArgminVictim, default_min_score
-    from rlgauntlet.metrics.impact import impact as impact_of
-
-    score_max = report["evaluations"][0]["return_mean"]
-    score_min = None
-    if victim.is_discrete:
-        argmin = run_evaluation(results, env_fn, env_info, ArgminVictim(victim), None, episodes, seed, n_envs=n_envs,
-                                deterministic=deterministic, resume=True, label=ARGMIN_LABEL)
-        score_min = argmin["return_mean"]
-    fixed_min = min_score if min_score is not None else default_min_score(env_id, preset)
-    report["score_max"], report["score_min"], report["min_score_fixed"] = score_max, score_min, fixed_min
-    for ev in report["evaluations"]:
-        ev["impact"] = impact_of(score_max, ev["return_mean"], score_min)
-        ev["generalized_impact"] = impact_of(score_max, ev["return_mean"], fixed_min)
 
 
 @app.command()
@@ -260,30 +201,19 @@ def spectrum(
 
     Example: rlgauntlet spectrum --agent zoo:pong-ppo --env PongNoFrameskip-v4 --threat rotation:degrees=3 --threat jpeg:quality=10
     """
-    import torch
-
-    from rlgauntlet.engine.seeding import BatchRNG, episode_generator
     from rlgauntlet.envs import make_env
-    from rlgauntlet.metrics.spectrum import plot_spectrum, spectrum_report
+    from rlgauntlet.experiments.spectrum import analyse_spectrum
+    from rlgauntlet.metrics.spectrum import plot_spectrum
     from rlgauntlet.threats import parse_threat
 
     threats = [parse_threat(s) for s in threat]
     victim, env_preset = _load_for_env(agent, env, preset, device, kind, vecnormalize)
-    for t in threats:
-        t.check_victim(victim)
-    if victim.budget_space != "pixel01":
-        raise UserError("spectrum analyses image observations; this agent's input is not an image")
-    states = _visited_inputs(victim, make_env(env, env_preset), steps, seed)
-    rng = BatchRNG([episode_generator(seed, k, "threat") for k in range(states.shape[0])])
-    with torch.no_grad():
-        perturbed = {t.spec: t.perturb(states, victim, rng)[:, -1] for t in threats}
-    report = spectrum_report(states[:, -1], perturbed)
-    report.update({"agent": victim.description, "env": env, "steps": int(states.shape[0]), "seed": seed,
-                   "frame": "newest frame of each stacked input, network input scale [0, 1]"})
+    report = analyse_spectrum(victim, lambda: make_env(env, env_preset), threats, steps, seed)
+    report["env"] = env
     out.parent.mkdir(parents=True, exist_ok=True)
     plot_spectrum(report, out)
     out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
-    table = Table(title=f"energy change vs original, {states.shape[0]} states")
+    table = Table(title=f"energy change vs original, {report['steps']} states")
     for col in ("threat", "DC", "low", "mid", "high"):
         table.add_column(col, justify="left" if col == "threat" else "right")
     for spec, t in report["threats"].items():
@@ -319,46 +249,17 @@ def calibrate(
 
     Example: rlgauntlet calibrate --agent zoo:pong-ppo --env PongNoFrameskip-v4 --threat rotation --target-impact 0.9
     """
-    from rlgauntlet.envs import make_env
-    from rlgauntlet.experiments.calibrate import SEARCH_SPACES, SearchSpace
-    from rlgauntlet.experiments.calibrate import calibrate as run_calibration
-    from rlgauntlet.experiments.evaluate import run_evaluation
-    from rlgauntlet.experiments.store import ResultsStore
-    from rlgauntlet.metrics.impact import ARGMIN_LABEL, ArgminVictim
-    from rlgauntlet.threats import known_threats, parse_threat
+    from rlgauntlet.experiments.calibrate import calibrate_agent, search_space
 
     if not 0 < target_impact <= 1:
         raise UserError(f"--target-impact {target_impact} must be in (0, 1]")
     name = threat.partition(":")[0]
-    space = SEARCH_SPACES.get(name)
-    if param is not None or low is not None or high is not None:
-        if param is None and space is None:
-            raise UserError(f"no default severity parameter for {name!r}; give --param")
-        base = space or SearchSpace(param, 0.0, 1.0)
-        space = SearchSpace(param or base.param, base.low if low is None else low, base.high if high is None else high,
-                            base.step if (param is None or param == base.param) else "float")
-    if name not in known_threats():
-        parse_threat(threat)  # raises the unknown-threat error with suggestions
-    if space is None:
-        raise UserError(f"no default severity range for {name!r}; give --param, --low and --high")
-    victim, env_preset = _load_for_env(agent, env, preset, device, kind, vecnormalize)
-    results = ResultsStore(store)
-    env_info = {"id": env, "preset": env_preset}
-    env_fn = lambda: make_env(env, env_preset)  # noqa: E731
-
-    def evaluate_spec(spec: str) -> dict:
-        t = parse_threat(spec) if spec != "clean" else None
-        if t is not None:
-            t.check_victim(victim)
-        summary = run_evaluation(results, env_fn, env_info, victim, t, episodes, seed, n_envs=n_envs, resume=True)
-        console.print(f"  {summary['spec']}: return {summary['return_mean']:.4g} ± {summary['return_sem']:.2g}")
-        return summary
-
-    score_max = evaluate_spec("clean")["return_mean"]
-    score_min = run_evaluation(results, env_fn, env_info, ArgminVictim(victim), None, episodes, seed, n_envs=n_envs,
-                               resume=True, label=ARGMIN_LABEL)["return_mean"]
-    result = run_calibration(threat, target_impact, evaluate_spec, score_max, score_min, space, iterations)
-    results.close()
+    space = search_space(threat, param, low, high)
+    result = calibrate_agent(
+        agent, env, threat, target_impact, store, space, iterations, episodes, seed, n_envs, preset, device, kind,
+        vecnormalize,
+        on_probe=lambda s: console.print(f"  {s['spec']}: return {s['return_mean']:.4g} ± {s['return_sem']:.2g}"),
+    )
     table = Table(title=f"{name}: impact per probe (target {target_impact})")
     for col in ("value", "return", "impact", "± 95%"):
         table.add_column(col, justify="right")
@@ -373,28 +274,6 @@ def calibrate(
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=2) + "\n")
-
-
-def _visited_inputs(victim, env, steps: int, seed: int):
-    """Network inputs of the states the clean agent visits (episodes seeded seed, seed+1, ...)."""
-    import numpy as np
-    import torch
-
-    xs, episode = [], 0
-    obs, _ = env.reset(seed=seed)
-    while len(xs) < steps:
-        x = victim.preprocess(np.asarray(obs)[None])
-        xs.append(x[0])
-        with torch.no_grad():
-            action = victim.actions(victim.forward(x))[0].cpu().numpy()
-        obs, _, terminated, truncated, info = env.step(int(action) if victim.is_discrete else action)
-        if truncated or (terminated and info.get("real_done", True)):
-            episode += 1
-            obs, _ = env.reset(seed=seed + episode)
-        elif terminated:
-            obs, _ = env.reset()
-    env.close()
-    return torch.stack(xs)
 
 
 @zoo_app.command("list")

@@ -2,9 +2,14 @@
 call per step, one record per finished episode.
 
 Episode ``k`` always starts from env seed ``seed + k`` and draws its threat noise, schedule
-and sampled actions from its own generators (``engine.seeding``), so per-episode results do
+and sampled actions from its own generators (``common.seeding``), so per-episode results do
 not depend on ``n_envs``. Envs step in a plain loop (as Gymnasium's ``SyncVectorEnv`` does);
 everything the victim and the threat compute is one batched tensor op over the active envs.
+
+The engine knows threats only through ``threats.base.Threat``: an observation threat changes
+the network input before the victim acts, an action threat the action before ``env.step``,
+a world threat the env for a whole episode. A threat's per-episode state (its memory) is
+made when the episode starts and dropped when it ends.
 
 Example:
     >>> from rlgauntlet.envs import make_env                      # doctest: +SKIP
@@ -22,10 +27,10 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlgauntlet.engine.seeding import BatchRNG, episode_generator
+from rlgauntlet.common.seeding import BatchRNG, episode_generator
 from rlgauntlet.errors import UserError
 from rlgauntlet.metrics.perceptual import PerceptualMeter
-from rlgauntlet.threats.base import Threat
+from rlgauntlet.threats.base import Memory, Threat
 from rlgauntlet.victims.base import Victim
 
 CONTINUOUS_ACTION_TOL = 1e-6
@@ -63,13 +68,14 @@ class EpisodeRecord:
     lpips_sum: float = 0.0
     perceptual_steps: int = 0
     wall_seconds: float = 0.0
+    world: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 class _Slot:
-    """One env and the episode it is running."""
+    """One env and the episode it is running (with the threat's state for that episode)."""
 
     def __init__(self, env: gym.Env) -> None:
         self.env = env
@@ -77,12 +83,29 @@ class _Slot:
         self.record: EpisodeRecord | None = None
         self.generators: dict[str, torch.Generator] = {}
         self.started = 0.0
+        self.threat_state = None
+        self.world_changed = False
 
-    def start(self, episode: int, seed: int) -> None:
-        self.obs, _ = self.env.reset(seed=seed + episode)
+    def start(self, episode: int, seed: int, threat: Threat | None) -> None:
         self.record = EpisodeRecord(episode=episode, seed=seed + episode, episode_return=0.0, length=0)
         self.generators = {s: episode_generator(seed, episode, s) for s in ("threat", "schedule", "policy")}
+        self.threat_state = threat.new_state() if threat is not None else None
+        if threat is not None and threat.place == "world":
+            self.world_changed = bool(threat.schedule.mask(BatchRNG([self.generators["schedule"]]))[0])
+            if self.world_changed:
+                self.record.world = threat.enter_world(self.env)
         self.started = time.perf_counter()
+        self.obs, _ = self.env.reset(seed=seed + episode)
+
+    def finish(self, threat: Threat | None) -> EpisodeRecord:
+        rec = self.record
+        rec.wall_seconds = time.perf_counter() - self.started
+        if self.world_changed:
+            threat.exit_world(self.env)
+            rec.perturbed_steps = rec.length
+            self.world_changed = False
+        self.record, self.threat_state = None, None
+        return rec
 
 
 def _actions_differ(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -103,13 +126,14 @@ def evaluate_episodes(
     on_step: Callable[[int], None] | None = None,
     perceptual: PerceptualMeter | None = None,
     action_change_every: int = 1,
+    on_inputs: Callable[[torch.Tensor], bool] | None = None,
 ) -> list[EpisodeRecord]:
     """Run the given episode indices and return their records (in order of completion).
 
     Args:
         env_fn: makes one env (with its preset wrappers).
         victim: the agent under test.
-        threat: observation threat applied through its schedule, or None for clean runs.
+        threat: the threat (observation, action or world), or None for clean runs.
         episodes: episode indices ``k`` to run; episode ``k`` uses env seed ``seed + k``.
         seed: evaluation seed.
         n_envs: envs stepped side by side (results do not depend on it).
@@ -119,6 +143,9 @@ def evaluate_episodes(
         perceptual: the perceptual meter for image inputs (default: SSIM and MSE).
         action_change_every: compare with the clean action on every k-th step only (an
             estimate of the rate that saves one network call per perturbed row).
+        on_inputs: called with the clean network inputs (B, *input_shape) of every batched
+            step (rows in slot order) before anything acts on them; returning True stops the
+            run there, unfinished episodes left out (e.g. to collect visited states).
     """
     queue = list(episodes)
     if not queue:
@@ -126,15 +153,20 @@ def evaluate_episodes(
     if threat is not None:
         threat.check_victim(victim)
     slots = [_Slot(env_fn()) for _ in range(max(1, min(n_envs, len(queue))))]
-    for slot in slots:
-        slot.start(queue.pop(0), seed)
     done: list[EpisodeRecord] = []
     discrete = isinstance(victim.action_space, gym.spaces.Discrete)
     meter = perceptual or PerceptualMeter()
     try:
+        if threat is not None:
+            threat.check_env(slots[0].env, getattr(slots[0].env.spec, "id", "this env"))
+        for slot in slots:
+            slot.start(queue.pop(0), seed, threat)
         while any(s.record is not None for s in slots):
             active = [s for s in slots if s.record is not None]
-            actions = _batched_actions(active, victim, threat, deterministic, discrete, meter, action_change_every)
+            actions = _batched_actions(active, victim, threat, deterministic, discrete, meter, action_change_every,
+                                       on_inputs)
+            if actions is None:
+                break
             if on_step is not None:
                 on_step(len(active))
             for slot, action in zip(active, actions):
@@ -147,29 +179,35 @@ def evaluate_episodes(
                     # a time limit always ends the episode; a termination ends it unless it
                     # was only a life lost (SB3's EpisodicLifeEnv)
                     if truncated or info.get("real_done", True):
-                        rec.wall_seconds = time.perf_counter() - slot.started
-                        done.append(rec)
+                        done.append(slot.finish(threat))
                         if on_episode is not None:
-                            on_episode(rec)
+                            on_episode(done[-1])
                         if queue:
-                            slot.start(queue.pop(0), seed)
-                        else:
-                            slot.record = None
+                            slot.start(queue.pop(0), seed, threat)
                         continue
                     obs, _ = slot.env.reset()  # life lost: the game goes on (SB3 EpisodicLifeEnv)
                 slot.obs = obs
     finally:
         for slot in slots:
+            if slot.world_changed:
+                threat.exit_world(slot.env)
             slot.env.close()
     return done
+
+
+def _memory(active: list[_Slot], device) -> Memory:
+    return Memory([s.threat_state for s in active],
+                  torch.tensor([s.record.length for s in active], device=device),
+                  [s.env for s in active])
 
 
 @torch.no_grad()
 def _batched_actions(
     active: list[_Slot], victim: Victim, threat: Threat | None, deterministic: bool, discrete: bool,
-    meter: PerceptualMeter, action_change_every: int = 1,
-) -> list:
-    """One batched step: preprocess, perturb the scheduled rows, act, record what was applied."""
+    meter: PerceptualMeter, action_change_every: int = 1, on_inputs=None,
+) -> list | None:
+    """One batched step: preprocess, perturb the input, act, perturb the action, record what was
+    applied. None when ``on_inputs`` asked to stop."""
     x = victim.preprocess(np.stack([s.obs for s in active]))
     if not torch.isfinite(x).all():
         bad = [s.record.episode for s, ok in zip(active, torch.isfinite(x).reshape(len(active), -1).all(1)) if not ok]
@@ -177,7 +215,12 @@ def _batched_actions(
             f"the env returned non-finite observations (NaN or inf) in episode(s) {bad}; "
             "fix the env or its wrappers (finished episodes are kept)"
         )
-    x_in, mask = _perturb(active, victim, threat, x)
+    if on_inputs is not None and on_inputs(x):
+        return None
+    place = threat.place if threat is not None else None
+    memory = _memory(active, x.device) if threat is not None else None
+    x_in, mask = _perturb(active, victim, threat, x, memory) if place == "observation" else \
+        (x, torch.zeros(x.shape[0], dtype=torch.bool, device=x.device))
     steps = torch.tensor([s.record.length for s in active], device=x.device)
     check = mask & (steps % action_change_every == 0)  # rows whose clean action is compared
     n = x.shape[0]
@@ -194,30 +237,72 @@ def _batched_actions(
             clean = victim.actions(both.rows(slice(n, None)), deterministic, None if noise is None else noise[check])
             changed[check] = _actions_differ(actions[check], clean)
         _record(active, victim, meter, x, x_in, mask, check, changed)
+    if place == "action":
+        actions = _perturb_actions(active, victim, threat, actions, memory)
     acts = actions.cpu().numpy()
     if discrete:
         return [int(a) for a in acts]
     return [a.astype(np.float32) for a in acts]
 
 
-def _perturb(active: list[_Slot], victim: Victim, threat: Threat | None, x: torch.Tensor):
-    """Apply the threat to the rows its schedule picks: (input acted on, mask of perturbed rows)."""
-    mask = torch.zeros(x.shape[0], dtype=torch.bool, device=x.device)
-    if threat is None:
-        return x, mask
-    mask = threat.schedule.mask(BatchRNG([s.generators["schedule"] for s in active], x.device))
-    if not mask.any():
-        return x, mask
-    rng = BatchRNG([s.generators["threat"] for s, m in zip(active, mask.tolist()) if m], x.device)
-    with torch.enable_grad():
-        perturbed = threat.perturb(x[mask], victim, rng).detach()
-    if perturbed.shape != x[mask].shape or not torch.isfinite(perturbed).all():
+def _threat_rngs(active: list[_Slot], device) -> tuple[BatchRNG, BatchRNG]:
+    """Every row's schedule and threat streams."""
+    return (BatchRNG([s.generators["schedule"] for s in active], device),
+            BatchRNG([s.generators["threat"] for s in active], device))
+
+
+def _perturb(active: list[_Slot], victim: Victim, threat: Threat, x: torch.Tensor, memory: Memory):
+    """Apply an observation threat: (input acted on, mask of the rows it changed)."""
+    schedule_rng, rng = _threat_rngs(active, x.device)
+    scheduled = threat.schedule.mask(schedule_rng)
+    x_in, acted = threat.apply(x, victim, rng, memory, scheduled)
+    if x_in.shape != x.shape or acted.shape != scheduled.shape or not torch.isfinite(x_in).all():
         raise RuntimeError(f"threat {threat.spec!r} returned a bad perturbation (shape or NaN): a bug")
-    x_in = x.clone()
-    x_in[mask] = perturbed
-    return x_in, mask
+    return x_in.detach(), acted
 
 
+def _perturb_actions(active: list[_Slot], victim: Victim, threat: Threat, actions: torch.Tensor,
+                     memory: Memory) -> torch.Tensor:
+    """Apply an action threat to the scheduled rows and record (executed − chosen) per row."""
+    schedule_rng, rng = _threat_rngs(active, actions.device)
+    mask = threat.schedule.mask(schedule_rng)
+    if not mask.any():
+        return actions
+    chosen = actions[mask]
+    executed = threat.perturb_action(chosen, victim, rng.subset(mask), memory.rows(mask))
+    _check_in_action_space(threat, victim, executed, chosen)
+    out = actions.clone()
+    out[mask] = executed.to(actions.dtype)
+    changed = _actions_differ(executed, chosen)
+    if executed.dtype in (torch.int64, torch.int32):
+        linf = l2 = changed.double()
+    else:
+        delta = (executed - chosen).double().reshape(chosen.shape[0], -1)
+        linf, l2 = delta.abs().amax(dim=1), delta.norm(dim=1)
+    rows = np.flatnonzero(mask.cpu().numpy())
+    for j, i in enumerate(rows):
+        rec = active[i].record
+        rec.perturbed_steps += 1
+        rec.action_checks += 1
+        rec.action_changes += int(changed[j])
+        rec.linf_sum += float(linf[j])
+        rec.linf_max = max(rec.linf_max, float(linf[j]))
+        rec.l2_sum += float(l2[j])
+    return out
+
+
+def _check_in_action_space(threat: Threat, victim: Victim, executed: torch.Tensor, chosen: torch.Tensor) -> None:
+    space = victim.action_space
+    if executed.shape != chosen.shape:
+        raise RuntimeError(f"threat {threat.spec!r} returned actions of shape {tuple(executed.shape)}: a bug")
+    if isinstance(space, gym.spaces.Discrete):
+        ok = bool(((executed >= space.start) & (executed < space.start + space.n)).all())
+    else:
+        low = torch.as_tensor(space.low, dtype=executed.dtype, device=executed.device)
+        high = torch.as_tensor(space.high, dtype=executed.dtype, device=executed.device)
+        ok = bool(torch.isfinite(executed).all() and ((executed >= low) & (executed <= high)).all())
+    if not ok:
+        raise RuntimeError(f"threat {threat.spec!r} returned actions outside {space}: a bug")
 def _record(active, victim, meter, x, x_in, mask, check, changed) -> None:
     """Add the measured size (and perceptual distance) of each applied perturbation to its episode."""
     delta = (x_in[mask] - x[mask]).reshape(int(mask.sum()), -1)

@@ -14,10 +14,12 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Literal
 
 from rlgauntlet.errors import UserError
-from rlgauntlet.threats import parse_threat
+from rlgauntlet.threats import known_threats, parse_threat
+from rlgauntlet.threats.spec import split_items
 
 Z95 = 1.96
 
@@ -79,7 +81,7 @@ class Probe:
 
 def _spec(base: str, param: str, value) -> str:
     name, _, rest = base.partition(":")
-    items = [i for i in rest.split(",") if i and not i.startswith(f"{param}=")]
+    items = [i for i in split_items(rest, base) if i and not i.strip().startswith(f"{param}=")]
     return f"{name}:{','.join([*items, f'{param}={value}'])}"
 
 
@@ -146,4 +148,72 @@ def calibrate(
                  "add --episodes" if uncertain else "every decision was outside the 95% interval of the target"),
         probes=[p.__dict__ for p in probes],
     )
+    return result
+
+
+def search_space(threat: str, param: str | None = None, low: float | None = None,
+                 high: float | None = None) -> SearchSpace:
+    """The search space of ``threat`` (its default, with any of ``param``/``low``/``high`` overridden)."""
+    name = threat.partition(":")[0]
+    space = SEARCH_SPACES.get(name)
+    if param is not None or low is not None or high is not None:
+        if param is None and space is None:
+            raise UserError(f"no default severity parameter for {name!r}; give --param")
+        base = space or SearchSpace(param, 0.0, 1.0)
+        space = SearchSpace(param or base.param, base.low if low is None else low, base.high if high is None else high,
+                            base.step if (param is None or param == base.param) else "float")
+    if name not in known_threats():
+        parse_threat(threat)  # raises the unknown-threat error with suggestions
+    if space is None:
+        raise UserError(f"no default severity range for {name!r}; give --param, --low and --high")
+    return space
+
+
+def calibrate_agent(
+    agent, env: str, threat: str, target_impact: float, store: str | Path = ":memory:",
+    space: SearchSpace | None = None, iterations: int = 8, episodes: int = 10, seed: int = 0, n_envs: int = 4,
+    preset: str | None = None, device: str = "cpu", kind: str | None = None, vecnormalize=None,
+    on_probe: Callable[[dict], None] | None = None,
+) -> dict:
+    """Calibrate ``threat`` against an agent: clean and argmin-agent evaluations set the impact
+    scale, then :func:`calibrate` bisects; every probe is a stored evaluation (reused by a
+    repeated search) and the search itself is stored as a ``calibration`` run whose metrics
+    are the severity found and its impact.
+    """
+    from rlgauntlet.envs import make_env
+    from rlgauntlet.experiments.agents import load_for_env
+    from rlgauntlet.experiments.evaluate import run_evaluation
+    from rlgauntlet.experiments.store import ResultsStore, run_key
+    from rlgauntlet.metrics.impact import ARGMIN_LABEL, ArgminVictim
+
+    if not 0 < target_impact <= 1:
+        raise UserError(f"--target-impact {target_impact} must be in (0, 1]")
+    space = space or search_space(threat)
+    victim, env_preset = load_for_env(agent, env, preset, device, kind, vecnormalize)
+    results = ResultsStore(store)
+    env_info = {"id": env, "preset": env_preset}
+    env_fn = lambda: make_env(env, env_preset)  # noqa: E731
+
+    def evaluate_spec(spec: str) -> dict:
+        t = parse_threat(spec) if spec != "clean" else None
+        if t is not None:
+            t.check_victim(victim)
+        summary = run_evaluation(results, env_fn, env_info, victim, t, episodes, seed, n_envs=n_envs, resume=True)
+        if on_probe is not None:
+            on_probe(summary)
+        return summary
+
+    try:
+        score_max = evaluate_spec("clean")["return_mean"]
+        score_min = run_evaluation(results, env_fn, env_info, ArgminVictim(victim), None, episodes, seed,
+                                   n_envs=n_envs, resume=True, label=ARGMIN_LABEL)["return_mean"]
+        result = calibrate(threat, target_impact, evaluate_spec, score_max, score_min, space, iterations)
+        meta = {"agent": victim.description, "env": env_info, "threat": threat, "target_impact": target_impact,
+                "space": space.__dict__, "episodes": episodes, "seed": seed}
+        run_id = results.create_run(run_key({**meta, "kind": "calibration"}), meta, kind="calibration")
+        results.add_metric(run_id, "severity", result.get("severity"), space.param)
+        results.add_metric(run_id, "impact", result["impact"], "fraction of the clean-to-argmin score range")
+        result["run_id"] = run_id
+    finally:
+        results.close()
     return result

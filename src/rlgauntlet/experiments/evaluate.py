@@ -1,19 +1,31 @@
-"""One evaluation: run (or resume) the episodes of one threat and summarise them.
+"""Evaluations: run (or resume) the episodes of one threat and summarise them
+(:func:`run_evaluation`), and the whole ``rlgauntlet evaluate`` job as a library call
+(:func:`evaluate` -> :class:`Report`).
 
-The summary is the JSON contract of ``rlgauntlet evaluate`` (see README, "JSON").
+The report is the JSON contract of ``rlgauntlet evaluate`` (see README, "JSON").
+
+Example:
+    >>> from rlgauntlet import evaluate
+    >>> report = evaluate("zoo:cartpole-ppo", "CartPole-v1", threats=["uniform_noise:eps=0.1"],
+    ...                   episodes=2, n_envs=2)                        # doctest: +SKIP
+    >>> [e["spec"] for e in report.evaluations]                         # doctest: +SKIP
+    ['clean', 'uniform_noise:eps=0.1']
 """
 
 from __future__ import annotations
 
 import math
 import time
-from typing import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
 
 import gymnasium as gym
 import numpy as np
 
 import rlgauntlet
 from rlgauntlet.engine.rollout import EpisodeRecord, evaluate_episodes
+from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.store import ResultsStore, run_key
 from rlgauntlet.metrics.perceptual import PerceptualMeter
 from rlgauntlet.threats.base import Threat
@@ -56,7 +68,15 @@ def summarize(records: list[EpisodeRecord], threat_name: str, spec: str, seed: i
         **_perceptual_summary(records, lpips),
         "budget_space": budget_space,
         "wall_seconds": wall_seconds,
+        **_world_summary(records),
     }
+
+
+def _world_summary(records: list[EpisodeRecord]) -> dict:
+    """For world threats: what the changed episodes' envs were set to (the first one; every
+    changed episode gets the same setting) and how many episodes were changed."""
+    changed = [r.world for r in records if r.world is not None]
+    return {"world": changed[0], "world_episodes": len(changed)} if changed else {}
 
 
 def _perceptual_summary(records: list[EpisodeRecord], lpips: bool = False) -> dict:
@@ -119,7 +139,8 @@ def run_evaluation(
             "spec": spec,
             "seed": seed,
             "deterministic": deterministic,
-            "budget_space": victim.budget_space,
+            "budget_space": threat.measure_space(victim) if threat is not None else victim.budget_space,
+            "place": threat.place if threat is not None else None,
             "params": threat.params.model_dump() if threat is not None else {},
             "p": threat.schedule.p if threat is not None else 1.0,
         }
@@ -137,8 +158,167 @@ def run_evaluation(
                           perceptual=perceptual, action_change_every=action_change_every)
     finally:
         store.add_wall_seconds(run_id, time.perf_counter() - start)
+    space = threat.measure_space(victim) if threat is not None else str(victim.budget_space)
     summary = summarize(store.episodes(run_id, limit=episodes), name, spec, seed,
-                        str(victim.budget_space), store.wall_seconds(run_id), lpips=identity["lpips"])
+                        space, store.wall_seconds(run_id), lpips=identity["lpips"])
+    summary["place"] = threat.place if threat is not None else None
+    summary["metrics"] = store.metrics(run_id)
     summary["run_id"] = run_id
     summary["deterministic"] = deterministic
     return summary
+
+
+@dataclass
+class Report:
+    """What ``rlgauntlet evaluate`` computes: one summary per evaluation (clean first), and
+    the impact scale when impact was computed. :meth:`to_dict` is the CLI's JSON."""
+
+    agent: dict
+    env: dict
+    evaluations: list[dict]
+    score_max: float | None = None
+    score_min: float | None = None
+    min_score_fixed: float | None = None
+    impact: bool = False
+    version: str = field(default_factory=lambda: rlgauntlet.__version__)
+
+    def to_dict(self) -> dict:
+        out = {"rlgauntlet_version": self.version, "agent": self.agent, "env": self.env,
+               "evaluations": self.evaluations}
+        if self.impact:
+            out.update(score_max=self.score_max, score_min=self.score_min, min_score_fixed=self.min_score_fixed)
+        return out
+
+
+def threat_specs(victim: Victim, threats: Sequence[str] = (), suite: Sequence[str] = (), eps: str | None = None,
+                 eps_grid: str | None = None) -> list[str]:
+    """Every threat spec an evaluation runs: the given ones and the suites', each budget of
+    ``eps_grid`` applied to those without ``eps``."""
+    from rlgauntlet.threats.suites import expand_eps_grid, suite_specs
+
+    if eps is not None and eps_grid is not None:
+        raise UserError("give either --eps or --eps-grid, not both")
+    if eps is not None and not suite:
+        raise UserError("--eps is the budget of --suite; give it inside the spec instead (e.g. pgd:eps=1/255)")
+    specs = expand_eps_grid(list(threats), eps_grid) if eps_grid else list(threats)
+    for name in suite:
+        items = suite_specs(name, victim, eps, grid=eps_grid is not None)
+        specs += expand_eps_grid(items, eps_grid) if eps_grid else items
+    return specs
+
+
+def evaluate(
+    agent: str | Victim,
+    env: str,
+    threats: Sequence[str] = (),
+    suite: Sequence[str] | str | None = None,
+    eps: str | float | None = None,
+    episodes: int = 20,
+    seed: int = 0,
+    n_envs: int = 4,
+    store: str | Path | ResultsStore | None = None,
+    *,
+    eps_grid: str | None = None,
+    resume: bool = False,
+    preset: str | None = None,
+    device: str = "cpu",
+    kind: str | None = None,
+    vecnormalize: str | Path | None = None,
+    input_space: str | None = None,
+    precision: str = "auto",
+    deterministic: bool = True,
+    impact: bool = True,
+    min_score: float | None = None,
+    action_change_every: int = 1,
+    lpips_weights: str | Path | None = None,
+    on_start: Callable[[str, int], None] | None = None,
+    on_episode: Callable[[str, EpisodeRecord], None] | None = None,
+) -> Report:
+    """Evaluate an agent clean and under every threat; the library form of ``rlgauntlet evaluate``.
+
+    Args:
+        agent: ``zoo:NAME``, ``sb3:PATH.zip[:ALGO]``, ``torchscript:PATH`` or a :class:`Victim`.
+        env: Gymnasium id; the preset follows from it (``preset`` overrides).
+        threats: threat specs (see README, "Threats").
+        suite: named suites (``natural``, ``adversarial``).
+        eps: budget of the suites; ``eps_grid``: budgets for every threat without ``eps``.
+        episodes: episodes per evaluation; episode k uses env seed ``seed + k``.
+        n_envs: envs stepped side by side (results do not depend on it).
+        store: SQLite file (or an open store) keeping every episode; None keeps them in memory.
+        resume: continue the latest matching runs in the store.
+        impact: add impact (argmin agent, discrete agents) and generalized impact.
+        on_start, on_episode: progress callbacks, with the evaluation's label.
+    """
+    from rlgauntlet.envs import make_env
+    from rlgauntlet.experiments.agents import load_for_env
+    from rlgauntlet.metrics.perceptual import AlexLPIPS, PerceptualMeter
+    from rlgauntlet.threats import parse_threat
+
+    if episodes < 1:
+        raise UserError(f"episodes={episodes}: give at least 1")
+    suites = [suite] if isinstance(suite, str) else list(suite or [])
+    eps = None if eps is None else str(eps)
+    from rlgauntlet.threats.suites import expand_eps_grid
+
+    if eps is not None and eps_grid is not None:
+        raise UserError("give either --eps or --eps-grid, not both")
+    for s in expand_eps_grid(list(threats), eps_grid) if eps_grid else threats:
+        parse_threat(s)  # fail on a bad spec before loading anything
+    if eps is not None and not suites:
+        raise UserError("--eps is the budget of --suite; give it inside the spec instead (e.g. pgd:eps=1/255)")
+    victim, env_preset = load_for_env(agent, env, preset, device, kind, vecnormalize, input_space, precision)
+    specs = threat_specs(victim, threats, suites, eps, eps_grid)
+    plan = [parse_threat(s) for s in specs]
+    probe = make_env(env, env_preset)
+    try:
+        for t in plan:
+            t.check_victim(victim)
+            t.check_env(probe, env)
+    finally:
+        probe.close()
+    meter = PerceptualMeter(AlexLPIPS.from_file(lpips_weights)) if lpips_weights is not None else None
+    results = store if isinstance(store, ResultsStore) else ResultsStore(store if store is not None else ":memory:")
+    env_info = {"id": env, "preset": env_preset}
+    env_fn = lambda: make_env(env, env_preset)  # noqa: E731
+    report = Report(victim.description, env_info, [])
+    try:
+        for t in [None, *plan]:
+            label = t.spec if t is not None else "clean"
+            if on_start is not None:
+                on_start(label, episodes)
+            report.evaluations.append(run_evaluation(
+                results, env_fn, env_info, victim, t, episodes, seed, n_envs=n_envs, deterministic=deterministic,
+                resume=resume, perceptual=meter, action_change_every=action_change_every,
+                on_episode=None if on_episode is None else (lambda rec, label=label: on_episode(label, rec)),
+            ))
+        if impact:
+            add_impact(report, results, victim, env_fn, episodes, seed, n_envs, deterministic, min_score)
+    finally:
+        if not isinstance(store, ResultsStore):
+            results.close()
+    return report
+
+
+def add_impact(report: Report, store: ResultsStore, victim: Victim, env_fn: Callable[[], gym.Env], episodes: int,
+               seed: int, n_envs: int, deterministic: bool, min_score: float | None) -> None:
+    """Add impact and generalized impact to every evaluation of ``report`` (Daylight §2.5), and
+    store both as run-level metrics of each evaluation run."""
+    from rlgauntlet.metrics.impact import ARGMIN_LABEL, ArgminVictim, default_min_score
+    from rlgauntlet.metrics.impact import impact as impact_of
+
+    score_max = report.evaluations[0]["return_mean"]
+    score_min = None
+    if victim.is_discrete:
+        argmin = run_evaluation(store, env_fn, report.env, ArgminVictim(victim), None, episodes, seed, n_envs=n_envs,
+                                deterministic=deterministic, resume=True, label=ARGMIN_LABEL)
+        score_min = argmin["return_mean"]
+    fixed_min = min_score if min_score is not None else default_min_score(report.env["id"], report.env["preset"])
+    report.impact = True
+    report.score_max, report.score_min, report.min_score_fixed = score_max, score_min, fixed_min
+    for ev in report.evaluations:
+        ev["impact"] = impact_of(score_max, ev["return_mean"], score_min)
+        ev["generalized_impact"] = impact_of(score_max, ev["return_mean"], fixed_min)
+        for name in ("impact", "generalized_impact"):
+            if ev[name] is not None:
+                store.add_metric(ev["run_id"], name, ev[name], "fraction of the clean-to-minimum score range")
+        ev["metrics"] = store.metrics(ev["run_id"])

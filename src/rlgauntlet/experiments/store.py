@@ -1,9 +1,14 @@
-"""SQLite results store: one row per run, one per episode, written as episodes finish.
+"""SQLite results store: one row per run, one per episode, written as episodes finish, and
+run-level metrics beside them.
 
-A run is one evaluation (agent × env × threat spec × seed × acting mode). Its ``key`` hashes
-what determines its episodes, so ``--resume`` finds the latest run with the same key and
-runs only the episodes it lacks: a killed evaluation loses nothing that finished, and a
-resumed one duplicates nothing (``(run_id, episode)`` is the primary key).
+A run is one evaluation (agent × env × threat spec × seed × acting mode), or a calibration,
+certification, OOD or training run (``runs.kind``). Its ``key`` hashes what determines its
+results, so ``--resume`` finds the latest run with the same key and runs only the episodes
+it lacks: a killed evaluation loses nothing that finished, and a resumed one duplicates
+nothing (``(run_id, episode)`` is the primary key). Results that are not episodes (an
+impact, an AUROC with its per-trial values, a certified action rate, a count of search
+nodes) are run-level metrics: name, value, unit and an optional per-trial list, one row per
+(run, name), written as soon as they are known and replaced when recomputed.
 
 Example:
     >>> store = ResultsStore(":memory:")
@@ -28,9 +33,19 @@ CREATE TABLE IF NOT EXISTS runs (
     key TEXT NOT NULL,
     created REAL NOT NULL,
     meta TEXT NOT NULL,
-    wall_seconds REAL NOT NULL DEFAULT 0
+    wall_seconds REAL NOT NULL DEFAULT 0,
+    kind TEXT NOT NULL DEFAULT 'evaluation'
 );
 CREATE INDEX IF NOT EXISTS runs_key ON runs(key);
+CREATE TABLE IF NOT EXISTS metrics (
+    run_id INTEGER NOT NULL REFERENCES runs(run_id),
+    name TEXT NOT NULL,
+    value REAL,
+    unit TEXT NOT NULL DEFAULT '',
+    trials TEXT,
+    written REAL NOT NULL,
+    PRIMARY KEY (run_id, name)
+);
 CREATE TABLE IF NOT EXISTS episodes (
     run_id INTEGER NOT NULL REFERENCES runs(run_id),
     episode INTEGER NOT NULL,
@@ -48,6 +63,7 @@ CREATE TABLE IF NOT EXISTS episodes (
     lpips_sum REAL NOT NULL DEFAULT 0,
     perceptual_steps INTEGER NOT NULL DEFAULT 0,
     wall_seconds REAL NOT NULL,
+    world TEXT,
     finished REAL NOT NULL,
     PRIMARY KEY (run_id, episode)
 );
@@ -56,17 +72,22 @@ CREATE TABLE IF NOT EXISTS episodes (
 EPISODE_FIELDS = (
     "episode", "seed", "episode_return", "length", "perturbed_steps", "action_checks", "action_changes",
     "linf_sum", "linf_max", "l2_sum", "ssim_sum", "mse_sum", "lpips_sum", "perceptual_steps", "wall_seconds",
+    "world",
 )
+#: the kinds of run a store holds
+RUN_KINDS = ("evaluation", "calibration", "certification", "ood", "training")
 
 
-#: episode columns added after the first release: (name, type, SQL filling old rows)
+#: columns added after the first release: (table, name, type and default, SQL filling old rows)
 UPGRADES = (
-    ("ssim_sum", "REAL", None),
-    ("mse_sum", "REAL", None),
-    ("lpips_sum", "REAL", None),
-    ("perceptual_steps", "INTEGER", None),
+    ("episodes", "ssim_sum", "REAL NOT NULL DEFAULT 0", None),
+    ("episodes", "mse_sum", "REAL NOT NULL DEFAULT 0", None),
+    ("episodes", "lpips_sum", "REAL NOT NULL DEFAULT 0", None),
+    ("episodes", "perceptual_steps", "INTEGER NOT NULL DEFAULT 0", None),
     # before sampling existed every perturbed step was compared with the clean action
-    ("action_checks", "INTEGER", "UPDATE episodes SET action_checks = perturbed_steps"),
+    ("episodes", "action_checks", "INTEGER NOT NULL DEFAULT 0", "UPDATE episodes SET action_checks = perturbed_steps"),
+    ("episodes", "world", "TEXT", None),  # world threats: what the episode's env was set to
+    ("runs", "kind", "TEXT NOT NULL DEFAULT 'evaluation'", None),  # every older run is an evaluation
 )
 
 
@@ -84,29 +105,51 @@ class ResultsStore:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self.conn = sqlite3.connect(self.path, timeout=30.0)
         self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.executescript(SCHEMA)
         self._add_missing_columns()
+        self.conn.executescript(SCHEMA)
         self.conn.commit()
 
     def _add_missing_columns(self) -> None:
-        """Upgrade a store written by an older version: add the episode columns it lacks
-        (with default 0) so that its runs stay readable and resumable."""
-        have = {row[1] for row in self.conn.execute("PRAGMA table_info(episodes)")}
-        for name, sql_type, fill in UPGRADES:
-            if name not in have:
-                self.conn.execute(f"ALTER TABLE episodes ADD COLUMN {name} {sql_type} NOT NULL DEFAULT 0")
+        """Upgrade a store written by an older version: add the columns it lacks (with their
+        defaults) so that its runs stay readable and resumable."""
+        for table, name, sql_type, fill in UPGRADES:
+            have = {row[1] for row in self.conn.execute(f"PRAGMA table_info({table})")}
+            if have and name not in have:  # an empty set: the table is new and gets the full schema
+                self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {sql_type}")
                 if fill:
                     self.conn.execute(fill)
 
     def close(self) -> None:
         self.conn.close()
 
-    def create_run(self, key: str, meta: dict) -> int:
+    def create_run(self, key: str, meta: dict, kind: str = "evaluation") -> int:
+        if kind not in RUN_KINDS:
+            raise ValueError(f"unknown run kind {kind!r}; one of {RUN_KINDS}")
         cur = self.conn.execute(
-            "INSERT INTO runs (key, created, meta) VALUES (?, ?, ?)", (key, time.time(), json.dumps(meta))
+            "INSERT INTO runs (key, created, meta, kind) VALUES (?, ?, ?, ?)", (key, time.time(), json.dumps(meta), kind)
         )
         self.conn.commit()
         return int(cur.lastrowid)
+
+    def run_kind(self, run_id: int) -> str:
+        return str(self.conn.execute("SELECT kind FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0])
+
+    def add_metric(self, run_id: int, name: str, value: float | None, unit: str = "",
+                   trials: list[float] | None = None) -> None:
+        """Write (or replace) one run-level metric and commit at once."""
+        self.conn.execute(
+            "INSERT OR REPLACE INTO metrics (run_id, name, value, unit, trials, written) VALUES (?, ?, ?, ?, ?, ?)",
+            (run_id, name, None if value is None else float(value), unit,
+             None if trials is None else json.dumps([float(t) for t in trials]), time.time()),
+        )
+        self.conn.commit()
+
+    def metrics(self, run_id: int) -> dict[str, dict]:
+        """The run's metrics: name -> {"value", "unit", "trials"} (trials None when not per-trial)."""
+        rows = self.conn.execute("SELECT name, value, unit, trials FROM metrics WHERE run_id = ? ORDER BY name",
+                                 (run_id,)).fetchall()
+        return {name: {"value": value, "unit": unit, "trials": None if trials is None else json.loads(trials)}
+                for name, value, unit, trials in rows}
 
     def latest_run(self, key: str) -> int | None:
         row = self.conn.execute("SELECT MAX(run_id) FROM runs WHERE key = ?", (key,)).fetchone()
@@ -116,9 +159,12 @@ class ResultsStore:
         row = self.conn.execute("SELECT meta FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         return json.loads(row[0])
 
-    def runs(self) -> list[tuple[int, dict]]:
-        """Every run as (run_id, meta), oldest first."""
-        rows = self.conn.execute("SELECT run_id, meta FROM runs ORDER BY run_id").fetchall()
+    def runs(self, kind: str | None = None) -> list[tuple[int, dict]]:
+        """Every run (of ``kind``, when given) as (run_id, meta), oldest first."""
+        sql, args = "SELECT run_id, meta FROM runs", ()
+        if kind is not None:
+            sql, args = sql + " WHERE kind = ?", (kind,)
+        rows = self.conn.execute(sql + " ORDER BY run_id", args).fetchall()
         return [(int(r[0]), json.loads(r[1])) for r in rows]
 
     def add_wall_seconds(self, run_id: int, seconds: float) -> None:
@@ -131,6 +177,7 @@ class ResultsStore:
     def add_episode(self, run_id: int, record: EpisodeRecord) -> None:
         """Insert one finished episode and commit at once (a kill loses nothing finished)."""
         values = [getattr(record, f) for f in EPISODE_FIELDS]
+        values[EPISODE_FIELDS.index("world")] = None if record.world is None else json.dumps(record.world)
         self.conn.execute(
             f"INSERT INTO episodes (run_id, {', '.join(EPISODE_FIELDS)}, finished) "
             f"VALUES (?, {', '.join('?' * len(EPISODE_FIELDS))}, ?)",
@@ -146,5 +193,6 @@ class ResultsStore:
         """Episode records of a run, ordered by episode index (the first ``limit`` indices)."""
         sql = f"SELECT {', '.join(EPISODE_FIELDS)} FROM episodes WHERE run_id = ? ORDER BY episode"
         rows = self.conn.execute(sql, (run_id,)).fetchall()
-        records = [EpisodeRecord(**dict(zip(EPISODE_FIELDS, r))) for r in rows]
+        records = [EpisodeRecord(**{**dict(zip(EPISODE_FIELDS, r)), "world": None if r[-1] is None else json.loads(r[-1])})
+                   for r in rows]
         return records if limit is None else [r for r in records if r.episode < limit]

@@ -34,7 +34,7 @@ def _without_eps(spec: str) -> str:
 def budget_curves(store: ResultsStore, env: str | None = None, agent: str | None = None) -> dict:
     """``{(agent, env): {"clean": (mean, sem) | None, "curves": {threat: [(eps, mean, sem, n), ...]}}}``."""
     latest: dict[tuple, tuple[int, dict]] = {}
-    for run_id, meta in store.runs():
+    for run_id, meta in store.runs(kind="evaluation"):
         label, env_id = _agent_label(meta["agent"]), meta["env"]["id"]
         if (env and env_id != env) or (agent and agent not in label):
             continue

@@ -4,8 +4,8 @@ Importing this package registers the built-in threats; build one from a spec str
 :func:`parse_threat`.
 """
 
-from rlgauntlet.threats import attacks, corruptions, natural, noise  # noqa: F401  (registers threats)
-from rlgauntlet.threats.base import THREATS, Schedule, Threat, ThreatParams, register_threat
+from rlgauntlet.threats import actions, attacks, corruptions, memory, natural, noise, world  # noqa: F401  (registers threats)
+from rlgauntlet.threats.base import THREATS, Memory, Schedule, Threat, ThreatParams, register_threat
 from rlgauntlet.threats.spec import known_threats, parse_threat
 
-__all__ = ["THREATS", "Schedule", "Threat", "ThreatParams", "register_threat", "parse_threat", "known_threats"]
+__all__ = ["THREATS", "Memory", "Schedule", "Threat", "ThreatParams", "register_threat", "parse_threat", "known_threats"]

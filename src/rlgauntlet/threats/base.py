@@ -1,8 +1,20 @@
 """The Threat interface and the threat registry.
 
-A threat changes what the agent sees. The rollout engine knows threats only through this
-interface: once per step it calls ``perturb(x, victim, rng)`` on the rows its schedule
-selects, where ``x`` is the batched network input (see ``Victim.preprocess``).
+A threat changes what the agent sees, what it does, or the world it lives in. The rollout
+engine knows threats only through this interface, at three places (``Threat.place``):
+
+* ``observation``: once per step, ``perturb(x, victim, rng)`` changes the batched network
+  input ``x`` (see ``Victim.preprocess``) on the rows the schedule selects;
+* ``action``: once per step, ``perturb_action(actions, victim, rng, memory)`` changes the
+  batched actions between the victim and ``env.step`` (in action units);
+* ``world``: at an episode's reset, ``enter_world(env)`` changes the env for the whole
+  episode and returns what it set; after the episode ``exit_world`` restores it.
+
+Threats with memory (a delay line, a frozen sensor, an attacker's recurrent state) keep one
+state per episode: the engine asks ``new_state()`` when the episode starts, hands the
+states of the batch's rows to :meth:`Threat.apply` in a :class:`Memory` together with each
+row's step index and env, and drops them when the episode ends. Because the state belongs
+to the episode, not to the env slot, results stay independent of ``--n-envs``.
 
 A new threat is one class in one file, registered with :func:`register_threat`; its
 parameters are a pydantic model, so the spec parser validates them and reports unknown
@@ -11,22 +23,25 @@ or bad values by name.
 Example:
     >>> from rlgauntlet.threats import parse_threat
     >>> threat = parse_threat("uniform_noise:eps=1/255,p=0.5")
-    >>> threat.name, threat.params.eps, threat.schedule.p
-    ('uniform_noise', 0.00392156862745098, 0.5)
+    >>> threat.name, threat.params.eps, threat.schedule.p, threat.place
+    ('uniform_noise', 0.00392156862745098, 0.5, 'observation')
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from typing import ClassVar
+from abc import ABC
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
 
+import gymnasium as gym
 import torch
 from pydantic import BaseModel, ConfigDict
 
-from rlgauntlet.engine.seeding import BatchRNG
+from rlgauntlet.common.seeding import BatchRNG
 from rlgauntlet.errors import UserError
 from rlgauntlet.victims.base import Victim
+
+Place = Literal["observation", "action", "world"]
 
 
 class ThreatParams(BaseModel):
@@ -37,7 +52,11 @@ class ThreatParams(BaseModel):
 
 @dataclass(frozen=True)
 class Schedule:
-    """When a threat acts: on each step independently with probability ``p`` (1 = every step)."""
+    """When a threat acts: on each step independently with probability ``p`` (1 = every step).
+
+    World threats act on whole episodes: ``p`` is the probability that an episode's world is
+    changed (drawn once, at its reset).
+    """
 
     p: float = 1.0
 
@@ -48,15 +67,41 @@ class Schedule:
         return rng.bernoulli(self.p)
 
 
-class Threat(ABC):
-    """Base class of observation threats.
+@dataclass
+class Memory:
+    """What a threat may know about the rows of one batched step besides their input.
 
-    Subclasses set ``name``, ``Params`` (a :class:`ThreatParams` model) and, when one of
-    their parameters is a budget in the victim's input space, ``budget_params``.
+    Attributes:
+        states: one per row, the object the threat's ``new_state()`` made when the row's
+            episode started (mutate it in place to remember things).
+        steps: (B,) long, each row's step index within its episode (0 at the first step).
+        envs: each row's env (read it, snapshot it; never step it).
+    """
+
+    states: list[Any]
+    steps: torch.Tensor
+    envs: list[gym.Env] = field(default_factory=list)
+
+    def rows(self, mask: torch.Tensor) -> "Memory":
+        """The memory of the rows where ``mask`` is true."""
+        idx = mask.nonzero().flatten().tolist()
+        return Memory([self.states[i] for i in idx], self.steps[mask],
+                      [self.envs[i] for i in idx] if self.envs else [])
+
+
+class Threat(ABC):
+    """Base class of every threat.
+
+    Subclasses set ``name``, ``Params`` (a :class:`ThreatParams` model), ``place`` and, when
+    one of their parameters is a budget in the victim's input space, ``budget_params``; then
+    implement the method of their place: :meth:`perturb` (observation), :meth:`perturb_action`
+    (action) or :meth:`enter_world` (world). Threats with memory override :meth:`new_state`
+    and, when they must see every step (not only the scheduled ones), :meth:`apply`.
     """
 
     name: ClassVar[str]
     Params: ClassVar[type[ThreatParams]]
+    place: ClassVar[Place] = "observation"
     #: parameters that are sizes in the victim's input space (need a known budget space)
     budget_params: ClassVar[tuple[str, ...]] = ()
     #: True when ``perturb`` differentiates the victim
@@ -73,11 +118,21 @@ class Threat(ABC):
         return self.spec.split(":", 1)[0]
 
     def canonical_spec(self) -> str:
-        items = [f"{k}={v}" for k, v in self.params.model_dump().items()]
+        items = [f"{k}={v}" for k, v in self.params.model_dump().items() if v is not None]
         if self.schedule.p != 1.0:
             items.append(f"p={self.schedule.p}")
         return f"{self.name}:{','.join(items)}" if items else self.name
 
+    def measure_space(self, victim: Victim) -> str:
+        """The unit of the recorded ℓ∞/ℓ2 sizes: the victim's budget space for observation
+        threats, ``action`` (env action units) for action threats, ``world`` (none) for world threats."""
+        if self.place == "action":
+            return "action"
+        if self.place == "world":
+            return "world"
+        return str(victim.budget_space)
+
+    # -- checks before anything runs ------------------------------------------------------
     def check_victim(self, victim: Victim) -> None:
         """Raise a :class:`UserError` when this threat cannot be applied to ``victim``."""
         if self.budget_params and getattr(victim, "budget_space", None) is None:
@@ -87,9 +142,51 @@ class Threat(ABC):
                 "pass --input-space pixel01|normalized|raw to say what the network input is"
             )
 
-    @abstractmethod
+    def check_env(self, env: gym.Env, env_id: str) -> None:
+        """Raise a :class:`UserError` when this threat cannot act on ``env`` (e.g. an unknown
+        physics parameter). Called with one env of the evaluation before it runs."""
+
+    # -- memory -----------------------------------------------------------------------------
+    def new_state(self) -> Any:
+        """The per-episode state of a threat with memory (None for memoryless threats)."""
+        return None
+
+    # -- observation threats ------------------------------------------------------------------
     def perturb(self, x: torch.Tensor, victim: Victim, rng: BatchRNG) -> torch.Tensor:
         """Return the perturbed input, same shape as ``x`` (B, *input_shape)."""
+        raise NotImplementedError(f"{self.name} is a {self.place} threat")
+
+    def apply(self, x: torch.Tensor, victim: Victim, rng: BatchRNG, memory: Memory,
+              scheduled: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One batched step of an observation threat over every active row.
+
+        ``scheduled`` (B,) says which rows the schedule selected; ``rng`` holds every row's
+        threat stream. Returns the input the victim acts on and the rows that were changed
+        (``acted``, recorded as perturbed). The default perturbs the scheduled rows with
+        :meth:`perturb`; threats with memory override it to see every step.
+        """
+        if not scheduled.any():
+            return x, scheduled
+        out = x.clone()
+        with torch.enable_grad():
+            out[scheduled] = self.perturb(x[scheduled], victim, rng.subset(scheduled)).detach()
+        return out, scheduled
+
+    # -- action threats ---------------------------------------------------------------------
+    def perturb_action(self, actions: torch.Tensor, victim: Victim, rng: BatchRNG, memory: Memory) -> torch.Tensor:
+        """Return the executed actions for the scheduled rows: (B,) long for discrete action
+        spaces, (B, D) float in env units for boxes (inside the action space)."""
+        raise NotImplementedError(f"{self.name} is a {self.place} threat")
+
+    # -- world threats ------------------------------------------------------------------------
+    def enter_world(self, env: gym.Env) -> dict:
+        """Change ``env`` for the coming episode (called before its seeded reset); return what
+        was set, e.g. ``{"param": "length", "default": 0.5, "value": 2.0}``."""
+        raise NotImplementedError(f"{self.name} is a {self.place} threat")
+
+    def exit_world(self, env: gym.Env) -> None:
+        """Undo :meth:`enter_world` exactly (called when the episode ends)."""
+        raise NotImplementedError(f"{self.name} is a {self.place} threat")
 
 
 THREATS: dict[str, type[Threat]] = {}

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from pydantic import Field, model_validator
 
-from rlgauntlet.engine.seeding import BatchRNG
+from rlgauntlet.common.seeding import BatchRNG
 from rlgauntlet.threats.base import ThreatParams, register_threat
 from rlgauntlet.threats.natural import ImageThreat
 

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from pydantic import Field, field_validator
 
-from rlgauntlet.engine.seeding import BatchRNG
+from rlgauntlet.common.seeding import BatchRNG
 from rlgauntlet.errors import UserError
 from rlgauntlet.threats.base import Threat, ThreatParams, register_threat
 from rlgauntlet.victims.base import Victim

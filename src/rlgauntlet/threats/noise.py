@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from pydantic import Field, model_validator
 
-from rlgauntlet.engine.seeding import BatchRNG
+from rlgauntlet.common.seeding import BatchRNG
 from rlgauntlet.threats.base import Threat, ThreatParams, clip_to_input, register_threat
 from rlgauntlet.victims.base import Victim
 

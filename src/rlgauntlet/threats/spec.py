@@ -1,11 +1,22 @@
 """Threat spec strings: ``name`` or ``name:key=value,key=value``.
 
-Values may be integers, decimals, fractions (``eps=1/255``), booleans (``true``/``false``)
-or words. Every threat also takes ``p=`` (perturb each step with probability p).
+The grammar of a value:
+
+* a number: ``10``, ``0.5``, ``1e-3``, ``-2``;
+* a fraction, when both sides of one ``/`` are numbers: ``eps=1/255``;
+* a boolean: ``true`` / ``false``;
+* a list, items separated by ``|``: ``target=height|head_height``, ``grid=0.5|1|2``;
+* a quoted text, in ``"..."`` or ``'...'``, taken as it is (commas, ``=``, ``|`` and ``/``
+  included; a backslash escapes the quote): ``label="a,b=c"``;
+* anything else is text, paths included: ``attacker=runs/paad-hopper/attacker.zip``.
+
+Every threat also takes ``p=`` (perturb each step with probability p).
 
 Example:
     >>> parse_params("eps=1/255,steps=10,norm=linf")
     {'eps': 0.00392156862745098, 'steps': 10, 'norm': 'linf'}
+    >>> parse_params("attacker=runs/a.zip,target=height|0.5,label='x,y'")
+    {'attacker': 'runs/a.zip', 'target': ['height', 0.5], 'label': 'x,y'}
 """
 
 from __future__ import annotations
@@ -19,17 +30,62 @@ from rlgauntlet.errors import UserError
 from rlgauntlet.threats.base import THREATS, Schedule, Threat
 
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+_QUOTES = "\"'"
 
 
-def parse_value(text: str, spec: str) -> int | float | bool | str:
-    """Convert one value of a spec: int, float, fraction ``a/b``, bool or plain word."""
+def split_outside_quotes(text: str, sep: str, spec: str, what: str = "value") -> list[str]:
+    """Split ``text`` on ``sep`` where it is not inside quotes; quotes are kept in the parts."""
+    parts, current, quote, i = [], [], None, 0
+    while i < len(text):
+        ch = text[i]
+        if quote is not None:
+            if ch == "\\" and i + 1 < len(text) and text[i + 1] == quote:
+                current.append(text[i:i + 2])
+                i += 2
+                continue
+            if ch == quote:
+                quote = None
+        elif ch in _QUOTES:
+            quote = ch
+        elif ch == sep:
+            parts.append("".join(current))
+            current = []
+            i += 1
+            continue
+        current.append(ch)
+        i += 1
+    if quote is not None:
+        part = "".join(current)
+        name = part.partition("=")[0].strip() if "=" in part else what
+        raise UserError(f"threat spec {spec!r}: the value of {name!r} opens a {quote} quote that is never closed")
+    parts.append("".join(current))
+    return parts
+
+
+def _unquote(t: str) -> str | None:
+    """The text inside a fully quoted value (escaped quotes resolved), or None if not quoted."""
+    if len(t) >= 2 and t[0] in _QUOTES and t[-1] == t[0]:
+        return t[1:-1].replace("\\" + t[0], t[0])
+    return None
+
+
+def parse_value(text: str, spec: str, key: str = "value") -> int | float | bool | str | list:
+    """Convert one value of a spec (see the module docstring for the grammar)."""
     t = text.strip()
-    if "/" in t:
-        num, _, den = t.partition("/")
-        if not (_NUMBER.match(num.strip()) and _NUMBER.match(den.strip())):
-            raise UserError(f"threat spec {spec!r}: {t!r} is not a fraction; write e.g. eps=1/255")
+    quoted = _unquote(t)
+    if quoted is not None:
+        return quoted
+    if any(q in t for q in _QUOTES) and "|" not in t:
+        raise UserError(f"threat spec {spec!r}: {key}={t} has a stray quote; quote the whole value, e.g. {key}=\"a,b\"")
+    if "|" in t:
+        items = split_outside_quotes(t, "|", spec, key)
+        if any(not i.strip() for i in items):
+            raise UserError(f"threat spec {spec!r}: {key}={t} has an empty list item; write e.g. {key}=a|b")
+        return [parse_value(i, spec, key) for i in items]
+    num, slash, den = t.partition("/")
+    if slash and "/" not in den and _NUMBER.match(num.strip()) and _NUMBER.match(den.strip()):
         if float(den) == 0:
-            raise UserError(f"threat spec {spec!r}: {t!r} divides by zero")
+            raise UserError(f"threat spec {spec!r}: {key}={t} divides by zero")
         return float(num) / float(den)
     if _NUMBER.match(t):
         return int(t) if re.fullmatch(r"[+-]?\d+", t) else float(t)
@@ -38,23 +94,26 @@ def parse_value(text: str, spec: str) -> int | float | bool | str:
     return t
 
 
+def split_items(text: str, spec: str) -> list[str]:
+    """The ``key=value`` items of a spec's parameter part (commas inside quotes kept)."""
+    return [] if not text.strip() else split_outside_quotes(text, ",", spec)
+
+
 def parse_params(text: str, spec: str | None = None) -> dict:
     """Parse ``key=value,key=value`` into a dict (see :func:`parse_value`)."""
     spec = spec if spec is not None else text
     params: dict = {}
-    if not text.strip():
-        return params
-    for item in text.split(","):
+    for item in split_items(text, spec):
         key, sep, value = item.partition("=")
         key = key.strip()
-        if not sep or not key or not value.strip():
+        if not sep or not key or not value.strip() or any(q in key for q in _QUOTES):
             raise UserError(
                 f"threat spec {spec!r}: {item.strip()!r} is not key=value; "
                 "write e.g. gaussian_noise:std=0.1,p=0.5"
             )
         if key in params:
             raise UserError(f"threat spec {spec!r}: {key!r} is given twice")
-        params[key] = parse_value(value, spec)
+        params[key] = parse_value(value, spec, key)
     return params
 
 

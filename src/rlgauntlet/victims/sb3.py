@@ -51,17 +51,17 @@ def _infer_algorithm(data: dict) -> str:
 
 
 class VecNormalizeStats:
-    """Observation normalisation of an SB3 ``VecNormalize`` file: clip((o-μ)/√(σ²+ε), ±c)."""
+    """Observation normalisation of an SB3 ``VecNormalize``: clip((o-μ)/√(σ²+ε), ±c).
+
+    Read from a file saved by ``VecNormalize.save`` (fixed statistics), or from a training
+    ``VecNormalize`` with :meth:`live` (the statistics it has at each call).
+    """
 
     def __init__(self, path: str | Path) -> None:
         try:
             with open(path, "rb") as f:
-                vn = pickle.load(f)
-            self.mean = np.asarray(vn.obs_rms.mean, dtype=np.float64)
-            self.var = np.asarray(vn.obs_rms.var, dtype=np.float64)
-            self.clip = float(vn.clip_obs)
-            self.epsilon = float(vn.epsilon)
-            self.enabled = bool(vn.norm_obs)
+                self._source = pickle.load(f)
+            self.mean, self.var, self.clip, self.epsilon, self.enabled  # noqa: B018 - validate the file now
         except FileNotFoundError:
             raise UserError(f"VecNormalize file {path} not found; pass the vecnormalize.pkl saved with the agent") from None
         except Exception as exc:  # noqa: BLE001 - any unpickling failure is a bad file
@@ -69,7 +69,34 @@ class VecNormalizeStats:
                 f"cannot read VecNormalize statistics from {path} ({type(exc).__name__}); "
                 "pass the file written by SB3's VecNormalize.save"
             ) from None
-        self.path = str(path)
+        self.path: str | None = str(path)
+
+    @classmethod
+    def live(cls, vec_normalize) -> "VecNormalizeStats":
+        """Statistics read from a training ``VecNormalize`` at every call (they follow training)."""
+        stats = cls.__new__(cls)
+        stats._source, stats.path = vec_normalize, None
+        return stats
+
+    @property
+    def mean(self) -> np.ndarray:
+        return np.asarray(self._source.obs_rms.mean, dtype=np.float64)
+
+    @property
+    def var(self) -> np.ndarray:
+        return np.asarray(self._source.obs_rms.var, dtype=np.float64)
+
+    @property
+    def clip(self) -> float:
+        return float(self._source.clip_obs)
+
+    @property
+    def epsilon(self) -> float:
+        return float(self._source.epsilon)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self._source.norm_obs)
 
     def apply(self, obs: torch.Tensor) -> torch.Tensor:
         if not self.enabled:
@@ -91,16 +118,23 @@ class SB3Victim(Victim):
         vecnormalize: VecNormalizeStats | None = None,
         description: dict | None = None,
         precision: str = "auto",
+        live: bool = False,
     ) -> None:
         from stable_baselines3.common.preprocessing import is_image_space, is_image_space_channels_first
 
         is_image = is_image_space(policy.observation_space) and bool(getattr(policy, "normalize_images", True))
-        self.dtype = choose_dtype(precision, is_image)
-        self.policy = policy.to(device=device, dtype=self.dtype).eval()
-        for p in self.policy.parameters():
-            p.requires_grad_(False)  # attacks need input gradients only
+        self.live = live
+        if live:  # the trainer's own policy: used as it is, never cast, frozen or switched to eval
+            self.policy = policy
+            self.dtype = next(policy.parameters()).dtype
+            self.device = policy.device
+        else:
+            self.dtype = choose_dtype(precision, is_image)
+            self.policy = policy.to(device=device, dtype=self.dtype).eval()
+            for p in self.policy.parameters():
+                p.requires_grad_(False)  # attacks need input gradients only
+            self.device = torch.device(device)
         self.algorithm = algorithm
-        self.device = torch.device(device)
         self.observation_space = policy.observation_space
         self.action_space = policy.action_space
         self.vecnormalize = vecnormalize
@@ -128,6 +162,30 @@ class SB3Victim(Victim):
             low = torch.as_tensor(self.action_space.low, dtype=torch.float32)
             high = torch.as_tensor(self.action_space.high, dtype=torch.float32)
             self._unscale = Affine((high - low) / 2.0, (high + low) / 2.0).to(self.device, self.dtype)
+
+    @classmethod
+    def from_model(cls, model) -> "SB3Victim":
+        """Wrap a live SB3 model (the object a trainer holds) as a victim, without changing it.
+
+        The victim runs the model's own policy in its own dtype and mode, with its parameters'
+        ``requires_grad`` untouched, so attacks during training (adversarial training,
+        RADIAL, SA regularisers) see the current weights and ``model.learn()`` goes on as
+        before. The model's ``VecNormalize`` (if any) is read at every call. Evaluation loads
+        its own frozen float64 copy instead (:func:`load_sb3`).
+
+        Example:
+            >>> from stable_baselines3 import PPO                          # doctest: +SKIP
+            >>> model = PPO("MlpPolicy", "CartPole-v1")                    # doctest: +SKIP
+            >>> victim = SB3Victim.from_model(model)                       # doctest: +SKIP
+        """
+        algorithm = next((c.__name__.lower() for c in type(model).__mro__ if c.__name__.lower() in SB3_ALGORITHMS),
+                         None)
+        if algorithm is None:
+            raise UserError(f"{type(model).__name__} is not a Stable-Baselines3 algorithm ({', '.join(SB3_ALGORITHMS)})")
+        vec_normalize = model.get_vec_normalize_env()
+        stats = VecNormalizeStats.live(vec_normalize) if vec_normalize is not None else None
+        return cls(model.policy, algorithm, vecnormalize=stats, live=True,
+                   description={"source": "live", "algorithm": algorithm, "class": type(model).__name__})
 
     # -- input ---------------------------------------------------------------------------
     def preprocess(self, obs: np.ndarray) -> torch.Tensor:

@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Literal
 import torch
 from pydantic import Field
 
-from rlgauntlet.engine.seeding import BatchRNG
+from rlgauntlet.common.seeding import BatchRNG
 from rlgauntlet.errors import UserError
 from rlgauntlet.threats.base import Threat, ThreatParams, clip_to_input
 from rlgauntlet.victims.base import PolicyOutput, Victim

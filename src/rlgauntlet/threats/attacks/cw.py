@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from pydantic import Field
 
-from rlgauntlet.engine.seeding import BatchRNG
+from rlgauntlet.common.seeding import BatchRNG
 from rlgauntlet.errors import UserError
 from rlgauntlet.threats.attacks.targeted import margin
 from rlgauntlet.threats.base import Threat, ThreatParams, register_threat

@@ -18,7 +18,7 @@ import math
 import torch
 from pydantic import Field
 
-from rlgauntlet.engine.seeding import BatchRNG
+from rlgauntlet.common.seeding import BatchRNG
 from rlgauntlet.threats.attacks.base import AttackParams, GradientAttack, discrete_probs_log
 from rlgauntlet.threats.base import register_threat
 from rlgauntlet.victims.base import PolicyOutput

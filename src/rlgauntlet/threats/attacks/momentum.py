@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from pydantic import Field
 
-from rlgauntlet.engine.seeding import BatchRNG
+from rlgauntlet.common.seeding import BatchRNG
 from rlgauntlet.threats.attacks.base import AttackParams, EpsBall, _flat_norm
 from rlgauntlet.threats.attacks.minbest import MinBest
 from rlgauntlet.threats.base import register_threat

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from pydantic import Field
 
-from rlgauntlet.engine.seeding import BatchRNG
+from rlgauntlet.common.seeding import BatchRNG
 from rlgauntlet.errors import UserError
 from rlgauntlet.threats.attacks.base import AttackParams, GradientAttack
 from rlgauntlet.threats.base import register_threat

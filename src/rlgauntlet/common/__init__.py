@@ -1,0 +1,1 @@
+"""What every layer shares: per-episode random streams."""
