@@ -119,3 +119,39 @@ def test_eps_grid_suite_and_plot(tiny_models, tmp_path, cli_env):
 def test_budget_option_errors(args, message, tiny_models, tmp_path, cli_env):
     res = run_cli(["evaluate", "--agent", f"sb3:{tiny_models['sac']}", "--env", "Pendulum-v1", *args], cli_env, cwd=tmp_path)
     assert res.returncode == 2 and message in res.stderr and "Traceback" not in res.stderr, res.stderr
+
+
+def _without_wall_times(report):
+    for ev in report["evaluations"]:
+        ev.pop("wall_seconds")
+    return report
+
+
+def test_library_evaluate_report_is_the_cli_json(tmp_path, cli_env):
+    """rlgauntlet.evaluate(...).to_dict() is exactly what the CLI writes (wall times aside),
+    impact, argmin run, action and world threats included."""
+    from rlgauntlet import evaluate
+
+    threats = ["uniform_noise:eps=0.1,p=0.5", "random_action:p=0.2", "physics:param=length,scale=2"]
+    out = tmp_path / "cli.json"
+    args = ["evaluate", "--agent", "zoo:cartpole-dqn", "--env", "CartPole-v1", "--episodes", "3", "--n-envs", "2",
+            "--seed", "4", "--out", str(out), "--store", str(tmp_path / "cli.sqlite")]
+    for t in threats:
+        args += ["--threat", t]
+    res = run_cli(args, cli_env)
+    assert res.returncode == 0, res.stderr
+    cli = _without_wall_times(json.loads(out.read_text()))
+    lib = _without_wall_times(json.loads(json.dumps(
+        evaluate("zoo:cartpole-dqn", "CartPole-v1", threats, episodes=3, seed=4, n_envs=2,
+                 store=tmp_path / "lib.sqlite").to_dict())))
+    assert lib == cli
+    assert cli["score_min"] is not None and cli["evaluations"][1]["metrics"]["impact"]["value"] == cli["evaluations"][1]["impact"]
+    assert [e["budget_space"] for e in cli["evaluations"]] == ["raw", "raw", "action", "world"]
+    assert cli["evaluations"][3]["world"] == {"param": "length", "body": None, "default": 0.5, "value": 1.0}
+
+
+def test_unknown_physics_parameter_exits_2_before_running(tmp_path, cli_env):
+    res = run_cli(["evaluate", "--agent", "zoo:cartpole-dqn", "--env", "CartPole-v1", "--threat",
+                   "physics:param=mass,scale=2"], cli_env, cwd=tmp_path)
+    assert res.returncode == 2 and "has no parameter 'mass'; known: gravity, masscart, masspole, length, force_mag" in res.stderr
+    assert not (tmp_path / "rlgauntlet-results.sqlite").exists()

@@ -50,3 +50,53 @@ def test_bad_specs_are_rejected_with_documented_message(spec, message):
     with pytest.raises(UserError) as exc:
         parse_threat(spec)
     assert message in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("attacker=runs/paad-hopper/attacker.zip", {"attacker": "runs/paad-hopper/attacker.zip"}),
+        ("attacker=../a/b.zip,eps=0.075", {"attacker": "../a/b.zip", "eps": 0.075}),
+        ("attacker=runs/1/2", {"attacker": "runs/1/2"}),  # two slashes: a path, not a fraction
+        ("target=height|head_height", {"target": ["height", "head_height"]}),
+        ("target=height|0|-1/2", {"target": ["height", 0, -0.5]}),
+        ("label=\"a,b=c\"", {"label": "a,b=c"}),
+        ("label='x|y/z',eps=1/255", {"label": "x|y/z", "eps": 1 / 255}),
+        ("label=\"say \\\"hi\\\"\"", {"label": 'say "hi"'}),
+        ("pair=\"a,b\"|c", {"pair": ["a,b", "c"]}),
+        ("word=true_ish", {"word": "true_ish"}),
+    ],
+)
+def test_spec_values_paths_lists_and_quotes(text, expected):
+    assert parse_params(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("label=\"a,b", "the value of 'label' opens a \" quote that is never closed"),
+        ("target=a||b", "target=a||b has an empty list item"),
+        ("target=a|", "has an empty list item"),
+        ("label=ab\"c\"d", "label=ab\"c\"d has a stray quote"),
+        ("eps=3/0", "eps=3/0 divides by zero"),
+    ],
+)
+def test_malformed_values_name_their_key(text, message):
+    with pytest.raises(UserError) as exc:
+        parse_params(text)
+    assert message in str(exc.value)
+
+
+def test_text_where_a_number_is_expected_names_the_key():
+    with pytest.raises(UserError, match="scale=runs/x': scale: Input should be a valid number"):
+        parse_threat("physics:param=length,scale=runs/x")
+
+
+def test_cli_rejects_a_malformed_value_with_exit_2(tmp_path, cli_env):
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "evaluate", "--agent", "zoo:cartpole-ppo", "--env",
+                          "CartPole-v1", "--threat", "obs_delay:steps=\"2"], capture_output=True, text=True,
+                         env=cli_env, cwd=tmp_path)
+    assert res.returncode == 2 and "the value of 'steps' opens a" in res.stderr and "Traceback" not in res.stderr

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from rlgauntlet.engine.rollout import EpisodeRecord
 from rlgauntlet.experiments.evaluate import summarize
 from rlgauntlet.experiments.store import ResultsStore
@@ -98,3 +100,32 @@ def test_store_written_by_older_version_is_upgraded_in_place(tmp_path):
     assert rec.episode_return == 10.0 and rec.action_checks == 4 and rec.ssim_sum == 0
     store.add_episode(1, EpisodeRecord(episode=1, seed=1, episode_return=3.0, length=2))
     assert store.done_episodes(1) == {0, 1}
+    assert store.run_kind(1) == "evaluation" and rec.world is None  # older runs are evaluations
+    store.add_metric(1, "impact", 0.5, "fraction")
+    assert store.metrics(1) == {"impact": {"value": 0.5, "unit": "fraction", "trials": None}}
+
+
+def test_run_level_metrics_and_kinds_are_kept_and_replaced(tmp_path):
+    path = tmp_path / "m.sqlite"
+    store = ResultsStore(path)
+    ood = store.create_run("k-ood", {"detector": "ensemble"}, kind="ood")
+    evaluation = store.create_run("k-eval", {"threat": "clean"})
+    store.add_metric(ood, "auroc", 0.8, "", trials=[0.7, 0.9])
+    store.add_metric(ood, "search_nodes", 12, "nodes")
+    store.add_metric(ood, "auroc", 0.85, "", trials=[0.8, 0.9])  # recomputed: replaced, not duplicated
+    store.close()
+    again = ResultsStore(path)  # written at once: a new connection sees them
+    assert again.metrics(ood) == {"auroc": {"value": 0.85, "unit": "", "trials": [0.8, 0.9]},
+                                  "search_nodes": {"value": 12.0, "unit": "nodes", "trials": None}}
+    assert again.metrics(evaluation) == {}
+    assert [r for r, _ in again.runs(kind="ood")] == [ood] and [r for r, _ in again.runs(kind="evaluation")] == [evaluation]
+    with pytest.raises(ValueError, match="unknown run kind"):
+        again.create_run("k", {}, kind="party")
+
+
+def test_world_record_round_trips_through_the_store(tmp_path):
+    store = ResultsStore(tmp_path / "w.sqlite")
+    run = store.create_run("k", {})
+    world = {"param": "length", "body": None, "default": 0.5, "value": 2.0}
+    store.add_episode(run, EpisodeRecord(episode=0, seed=0, episode_return=1.0, length=3, world=world))
+    assert store.episodes(run)[0].world == world

@@ -161,3 +161,42 @@ def test_vecnormalize_agent_scores_what_sb3_evaluate_policy_scores(vecnormalize_
     victim = load_victim(f"sb3:{tmp_path / 'm.zip'}", vecnormalize=tmp_path / "vn.pkl", precision="float32")
     (record,) = evaluate_episodes(lambda: make_env("Pendulum-v1"), victim, None, [0], seed=5)
     assert record.episode_return == pytest.approx(returns[0], rel=1e-5)
+
+
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_live_model_victim_leaves_the_trainer_model_untouched(algo):
+    """A PGD attack through SB3Victim.from_model changes nothing the trainer owns: dtype,
+    requires_grad, train/eval mode; learn() then goes on and the parameters still get gradients."""
+    import stable_baselines3 as sb3
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from rlgauntlet.common.seeding import BatchRNG, episode_generator
+    from rlgauntlet.threats import parse_threat
+    from rlgauntlet.victims.sb3 import SB3Victim
+
+    env = VecNormalize(make_vec_env("CartPole-v1", n_envs=2, seed=0))
+    kwargs = dict(n_steps=64, batch_size=32, n_epochs=1) if algo == "ppo" else dict(learning_starts=32, train_freq=16)
+    model = getattr(sb3, algo.upper())("MlpPolicy", env, seed=0, policy_kwargs=dict(net_arch=[16]), **kwargs)
+    model.learn(128)
+    model.policy.set_training_mode(True)
+    modes = [m.training for m in model.policy.modules()]
+    victim = SB3Victim.from_model(model)
+    assert victim.kind == ("categorical" if algo == "ppo" else "q") and victim.budget_space == "normalized"
+    obs = env.get_original_obs()
+    x = victim.preprocess(obs)
+    np.testing.assert_allclose(x.numpy(), env.normalize_obs(obs), rtol=1e-5)  # the live statistics
+    rng = BatchRNG([episode_generator(0, k, "threat") for k in range(2)])
+    adv = parse_threat("pgd:eps=0.1,steps=5").perturb(x, victim, rng)
+    assert float((adv - x).abs().max()) == pytest.approx(0.1, rel=1e-5)
+    params = list(model.policy.parameters())
+    assert all(p.dtype == torch.float32 and p.requires_grad for p in params)
+    assert model.policy.training and [m.training for m in model.policy.modules()] == modes
+    before = [p.detach().clone() for p in params]
+    for p in params:
+        p.grad = None
+    model.learn(256, reset_num_timesteps=False)
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in params)
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.policy.parameters()))
+    # the victim follows the trained weights (it holds the trainer's policy, not a copy)
+    assert victim.policy is model.policy

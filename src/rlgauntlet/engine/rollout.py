@@ -238,6 +238,8 @@ def _batched_actions(
             changed[check] = _actions_differ(actions[check], clean)
         _record(active, victim, meter, x, x_in, mask, check, changed)
     if place == "action":
+        if not discrete:  # the action the victim sends is float32: attack that one, whatever the batch
+            actions = actions.float().to(actions.dtype)
         actions = _perturb_actions(active, victim, threat, actions, memory)
     acts = actions.cpu().numpy()
     if discrete:

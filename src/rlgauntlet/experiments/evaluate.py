@@ -191,7 +191,7 @@ class Report:
 
 
 def threat_specs(victim: Victim, threats: Sequence[str] = (), suite: Sequence[str] = (), eps: str | None = None,
-                 eps_grid: str | None = None) -> list[str]:
+                 eps_grid: str | None = None, env_id: str | None = None) -> list[str]:
     """Every threat spec an evaluation runs: the given ones and the suites', each budget of
     ``eps_grid`` applied to those without ``eps``."""
     from rlgauntlet.threats.suites import expand_eps_grid, suite_specs
@@ -202,7 +202,7 @@ def threat_specs(victim: Victim, threats: Sequence[str] = (), suite: Sequence[st
         raise UserError("--eps is the budget of --suite; give it inside the spec instead (e.g. pgd:eps=1/255)")
     specs = expand_eps_grid(list(threats), eps_grid) if eps_grid else list(threats)
     for name in suite:
-        items = suite_specs(name, victim, eps, grid=eps_grid is not None)
+        items = suite_specs(name, victim, eps, grid=eps_grid is not None, env_id=env_id)
         specs += expand_eps_grid(items, eps_grid) if eps_grid else items
     return specs
 
@@ -267,7 +267,7 @@ def evaluate(
     if eps is not None and not suites:
         raise UserError("--eps is the budget of --suite; give it inside the spec instead (e.g. pgd:eps=1/255)")
     victim, env_preset = load_for_env(agent, env, preset, device, kind, vecnormalize, input_space, precision)
-    specs = threat_specs(victim, threats, suites, eps, eps_grid)
+    specs = threat_specs(victim, threats, suites, eps, eps_grid, env)
     plan = [parse_threat(s) for s in specs]
     probe = make_env(env, env_preset)
     try:

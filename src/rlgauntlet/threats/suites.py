@@ -31,9 +31,40 @@ NATURAL_VECTOR = (
 )
 
 
-def natural_suite(victim: Victim) -> list[str]:
-    """The natural-perturbation suite at its documented default severities."""
-    return list(NATURAL_IMAGE if victim.budget_space == "pixel01" else NATURAL_VECTOR)
+#: a slow sensor, for every agent
+NATURAL_MEMORY = ("obs_delay:steps=1",)
+#: actuator noise, for continuous actions (env action units)
+NATURAL_ACTION = ("action_noise:std=0.1",)
+#: a default physics shift per env family (the OOD benchmark's ×2 for CartPole's pole; heavier
+#: bodies for Pendulum and MuJoCo)
+NATURAL_PHYSICS = {
+    "CartPole": "physics:param=length,scale=2",
+    "Pendulum": "physics:param=m,scale=1.5",
+    "mujoco": "physics:param=body_mass,scale=1.5",
+}
+
+
+def default_physics(env_id: str | None) -> str | None:
+    """The natural suite's physics shift for ``env_id`` (None where no physics parameter is known)."""
+    if env_id is None:
+        return None
+    from rlgauntlet.envs.presets import resolve_preset
+
+    family = env_id.split("-")[0]
+    if family in NATURAL_PHYSICS:
+        return NATURAL_PHYSICS[family]
+    return NATURAL_PHYSICS["mujoco"] if resolve_preset(env_id) == "mujoco" else None
+
+
+def natural_suite(victim: Victim, env_id: str | None = None) -> list[str]:
+    """The natural-perturbation suite at its documented default severities: observation
+    changes, a one-step observation delay, actuator noise (continuous actions) and a physics
+    shift (envs with known physics parameters)."""
+    specs = list(NATURAL_IMAGE if victim.budget_space == "pixel01" else NATURAL_VECTOR) + list(NATURAL_MEMORY)
+    if not victim.is_discrete:
+        specs += list(NATURAL_ACTION)
+    physics = default_physics(env_id)
+    return specs + ([physics] if physics else [])
 
 
 def adversarial_suite(victim: Victim) -> list[str]:
@@ -48,14 +79,14 @@ def adversarial_suite(victim: Victim) -> list[str]:
     return specs
 
 
-def suite_specs(name: str, victim: Victim, eps: str | None, grid: bool = False) -> list[str]:
-    """Threat specs of suite ``name`` for ``victim`` at budget ``eps`` (left open when ``grid``)."""
+def suite_specs(name: str, victim: Victim, eps: str | None, grid: bool = False, env_id: str | None = None) -> list[str]:
+    """Threat specs of suite ``name`` for ``victim`` on ``env_id`` at budget ``eps`` (left open when ``grid``)."""
     if name not in SUITES:
         raise UserError(f"unknown suite {name!r}; choose one of: {', '.join(SUITES)}")
     if name == "natural":
         if grid:
             raise UserError("--suite natural has fixed severities; --eps-grid applies to budgeted threats only")
-        return natural_suite(victim)
+        return natural_suite(victim, env_id)
     if eps is None and not grid:
         raise UserError(f"--suite {name} needs a budget: add --eps VALUE (e.g. --eps 1/255) or --eps-grid")
     specs = adversarial_suite(victim)
