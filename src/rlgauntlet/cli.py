@@ -140,6 +140,10 @@ def train(
     threads: int = typer.Option(1, help="torch CPU threads. Example: --threads 2"),
     stop_at_target: bool = typer.Option(True, help="stop when recent training episodes beat the target return. Example: --no-stop-at-target"),
     register: bool = typer.Option(True, help="copy the result into zoo/ and write its manifest entry (20-episode clean return). Example: --no-register"),
+    seed: Optional[int] = typer.Option(None, help="override the preset's seed. Example: --seed 3"),
+    init_from: Optional[str] = typer.Option(None, "--init-from", help="fine-tune from this agent's weights (zoo:NAME or sb3:PATH.zip). Example: --init-from zoo:cartpole-ppo"),
+    threat: Optional[str] = typer.Option(None, help="train under this observation threat, applied after VecNormalize (ε as in evaluation). Example: --threat uniform_noise:eps=0.05"),
+    zoo_name: Optional[str] = typer.Option(None, "--zoo-name", help="zoo name of the result (required with --seed, --init-from or --threat). Example: --zoo-name cartpole-ppo-noise"),
 ) -> None:
     """Train a zoo agent with its fixed recipe (SB3), with resumable checkpoints.
 
@@ -150,11 +154,17 @@ def train(
     from rlgauntlet.training.sb3_train import train_preset
 
     get_preset(preset)
-    ckpt = train_preset(preset, run_dir or Path("runs") / preset, device=device, total_timesteps=steps,
+    changed = [f"--{k} {v}" for k, v in (("seed", seed), ("init-from", init_from), ("threat", threat)) if v is not None]
+    if changed and register and zoo_name is None:
+        raise UserError(f"an agent trained with {' '.join(changed)} is not the preset's zoo agent; "
+                        "give --zoo-name NAME for its zoo entry, or --no-register")
+    suffix = "".join(f"-{k}" for k in (f"seed{seed}" if seed is not None else None, zoo_name) if k)
+    ckpt = train_preset(preset, run_dir or Path("runs") / f"{preset}{suffix}", device=device, total_timesteps=steps,
                         threads=threads, stop_at_target=stop_at_target, log=lambda s: console.print(s),
-                        show_progress=console.is_terminal)
+                        show_progress=console.is_terminal, seed=seed, init_from=init_from, threat=threat)
     if register:
-        entry = register_zoo_agent(preset, ckpt)
+        command = " ".join(["rlgauntlet train --preset", preset, *changed])
+        entry = register_zoo_agent(preset, ckpt, zoo_name=zoo_name, command=command)
         console.print(f"zoo/{entry['file']}: clean return {entry['clean_return']['mean']:.1f} ± {entry['clean_return']['std']:.1f} over 20 episodes")
 
 

@@ -1,25 +1,34 @@
 """The zoo: reference agents trained by this project, with a checksummed manifest.
 
-``zoo/manifest.json`` maps a name to its env, algorithm, training preset, file and sha256,
-the exact training command and seed, and the clean return measured over 20 episodes.
-Files are checked against their sha256 before they are loaded.
+``zoo/manifest.json`` maps a name to its env, algorithm, training preset, file(s) and
+sha256, the exact training command and seed, and the clean return measured over 20
+episodes. Files are checked against their sha256 before they are loaded.
+
+An entry holds one agent (``file``, optionally ``vecnormalize``) or several files:
+``members`` (an ensemble: K independently seeded agents, each ``{"file", "sha256", "seed"}``).
+An entry trained against another agent (a learned attacker) names it in ``victim``
+(``{"name", "sha256"}``), and loading it checks that the zoo still holds that exact victim.
+
+The zoo ships inside the package (``rlgauntlet/_zoo``, a link to the repository's ``zoo/``),
+so wheels and non-editable installs have it too; ``$RLGAUNTLET_ZOO`` points elsewhere.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 from rlgauntlet.errors import UserError
 
 
 def zoo_dir() -> Path:
-    """The zoo folder: ``$RLGAUNTLET_ZOO`` or ``zoo/`` at the root of the source checkout."""
+    """The zoo folder: ``$RLGAUNTLET_ZOO``, or the one shipped with the package."""
     env = os.environ.get("RLGAUNTLET_ZOO")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[2] / "zoo"
+    return Path(__file__).resolve().parent / "_zoo"
 
 
 def load_manifest(directory: Path | None = None) -> dict[str, dict]:
@@ -43,11 +52,9 @@ def zoo_entry(name: str) -> dict:
     return manifest[name]
 
 
-def zoo_file(entry: dict, key: str = "file") -> Path:
-    """Path of a zoo file, verified against the sha256 in the manifest."""
+def _verified(info: dict) -> Path:
     from rlgauntlet.victims.sb3 import sha256_file
 
-    info = entry if key == "file" else entry[key]
     path = zoo_dir() / info["file"]
     if not path.exists():
         raise UserError(f"zoo file {path} is missing; restore it from the repository (git checkout zoo/)")
@@ -58,3 +65,65 @@ def zoo_file(entry: dict, key: str = "file") -> Path:
             "restore it from the repository or retrain it with its recorded command"
         )
     return path
+
+
+def zoo_file(entry: dict, key: str = "file") -> Path:
+    """Path of a zoo file (``file`` or ``vecnormalize``), verified against the sha256 in the manifest."""
+    if key == "file" and "file" not in entry:
+        raise UserError("this zoo entry holds several files (ensemble members); load them with rlgauntlet.zoo.zoo_files")
+    return _verified(entry if key == "file" else entry[key])
+
+
+def zoo_files(entry: dict) -> list[Path]:
+    """Every file of an entry (agent, statistics, ensemble members), each verified; the victim an
+    attacker was trained against is checked to be the one the zoo holds."""
+    infos = ([entry] if "file" in entry else []) + ([entry["vecnormalize"]] if "vecnormalize" in entry else [])
+    infos += list(entry.get("members", []))
+    paths = [_verified(i) for i in infos]
+    if "victim" in entry:
+        victim = zoo_entry(entry["victim"]["name"])
+        if victim.get("sha256") != entry["victim"]["sha256"]:
+            raise UserError(
+                f"this zoo entry was trained against {entry['victim']['name']} with sha256 "
+                f"{entry['victim']['sha256'][:12]}, but the zoo now holds {str(victim.get('sha256'))[:12]}; "
+                "retrain it against the current victim with its recorded command"
+            )
+    return paths
+
+
+def add_zoo_entry(name: str, entry: dict, files: dict[str, Path] | None = None,
+                  members: list[tuple[Path, dict]] | None = None, victim: str | None = None) -> dict:
+    """Copy files into the zoo and write the manifest entry ``name``.
+
+    Args:
+        entry: the entry's fields (env, algorithm, preset, command, seed, clean return, ...).
+        files: ``{"file": path}`` and optionally ``{"vecnormalize": path}``, copied as
+            ``NAME.zip`` / ``NAME.vecnormalize.pkl``.
+        members: ensemble members ``(path, fields)``, copied as ``NAME.member-K.zip``.
+        victim: the zoo agent this one was trained against (its sha256 is recorded).
+    """
+    from rlgauntlet.victims.sb3 import sha256_file
+
+    directory = zoo_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    entry = dict(entry)
+    for key, src in (files or {}).items():
+        target = directory / (f"{name}{Path(src).suffix}" if key == "file" else f"{name}.{key}{Path(src).suffix}")
+        shutil.copyfile(src, target)
+        info = {"file": target.name, "sha256": sha256_file(target)}
+        if key == "file":
+            entry.update(info)
+        else:
+            entry[key] = info
+    if members is not None:
+        entry["members"] = []
+        for k, (src, fields) in enumerate(members):
+            target = directory / f"{name}.member-{k}{Path(src).suffix}"
+            shutil.copyfile(src, target)
+            entry["members"].append({**fields, "file": target.name, "sha256": sha256_file(target)})
+    if victim is not None:
+        entry["victim"] = {"name": victim, "sha256": zoo_entry(victim)["sha256"]}
+    manifest = load_manifest()
+    manifest[name] = entry
+    write_manifest(manifest)
+    return entry

@@ -31,7 +31,8 @@ class TrainPreset:
     Attributes:
         name: zoo name, e.g. ``"cartpole-ppo"``.
         env_id: Gymnasium id.
-        algo: SB3 algorithm name (``ppo``, ``a2c``, ``dqn``, ``sac``, ``td3``, ``ddpg``).
+        algo: algorithm name: SB3's (``ppo``, ``a2c``, ``dqn``, ``sac``, ``td3``, ``ddpg``) or one
+            registered with ``training.algorithms.register_algorithm`` (our SB3 subclasses).
         total_timesteps: agent steps summed over all parallel envs.
         n_envs: parallel training envs.
         seed: training seed.
@@ -185,6 +186,14 @@ PRESETS: dict[str, TrainPreset] = {
         ),
     ]
 }
+
+
+def register_preset(preset: TrainPreset) -> TrainPreset:
+    """Add a recipe (e.g. one whose ``algo`` is a registered subclass of an SB3 algorithm)."""
+    if preset.name in PRESETS and PRESETS[preset.name] != preset:
+        raise ValueError(f"preset {preset.name!r} registered twice")
+    PRESETS[preset.name] = preset
+    return preset
 
 
 def get_preset(name: str) -> TrainPreset:

@@ -3,24 +3,27 @@ episodes with the rollout engine, and write its manifest entry (sha256, command,
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from rlgauntlet.envs import make_env
 from rlgauntlet.engine.rollout import evaluate_episodes
+from rlgauntlet.training.algorithms import base_algorithm
 from rlgauntlet.training.presets import get_preset
-from rlgauntlet.victims.sb3 import load_sb3, sha256_file
-from rlgauntlet.zoo import load_manifest, write_manifest, zoo_dir
+from rlgauntlet.victims.sb3 import load_sb3
+from rlgauntlet.zoo import add_zoo_entry
 
 ZOO_EVAL_EPISODES = 20
 ZOO_EVAL_SEED = 0
 
 
-def register_zoo_agent(name: str, checkpoint: Path, n_envs: int = 4, force: bool = False) -> dict:
-    """Copy ``checkpoint`` (from ``train_preset``) into ``zoo/`` as ``name`` and record it.
+def register_zoo_agent(name: str, checkpoint: Path, n_envs: int = 4, force: bool = False,
+                       zoo_name: str | None = None, command: str | None = None) -> dict:
+    """Copy ``checkpoint`` (from ``train_preset`` of preset ``name``) into the zoo and record it.
 
-    An agent below its preset's target return is not registered (unless ``force``): the
-    zoo only holds agents that meet their bar.
+    The entry is called ``zoo_name`` (default: the preset's name) and records ``command``
+    (default: ``rlgauntlet train --preset NAME``), the seed, and the threat and starting agent
+    when training used them. An agent below its preset's target return is not registered
+    (unless ``force``): the zoo only holds agents that meet their bar.
     """
     import json
 
@@ -30,7 +33,7 @@ def register_zoo_agent(name: str, checkpoint: Path, n_envs: int = 4, force: bool
 
     preset = get_preset(name)
     vn = checkpoint / "vecnormalize.pkl"
-    candidate = load_sb3(checkpoint / "model.zip", preset.algo, vecnormalize=vn if vn.exists() else None)
+    candidate = load_sb3(checkpoint / "model.zip", base_algorithm(preset.algo), vecnormalize=vn if vn.exists() else None)
     records = evaluate_episodes(
         lambda: make_env(preset.env_id), candidate, None, range(ZOO_EVAL_EPISODES), ZOO_EVAL_SEED, n_envs=n_envs
     )
@@ -40,25 +43,24 @@ def register_zoo_agent(name: str, checkpoint: Path, n_envs: int = 4, force: bool
             f"{name} scores {np.mean(returns):.1f} over {ZOO_EVAL_EPISODES} episodes, below its target "
             f"{preset.target_return}; train longer (rlgauntlet train --preset {name} --steps N) before it joins the zoo"
         )
-    directory = zoo_dir()
-    directory.mkdir(parents=True, exist_ok=True)
-    model_file = directory / f"{name}.zip"
-    shutil.copyfile(checkpoint / "model.zip", model_file)
+    if zoo_name is not None:
+        name = zoo_name
+    files = {"file": checkpoint / "model.zip"}
+    if (checkpoint / "vecnormalize.pkl").exists():
+        files["vecnormalize"] = checkpoint / "vecnormalize.pkl"
+    progress = json.loads((checkpoint / "progress.json").read_text())
     entry: dict = {
         "env": preset.env_id,
-        "algorithm": preset.algo,
+        "algorithm": base_algorithm(preset.algo),
         "preset": name,
-        "file": model_file.name,
-        "sha256": sha256_file(model_file),
-        "command": f"rlgauntlet train --preset {name}",
-        "seed": preset.seed,
+        "command": command or f"rlgauntlet train --preset {name}",
+        "seed": progress.get("seed", preset.seed),
     }
-    vn_path = None
-    if (checkpoint / "vecnormalize.pkl").exists():
-        vn_path = directory / f"{name}.vecnormalize.pkl"
-        shutil.copyfile(checkpoint / "vecnormalize.pkl", vn_path)
-        entry["vecnormalize"] = {"file": vn_path.name, "sha256": sha256_file(vn_path)}
-    progress = json.loads((checkpoint / "progress.json").read_text())
+    if preset.algo != entry["algorithm"]:
+        entry["trainer"] = preset.algo
+    for key in ("threat", "init_from"):
+        if progress.get(key):
+            entry[key] = progress[key]
     entry["total_timesteps"] = progress.get("num_timesteps")
     entry["clean_return"] = {
         "mean": float(np.mean(returns)),
@@ -68,7 +70,4 @@ def register_zoo_agent(name: str, checkpoint: Path, n_envs: int = 4, force: bool
         "deterministic": True,
         "target": preset.target_return,
     }
-    manifest = load_manifest()
-    manifest[name] = entry
-    write_manifest(manifest)
-    return entry
+    return add_zoo_entry(name, entry, files)

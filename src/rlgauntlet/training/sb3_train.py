@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import time
@@ -24,20 +25,12 @@ import torch
 from stable_baselines3.common.callbacks import BaseCallback
 
 from rlgauntlet.envs.presets import make_train_vec_env
+from rlgauntlet.errors import UserError
+from rlgauntlet.training.algorithms import SB3_BASES, algorithm_class
 from rlgauntlet.training.presets import TrainPreset, get_preset
 
-ALGORITHMS = ("ppo", "a2c", "dqn", "sac", "td3", "ddpg")
 
-
-def algorithm_class(name: str):
-    """Return the SB3 algorithm class for ``name`` (``ppo``, ``dqn``, ...)."""
-    import stable_baselines3 as sb3
-
-    classes = {"ppo": sb3.PPO, "a2c": sb3.A2C, "dqn": sb3.DQN, "sac": sb3.SAC, "td3": sb3.TD3, "ddpg": sb3.DDPG}
-    return classes[name.lower()]
-
-
-def _build_env(preset: TrainPreset, run_dir: Path):
+def _build_env(preset: TrainPreset, run_dir: Path, threat: str | None = None):
     from stable_baselines3.common.vec_env import VecNormalize
 
     env = make_train_vec_env(preset.env_id, preset.n_envs, preset.seed)
@@ -48,6 +41,11 @@ def _build_env(preset: TrainPreset, run_dir: Path):
             env.training = True
         else:
             env = VecNormalize(env, norm_obs=True, norm_reward=True, gamma=preset.hyperparams.get("gamma", 0.99))
+    if threat is not None:
+        from rlgauntlet.threats import parse_threat
+        from rlgauntlet.training.threat_env import ThreatVecEnv
+
+        env = ThreatVecEnv(env, parse_threat(threat), seed=preset.seed)
     return env
 
 
@@ -63,6 +61,61 @@ def _build_model(preset: TrainPreset, env, device: str):
     return cls(policy, env, seed=preset.seed, device=device, verbose=0, **kwargs)
 
 
+def _init_from(model, env, agent: str, preset: TrainPreset) -> dict:
+    """Load the policy weights (and VecNormalize statistics) of ``agent`` into a fresh model:
+    fine-tuning starts from them with a new optimizer. Returns what was loaded, for the record."""
+    from stable_baselines3.common.save_util import load_from_zip_file
+
+    from rlgauntlet.victims.sb3 import sha256_file
+
+    path, vecnormalize = _agent_files(agent)
+    _, params, _ = load_from_zip_file(path, device=model.device, print_system_info=False)
+    try:
+        model.policy.load_state_dict(params["policy"])
+    except (RuntimeError, KeyError) as exc:
+        raise UserError(
+            f"--init-from {agent}: its policy does not fit the {preset.algo.upper()} policy of preset {preset.name} "
+            f"({str(exc).splitlines()[0][:120]}); start from an agent of the same algorithm, env and network"
+        ) from None
+    record = {"agent": agent, "sha256": sha256_file(path)}
+    norm = _find_vecnormalize(env)
+    if vecnormalize is not None and norm is not None:
+        from rlgauntlet.victims.sb3 import VecNormalizeStats
+
+        stats = VecNormalizeStats(vecnormalize)
+        norm.obs_rms.mean, norm.obs_rms.var = stats.mean.copy(), stats.var.copy()
+        norm.obs_rms.count = float(getattr(stats._source.obs_rms, "count", 1e4))
+        record["vecnormalize_sha256"] = sha256_file(vecnormalize)
+    return record
+
+
+def _find_vecnormalize(env):
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    while env is not None:
+        if isinstance(env, VecNormalize):
+            return env
+        env = getattr(env, "venv", None)
+    return None
+
+
+def _agent_files(agent: str) -> tuple[Path, Path | None]:
+    """The SB3 zip (and VecNormalize file) behind ``zoo:NAME`` or ``sb3:PATH.zip``."""
+    source, _, rest = agent.partition(":")
+    if source == "zoo":
+        from rlgauntlet.zoo import zoo_entry, zoo_file
+
+        entry = zoo_entry(rest)
+        return zoo_file(entry), (zoo_file(entry, "vecnormalize") if "vecnormalize" in entry else None)
+    if source == "sb3":
+        path = Path(rest.rsplit(":", 1)[0] if rest.rsplit(":", 1)[-1] in SB3_BASES else rest)
+        if not path.exists():
+            raise UserError(f"--init-from {agent}: {path} not found; give zoo:NAME or sb3:PATH.zip")
+        stats = path.with_name(path.stem + ".vecnormalize.pkl")
+        return path, (stats if stats.exists() else None)
+    raise UserError(f"--init-from {agent}: give zoo:NAME or sb3:PATH.zip (an SB3 agent to fine-tune)")
+
+
 def _save_checkpoint(model, env, run_dir: Path, progress: dict) -> None:
     tmp = run_dir / "checkpoint.tmp"
     if tmp.exists():
@@ -73,8 +126,9 @@ def _save_checkpoint(model, env, run_dir: Path, progress: dict) -> None:
     torch.save(model.policy.state_dict(), tmp / "policy.pt")
     if getattr(model.policy, "optimizer", None) is not None:
         torch.save(model.policy.optimizer.state_dict(), tmp / "optimizer.pt")
-    if hasattr(env, "obs_rms"):
-        env.save(str(tmp / "vecnormalize.pkl"))
+    norm = _find_vecnormalize(env)
+    if norm is not None:
+        norm.save(str(tmp / "vecnormalize.pkl"))
     if hasattr(model, "replay_buffer") and model.replay_buffer is not None:
         model.save_replay_buffer(tmp / "replay_buffer.pkl")
     (tmp / "progress.json").write_text(json.dumps(progress, indent=2))
@@ -168,6 +222,9 @@ def train_preset(
     stop_at_target: bool = True,
     log: Callable[[str], None] = print,
     show_progress: bool = False,
+    seed: int | None = None,
+    init_from: str | None = None,
+    threat: str | None = None,
 ) -> Path:
     """Train (or resume training) the zoo preset ``name`` in ``run_dir``.
 
@@ -180,28 +237,47 @@ def train_preset(
         stop_at_target: stop once the mean return of the last 100 training episodes
             exceeds the preset's target by a margin (1 point, or 2% of |target|).
         show_progress: draw a rich progress bar (steps, recent return, time left).
+        seed: override the preset's seed (envs, network initialisation, sampling).
+        init_from: fine-tune: start from the policy weights (and VecNormalize statistics) of
+            ``zoo:NAME`` or ``sb3:PATH.zip`` instead of a random initialisation.
+        threat: train under this observation threat spec, applied to the training envs at
+            the network-input level (after VecNormalize), e.g. ``uniform_noise:eps=0.05``.
 
     Returns:
         The checkpoint folder holding ``model.zip`` (and ``vecnormalize.pkl`` if any).
     """
     preset = get_preset(name)
+    if seed is not None:
+        preset = dataclasses.replace(preset, seed=seed)
+    if threat is not None:
+        from rlgauntlet.threats import parse_threat
+
+        parse_threat(threat)  # a bad spec fails before anything is built
     torch.set_num_threads(threads)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     budget = total_timesteps or preset.total_timesteps
-    env = _build_env(preset, run_dir)
+    env = _build_env(preset, run_dir, threat)
     ckpt = run_dir / "checkpoint"
-    progress: dict = {"preset": name, "history": []}
+    progress: dict = {"preset": name, "seed": preset.seed, "threat": threat, "history": []}
     if (ckpt / "model.zip").exists():
         cls = algorithm_class(preset.algo)
         model = cls.load(ckpt / "model.zip", env=env, device=device)
         if (ckpt / "replay_buffer.pkl").exists():
             model.load_replay_buffer(ckpt / "replay_buffer.pkl")
         progress = json.loads((ckpt / "progress.json").read_text())
+        if progress.get("seed", preset.seed) != preset.seed or progress.get("threat") != threat:
+            raise UserError(f"{run_dir} holds a run with seed {progress.get('seed')} and threat {progress.get('threat')}; "
+                            "resume it with the same --seed and --threat, or give a new --run-dir")
         log(f"[{name}] resuming at {model.num_timesteps} steps")
     else:
         model = _build_model(preset, env, device)
-        log(f"[{name}] starting: {preset.algo.upper()} on {preset.env_id}, {budget} steps, seed {preset.seed}")
+        if init_from is not None:
+            progress["init_from"] = _init_from(model, env, init_from, preset)
+        log(f"[{name}] starting: {preset.algo.upper()} on {preset.env_id}, {budget} steps, seed {preset.seed}"
+            + (f", from {init_from}" if init_from else "") + (f", under {threat}" if threat else ""))
+    if threat is not None:
+        env.attach(model)
     margin = max(1.0, 0.02 * abs(preset.target_return))
     callback = _CheckpointCallback(preset, env, run_dir, progress, margin if stop_at_target else None, log,
                                    budget=budget, show_progress=show_progress)
@@ -213,6 +289,11 @@ def train_preset(
         model.learn(total_timesteps=budget - model.num_timesteps, reset_num_timesteps=False, callback=callback)
         if model.num_timesteps != callback.last_steps:
             callback.save()
+    if threat is not None:
+        progress["threat_applied"] = {"perturbed_steps": env.perturbed_steps, "steps": env.total_steps,
+                                      "linf_max": env.linf_max}
+        log(f"[{name}] {threat} perturbed {env.perturbed_steps} of {env.total_steps} observations "
+            f"(largest ℓ∞ {env.linf_max:.4g})")
     progress["finished"] = True
     (ckpt / "progress.json").write_text(json.dumps(progress, indent=2))
     env.close()

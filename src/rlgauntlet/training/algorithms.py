@@ -1,0 +1,63 @@
+"""The training algorithms a preset can name: SB3's own, and our subclasses of them.
+
+A subclass of an SB3 algorithm (RADIAL-DQN, PA-ATLA's PPO, ...) is one class and one
+:func:`register_algorithm` call; presets then name it like ``ppo``. A registered subclass
+keeps SB3's policy classes, so its saved ``.zip`` loads as a victim of its SB3 base
+algorithm (:func:`base_algorithm`), which is what the zoo manifest records.
+
+Example:
+    >>> from stable_baselines3 import PPO
+    >>> class MyPPO(PPO):
+    ...     pass
+    >>> _ = register_algorithm("my_ppo", MyPPO)
+    >>> base_algorithm("my_ppo")
+    'ppo'
+"""
+
+from __future__ import annotations
+
+from rlgauntlet.errors import UserError
+
+SB3_BASES = ("ppo", "a2c", "dqn", "sac", "td3", "ddpg")
+ALGORITHMS: dict[str, type] = {}
+
+
+def _sb3_classes() -> dict[str, type]:
+    import stable_baselines3 as sb3
+
+    return {"ppo": sb3.PPO, "a2c": sb3.A2C, "dqn": sb3.DQN, "sac": sb3.SAC, "td3": sb3.TD3, "ddpg": sb3.DDPG}
+
+
+def register_algorithm(name: str, cls: type) -> type:
+    """Make ``cls`` (an SB3 algorithm or a subclass of one) trainable by presets as ``name``."""
+    if base_of(cls) is None:
+        raise ValueError(f"{cls.__name__} is not a subclass of a Stable-Baselines3 algorithm")
+    if name in ALGORITHMS and ALGORITHMS[name] is not cls:
+        raise ValueError(f"algorithm {name!r} registered twice")
+    ALGORITHMS[name] = cls
+    return cls
+
+
+def base_of(cls: type) -> str | None:
+    """The SB3 algorithm ``cls`` derives from (``ppo``, ``dqn``, ...), nearest first; DDPG
+    before TD3, which it subclasses."""
+    bases = _sb3_classes()
+    for klass in cls.__mro__:
+        for name, base in bases.items():
+            if klass is base:
+                return name
+    return None
+
+
+def algorithm_class(name: str) -> type:
+    """The class registered as ``name`` (SB3's own algorithms are always there)."""
+    classes = {**_sb3_classes(), **ALGORITHMS}
+    try:
+        return classes[name.lower()]
+    except KeyError:
+        raise UserError(f"unknown training algorithm {name!r}; choose one of: {', '.join(sorted(classes))}") from None
+
+
+def base_algorithm(name: str) -> str:
+    """The SB3 base algorithm of a registered name (``ppo`` for ``ppo``)."""
+    return base_of(algorithm_class(name))

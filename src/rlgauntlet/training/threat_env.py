@@ -1,0 +1,102 @@
+"""Training under a threat: an observation threat applied to a training ``VecEnv``.
+
+The threat acts at the network-input level, after ``VecNormalize`` and the frame stack, so an
+ε means in training what it means in evaluation: pixels in [0, 1] for images, normalised
+units for VecNormalize agents, raw units otherwise. White-box threats differentiate the
+policy being trained (through :meth:`SB3Victim.from_model`, which leaves it untouched).
+Episodes are numbered in the order they start; episode j draws its noise and schedule from
+its own streams (seed, j), and threats with memory get a fresh state per episode.
+
+Image observations go back to the learner as float32 pixel values (x'·255); an on-policy
+buffer keeps them exactly, a uint8 replay buffer rounds them to whole pixel levels. The
+``terminal_observation`` of a finished episode is passed on clean.
+
+Example:
+    >>> env = ThreatVecEnv(make_train_vec_env("CartPole-v1", 4, 0), parse_threat("uniform_noise:eps=0.1"), seed=0)  # doctest: +SKIP
+    >>> model = PPO("MlpPolicy", env); env.attach(model); model.learn(10_000)   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from stable_baselines3.common.vec_env import VecEnvWrapper
+
+from rlgauntlet.common.seeding import BatchRNG, episode_generator
+from rlgauntlet.errors import UserError
+from rlgauntlet.threats.base import Memory, Threat
+
+
+class ThreatVecEnv(VecEnvWrapper):
+    """Apply ``threat`` to every observation the learner receives (see module docstring)."""
+
+    def __init__(self, venv, threat: Threat, seed: int) -> None:
+        if threat.place != "observation":
+            raise UserError(f"training under a threat takes observation threats; {threat.spec} acts on the {threat.place}")
+        super().__init__(venv)
+        self.threat, self.threat_seed = threat, seed
+        self.victim = None
+        self.next_episode = 0
+        self.episodes = [0] * self.num_envs
+        self.states: list = [None] * self.num_envs
+        self.steps = [0] * self.num_envs
+        self.generators: list[dict] = [{} for _ in range(self.num_envs)]
+        #: what was applied, for the training log: perturbed steps, all steps, largest ℓ∞
+        self.perturbed_steps, self.total_steps, self.linf_max = 0, 0, 0.0
+
+    def attach(self, model) -> None:
+        """Use the learner's live policy as the victim (budget space, input range, gradients)."""
+        from rlgauntlet.victims.sb3 import SB3Victim
+
+        self.victim = SB3Victim.from_model(model)
+        self.threat.check_victim(self.victim)
+
+    def _start(self, i: int) -> None:
+        self.episodes[i], self.next_episode = self.next_episode, self.next_episode + 1
+        self.states[i], self.steps[i] = self.threat.new_state(), 0
+        self.generators[i] = {s: episode_generator(self.threat_seed, self.episodes[i], s) for s in ("schedule", "threat")}
+
+    def reset(self):
+        obs = self.venv.reset()
+        for i in range(self.num_envs):
+            self._start(i)
+        return self._perturb(obs)
+
+    def step_wait(self):
+        obs, rewards, dones, infos = self.venv.step_wait()
+        for i in np.flatnonzero(dones):
+            self._start(int(i))  # SB3 envs reset themselves: obs[i] is the new episode's first
+        return self._perturb(obs), rewards, dones, infos
+
+    def _to_input(self, obs: np.ndarray) -> torch.Tensor:
+        x = torch.as_tensor(obs, dtype=self.victim.dtype, device=self.victim.device)
+        if self.victim.is_image:
+            x = x / 255.0
+            if self.victim.channels_first and x.shape[1:] != self.victim.observation_space.shape:
+                x = x.permute(0, 3, 1, 2)
+        return x
+
+    def _from_input(self, x: torch.Tensor, like: np.ndarray) -> np.ndarray:
+        if self.victim.is_image:
+            if x.shape[1:] != like.shape[1:]:
+                x = x.permute(0, 2, 3, 1)
+            return (x * 255.0).cpu().numpy().astype(np.float32)
+        return x.cpu().numpy().astype(like.dtype if like.dtype.kind == "f" else np.float32)
+
+    def _perturb(self, obs: np.ndarray) -> np.ndarray:
+        if self.victim is None:
+            raise RuntimeError("ThreatVecEnv.attach(model) must be called before training")
+        x = self._to_input(obs)
+        stream = lambda s: BatchRNG([g[s] for g in self.generators], x.device)  # noqa: E731
+        scheduled = self.threat.schedule.mask(stream("schedule"))
+        memory = Memory(self.states, torch.tensor(self.steps, device=x.device), [])
+        x_in, acted = self.threat.apply(x, self.victim, stream("threat"), memory, scheduled)
+        if not torch.isfinite(x_in).all():
+            raise RuntimeError(f"threat {self.threat.spec!r} returned a non-finite input: a bug")
+        self.steps = [t + 1 for t in self.steps]
+        self.total_steps += len(self.steps)
+        self.perturbed_steps += int(acted.sum())
+        if acted.any():
+            delta = (x_in[acted] - x[acted]).reshape(int(acted.sum()), -1)
+            self.linf_max = max(self.linf_max, float(delta.abs().max()))
+        return self._from_input(x_in.detach(), obs)

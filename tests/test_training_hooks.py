@@ -1,0 +1,183 @@
+"""Training hooks: seeds, fine-tuning, our own SB3 subclasses as presets, training under a
+threat (after VecNormalize), multi-file zoo entries, the zoo in a non-editable install."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from stable_baselines3 import PPO
+
+from rlgauntlet.errors import UserError
+from rlgauntlet.training.algorithms import algorithm_class, base_algorithm, register_algorithm
+from rlgauntlet.training.presets import PRESETS, TrainPreset, register_preset
+from rlgauntlet.training.sb3_train import train_preset
+from rlgauntlet.zoo import zoo_dir
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class CountingPPO(PPO):
+    """An SB3 subclass as a preset's algorithm: counts its gradient phases."""
+
+    trains = 0
+
+    def train(self) -> None:
+        CountingPPO.trains += 1
+        super().train()
+
+
+def _small(name, **kw):
+    base = dict(name=name, env_id="CartPole-v1", algo="ppo", total_timesteps=512, n_envs=2, seed=0,
+                hyperparams=dict(policy="MlpPolicy", n_steps=128, batch_size=64, n_epochs=1,
+                                 policy_kwargs=dict(net_arch=[16])),
+                target_return=0.0, checkpoint_every=256)
+    return TrainPreset(**{**base, **kw})
+
+
+@pytest.fixture()
+def temp_zoo(tmp_path, monkeypatch):
+    zoo = tmp_path / "zoo"
+    shutil.copytree(zoo_dir(), zoo)
+    monkeypatch.setenv("RLGAUNTLET_ZOO", str(zoo))
+    return zoo
+
+
+def test_subclass_preset_trains_registers_and_loads_as_its_sb3_base(tmp_path, temp_zoo):
+    from rlgauntlet.training.register import register_zoo_agent
+    from rlgauntlet.victims import load_victim
+
+    register_algorithm("counting_ppo", CountingPPO)
+    register_preset(_small("test-counting", algo="counting_ppo"))
+    assert algorithm_class("counting_ppo") is CountingPPO and base_algorithm("counting_ppo") == "ppo"
+    CountingPPO.trains = 0
+    ckpt = train_preset("test-counting", tmp_path / "run", log=lambda s: None, seed=5)
+    assert CountingPPO.trains == 2  # 512 steps in rollouts of 2 × 128
+    assert json.loads((ckpt / "progress.json").read_text())["seed"] == 5
+    entry = register_zoo_agent("test-counting", ckpt, n_envs=2, zoo_name="counting", command="rlgauntlet train --preset test-counting --seed 5")
+    assert entry["algorithm"] == "ppo" and entry["trainer"] == "counting_ppo" and entry["seed"] == 5
+    victim = load_victim("zoo:counting")
+    assert victim.kind == "categorical"
+    del PRESETS["test-counting"]
+
+
+def test_seed_changes_the_run_and_same_seed_repeats_it(tmp_path):
+    register_preset(_small("test-seed", total_timesteps=256))
+    weights = {}
+    for run, seed in (("a", 1), ("b", 1), ("c", 2)):
+        ckpt = train_preset("test-seed", tmp_path / run, log=lambda s: None, seed=seed)
+        weights[run] = torch.load(ckpt / "policy.pt")
+    same = all(torch.equal(weights["a"][k], weights["b"][k]) for k in weights["a"])
+    differ = any(not torch.equal(weights["a"][k], weights["c"][k]) for k in weights["a"])
+    assert same and differ
+    del PRESETS["test-seed"]
+
+
+def test_init_from_loads_the_agents_weights_and_refuses_a_misfit(tmp_path):
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from rlgauntlet.training.sb3_train import _build_model, _init_from
+    from rlgauntlet.victims import load_victim
+
+    preset = PRESETS["cartpole-ppo"]
+    env = make_vec_env("CartPole-v1", n_envs=2, seed=0)
+    model = _build_model(preset, env, "cpu")
+    record = _init_from(model, env, "zoo:cartpole-ppo", preset)
+    zoo_policy = load_victim("zoo:cartpole-ppo", precision="float32").policy
+    for (k, a), b in zip(model.policy.state_dict().items(), zoo_policy.state_dict().values()):
+        assert torch.equal(a, b), k
+    assert len(record["sha256"]) == 64
+    with pytest.raises(UserError, match="does not fit the PPO policy of preset cartpole-ppo"):
+        _init_from(_build_model(preset, env, "cpu"), env, "zoo:cartpole-dqn", preset)
+
+
+def test_threat_acts_after_vecnormalize_in_normalized_units():
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from rlgauntlet.threats import parse_threat
+    from rlgauntlet.training.threat_env import ThreatVecEnv
+
+    norm = VecNormalize(make_vec_env("CartPole-v1", n_envs=4, seed=0), norm_reward=False)
+    norm.obs_rms.mean[:] = [1.0, -1.0, 0.5, 2.0]  # statistics far from identity: units matter
+    norm.obs_rms.var[:] = [4.0, 0.25, 9.0, 1.0]
+    norm.training = False
+    env = ThreatVecEnv(norm, parse_threat("random:eps=0.05"), seed=0)  # ε·sign(N(0, I)): |δ| = ε everywhere
+    env.attach(PPO("MlpPolicy", env, n_steps=64, seed=0))
+    seen = env.reset()
+    clean = norm.normalize_obs(norm.get_original_obs())
+    np.testing.assert_allclose(np.abs(seen - clean), 0.05, rtol=1e-4)  # before normalisation it would be 0.05/σ
+    env.step(np.zeros(4, dtype=int))
+    assert env.perturbed_steps == env.total_steps == 8
+
+
+def test_train_under_threat_records_what_was_applied(tmp_path):
+    register_preset(_small("test-threat", total_timesteps=256, normalize=True))
+    ckpt = train_preset("test-threat", tmp_path / "run", log=lambda s: None, threat="uniform_noise:eps=0.1,p=0.5")
+    progress = json.loads((ckpt / "progress.json").read_text())
+    applied = progress["threat_applied"]
+    assert progress["threat"] == "uniform_noise:eps=0.1,p=0.5" and 0.1 - 1e-6 >= applied["linf_max"] > 0.09
+    assert abs(applied["perturbed_steps"] / applied["steps"] - 0.5) < 0.1 and (ckpt / "vecnormalize.pkl").exists()
+    with pytest.raises(UserError, match="resume it with the same --seed and --threat"):
+        train_preset("test-threat", tmp_path / "run", log=lambda s: None, total_timesteps=512)
+    with pytest.raises(UserError, match="takes observation threats; action_noise:std=0.1 acts on the action"):
+        train_preset("test-threat", tmp_path / "other", log=lambda s: None, threat="action_noise:std=0.1")
+    del PRESETS["test-threat"]
+
+
+def test_cli_train_with_a_changed_recipe_needs_a_zoo_name(tmp_path, cli_env):
+    res = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "train", "--preset", "cartpole-ppo", "--seed", "3"],
+                         capture_output=True, text=True, env=cli_env, cwd=tmp_path)
+    assert res.returncode == 2 and "give --zoo-name NAME" in res.stderr and not (tmp_path / "runs").exists()
+
+
+def test_multi_file_entries_are_verified_and_attackers_pinned_to_their_victim(tmp_path, temp_zoo):
+    from rlgauntlet.zoo import add_zoo_entry, zoo_entry, zoo_files
+
+    members = []
+    for k in range(3):
+        path = tmp_path / f"m{k}.zip"
+        path.write_bytes(bytes([k]) * 100)
+        members.append((path, {"seed": k}))
+    add_zoo_entry("tiny-ensemble", {"env": "CartPole-v1", "algorithm": "dqn", "kind": "ensemble"}, members=members)
+    assert len(zoo_files(zoo_entry("tiny-ensemble"))) == 3
+    attacker = tmp_path / "attacker.zip"
+    attacker.write_bytes(b"director")
+    add_zoo_entry("tiny-attacker", {"env": "CartPole-v1", "kind": "attacker"}, files={"file": attacker},
+                  victim="cartpole-ppo")
+    entry = zoo_entry("tiny-attacker")
+    assert entry["victim"] == {"name": "cartpole-ppo", "sha256": zoo_entry("cartpole-ppo")["sha256"]}
+    assert len(zoo_files(entry)) == 1
+    with open(temp_zoo / "tiny-ensemble.member-1.zip", "ab") as f:
+        f.write(b"x")
+    with pytest.raises(UserError, match="tiny-ensemble.member-1.zip does not match its manifest sha256"):
+        zoo_files(zoo_entry("tiny-ensemble"))
+    manifest = json.loads((temp_zoo / "manifest.json").read_text())
+    manifest["cartpole-ppo"]["sha256"] = "0" * 64  # the victim was retrained
+    (temp_zoo / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(UserError, match="trained against cartpole-ppo with sha256"):
+        zoo_files(zoo_entry("tiny-attacker"))
+
+
+def test_zoo_lists_and_loads_from_a_built_wheel_installed_elsewhere(tmp_path):
+    wheels, target = tmp_path / "wheels", tmp_path / "site"
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", REPO, "--no-deps", "--no-build-isolation", "-q",
+                            "-w", str(wheels)], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    assert "Deprecat" not in build.stderr + build.stdout  # no deprecation warnings of our own
+    (wheel,) = wheels.glob("rlgauntlet-*.whl")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
+                   check=True, capture_output=True)
+    code = ("import rlgauntlet, rlgauntlet.zoo as z; from rlgauntlet.victims import load_victim; "
+            "print(rlgauntlet.__file__); print(sorted(z.load_manifest())); "
+            "print(load_victim('zoo:cartpole-ppo').act(__import__('numpy').zeros((1, 4), 'float32')))")
+    env = {k: v for k, v in os.environ.items() if k != "RLGAUNTLET_ZOO"}
+    env["PYTHONPATH"] = str(target)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    where, names, action = res.stdout.splitlines()
+    assert where.startswith(str(target)) and "cartpole-ppo" in names and action in ("[0]", "[1]")
