@@ -155,3 +155,20 @@ def test_unknown_physics_parameter_exits_2_before_running(tmp_path, cli_env):
                    "physics:param=mass,scale=2"], cli_env, cwd=tmp_path)
     assert res.returncode == 2 and "has no parameter 'mass'; known: gravity, masscart, masspole, length, force_mag" in res.stderr
     assert not (tmp_path / "rlgauntlet-results.sqlite").exists()
+
+
+def test_calibrate_stores_its_search_as_a_calibration_run(tmp_path, cli_env):
+    from rlgauntlet.experiments.store import ResultsStore
+
+    store = tmp_path / "cal.sqlite"
+    res = run_cli(["calibrate", "--agent", "zoo:cartpole-dqn", "--env", "CartPole-v1", "--threat", "random",
+                   "--target-impact", "0.5", "--episodes", "2", "--iterations", "2", "--n-envs", "2",
+                   "--store", str(store), "--out", str(tmp_path / "cal.json")], cli_env)
+    assert res.returncode == 0, res.stderr
+    result = json.loads((tmp_path / "cal.json").read_text())
+    results = ResultsStore(store)
+    (run_id, meta), = results.runs(kind="calibration")
+    metrics = results.metrics(run_id)
+    assert run_id == result["run_id"] and meta["threat"] == "random"
+    assert metrics["severity"]["value"] == result["severity"] and metrics["severity"]["unit"] == "eps"
+    assert len(results.runs(kind="evaluation")) == 2 + len(result["probes"])  # clean, argmin, one per probe

@@ -137,3 +137,40 @@ def test_lpips_from_user_weights(tmp_path):
         AlexLPIPS.from_file(tmp_path / "bad.pt")
     with pytest.raises(UserError, match="not found"):
         AlexLPIPS.from_file(tmp_path / "missing.pt")
+
+
+def test_visited_inputs_are_the_clean_agents_states_across_episodes():
+    """The engine collects what the clean agent sees, episode after episode (seeds s, s+1, ...)."""
+    import numpy as np
+
+    from rlgauntlet.envs import make_env
+    from rlgauntlet.experiments.spectrum import visited_inputs
+    from rlgauntlet.victims import load_victim
+
+    victim = load_victim("zoo:cartpole-dqn")
+    capped = lambda: __import__("gymnasium").wrappers.TimeLimit(make_env("CartPole-v1"), 20)  # noqa: E731
+    states = visited_inputs(victim, capped, 50, seed=3)
+    env, manual = capped(), []
+    for episode in range(3):
+        obs, _ = env.reset(seed=3 + episode)
+        done = False
+        while not done and len(manual) < 50:
+            manual.append(obs)
+            obs, _, term, trunc, _ = env.step(int(victim.act(obs[None])[0]))
+            done = term or trunc
+    assert states.shape == (50, 4)
+    np.testing.assert_array_equal(states.numpy(), np.array(manual, dtype=np.float64))
+
+
+def test_spectrum_cli_on_the_pong_agent(tmp_path, cli_env):
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "spec.png"
+    res = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "spectrum", "--agent", "zoo:pong-ppo", "--env",
+                          "PongNoFrameskip-v4", "--threat", "rotation:degrees=3", "--steps", "12", "--out", str(out)],
+                         capture_output=True, text=True, env=cli_env)
+    assert res.returncode == 0, res.stderr
+    report = json.loads(out.with_suffix(".json").read_text())
+    assert report["steps"] == 12 and report["env"] == "PongNoFrameskip-v4" and "rotation:degrees=3" in report["threats"]

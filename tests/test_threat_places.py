@@ -295,3 +295,17 @@ def test_natural_suite_gains_memory_action_and_physics_threats_where_they_apply(
         threat = parse_threat(s)
         threat.check_victim(load_victim(agent))
         threat.check_env(make_env(env_id), env_id)
+
+
+def test_new_threats_resume_in_the_store_without_loss_or_duplicates(tmp_path):
+    from rlgauntlet import evaluate
+
+    threats = ["physics:param=length,scale=5,p=0.5", "random_action:p=0.3", "frame_freeze:p=0.1,duration=3"]
+    store = tmp_path / "s.sqlite"
+    evaluate("zoo:cartpole-dqn", "CartPole-v1", threats, episodes=2, n_envs=2, store=store, impact=False)
+    resumed = evaluate("zoo:cartpole-dqn", "CartPole-v1", threats, episodes=5, n_envs=2, store=store, resume=True,
+                       impact=False)
+    fresh = evaluate("zoo:cartpole-dqn", "CartPole-v1", threats, episodes=5, n_envs=2, impact=False)
+    strip = lambda r: [(e["spec"], e["returns"], e["lengths"], e["e_adv"], e.get("world_episodes")) for e in r.evaluations]  # noqa: E731
+    assert strip(resumed) == strip(fresh)
+    assert [e["run_id"] for e in resumed.evaluations] == [1, 2, 3, 4]  # the first runs, continued

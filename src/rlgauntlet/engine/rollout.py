@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import asdict, dataclass
 from typing import Callable, Iterable
@@ -147,20 +148,21 @@ def evaluate_episodes(
             step (rows in slot order) before anything acts on them; returning True stops the
             run there, unfinished episodes left out (e.g. to collect visited states).
     """
-    queue = list(episodes)
-    if not queue:
+    queue = iter(episodes)  # consumed lazily: an endless count works (e.g. to collect states)
+    first = list(itertools.islice(queue, max(1, n_envs)))
+    if not first:
         return []
     if threat is not None:
         threat.check_victim(victim)
-    slots = [_Slot(env_fn()) for _ in range(max(1, min(n_envs, len(queue))))]
+    slots = [_Slot(env_fn()) for _ in first]
     done: list[EpisodeRecord] = []
     discrete = isinstance(victim.action_space, gym.spaces.Discrete)
     meter = perceptual or PerceptualMeter()
     try:
         if threat is not None:
             threat.check_env(slots[0].env, getattr(slots[0].env.spec, "id", "this env"))
-        for slot in slots:
-            slot.start(queue.pop(0), seed, threat)
+        for slot, episode in zip(slots, first):
+            slot.start(episode, seed, threat)
         while any(s.record is not None for s in slots):
             active = [s for s in slots if s.record is not None]
             actions = _batched_actions(active, victim, threat, deterministic, discrete, meter, action_change_every,
@@ -182,8 +184,9 @@ def evaluate_episodes(
                         done.append(slot.finish(threat))
                         if on_episode is not None:
                             on_episode(done[-1])
-                        if queue:
-                            slot.start(queue.pop(0), seed, threat)
+                        episode = next(queue, None)
+                        if episode is not None:
+                            slot.start(episode, seed, threat)
                         continue
                     obs, _ = slot.env.reset()  # life lost: the game goes on (SB3 EpisodicLifeEnv)
                 slot.obs = obs

@@ -7,6 +7,7 @@ the power spectra of the newest frame of each input.
 
 from __future__ import annotations
 
+import itertools
 from typing import Callable, Sequence
 
 import gymnasium as gym
@@ -27,7 +28,7 @@ def visited_inputs(victim: Victim, env_fn: Callable[[], gym.Env], steps: int, se
         xs.extend(x)
         return len(xs) >= steps
 
-    evaluate_episodes(env_fn, victim, None, range(1 << 30), seed, n_envs=1, on_inputs=collect)
+    evaluate_episodes(env_fn, victim, None, itertools.count(), seed, n_envs=1, on_inputs=collect)
     return torch.stack(xs[:steps])
 
 
