@@ -112,25 +112,76 @@ def load_torchscript(
     input_space: str | None = None,
     precision: str = "auto",
 ) -> TorchVictim:
-    """Load a TorchScript policy (``torch.jit.save``) as a victim of the given ``kind``.
+    """Load a TorchScript policy (``torch.jit.save`` of a traced or scripted module) as a victim.
 
     TorchScript files do not say what their input is: image observations are taken as
     pixel01 input; for vector observations the budget space is unknown (and budgets are
     refused) unless ``input_space`` says it.
+
+    Precision ``auto`` runs the module in float64 for vector inputs when it can (results
+    independent of ``--n-envs``); a module that cannot (a traced SB3 policy keeps SB3's
+    ``obs.float()`` cast) runs in its own parameters' dtype, and the choice is recorded in
+    the victim's description. Every module is tried on a dummy batch first, so a module that
+    does not fit the env's observations or actions is refused with a clear message.
     """
     from rlgauntlet.victims.sb3 import sha256_file
 
     path = Path(path)
     if not path.exists():
         raise UserError(f"agent file {path} not found; give the path of a file written by torch.jit.save")
-    try:
-        module = torch.jit.load(str(path), map_location=device)
-    except Exception as exc:  # noqa: BLE001
-        raise UserError(
-            f"cannot read {path} as TorchScript ({type(exc).__name__}); save the policy with torch.jit.save"
-        ) from None
+    if path.is_dir():
+        raise UserError(f"agent file {path} is a directory; give the file written by torch.jit.save")
+
+    def load() -> torch.jit.ScriptModule:
+        try:
+            return torch.jit.load(str(path), map_location=device)
+        except Exception as exc:  # noqa: BLE001
+            raise UserError(
+                f"cannot read {path} as TorchScript ({type(exc).__name__}); save the policy with torch.jit.save"
+            ) from None
+
     desc = {"source": "torchscript", "path": str(path), "kind": kind, "sha256": sha256_file(path)}
     is_image = isinstance(observation_space, gym.spaces.Box) and observation_space.dtype == np.uint8 and len(observation_space.shape) == 3
     space = input_space or ("pixel01" if is_image else None)
-    return TorchVictim(module, kind, observation_space, action_space, device=device, description=desc,
-                       budget_space=space, precision=precision)
+
+    def build(prec: str) -> TorchVictim:
+        victim = TorchVictim(load(), kind, observation_space, action_space, device=device,
+                             description=dict(desc), budget_space=space, precision=prec)
+        victim.description["precision"] = str(victim.dtype).removeprefix("torch.")
+        return victim
+
+    victim = build(precision)
+    failure = _dry_run(victim)
+    if failure is not None and precision == "auto" and victim.dtype == torch.float64:
+        native = next((p.dtype for p in load().parameters() if p.is_floating_point()), torch.float32)
+        victim = build("float64" if native == torch.float64 else "float32")
+        victim.description["precision_note"] = f"runs in {victim.description['precision']}: float64 failed ({failure})"
+        failure = _dry_run(victim)
+    elif failure is not None and precision == "float64" and _dry_run(build("float32")) is None:
+        raise UserError(f"{path} cannot run in float64 ({failure}); use --precision float32 (or auto)")
+    if failure is not None:
+        raise UserError(f"{path} does not run on this env's observations ({failure}); "
+                        f"give the env the policy was exported for, and the right --kind")
+    return victim
+
+
+def _dry_run(victim: TorchVictim) -> str | None:
+    """Run the victim on a dummy batch of 2 observations; None if it works, else why not."""
+    space = victim.observation_space
+    obs = np.zeros((2, *space.shape), dtype=space.dtype) if isinstance(space, gym.spaces.Box) else None
+    if obs is None:
+        return None
+    try:
+        with torch.no_grad():
+            out = victim.forward(victim.preprocess(obs))
+            actions = victim.actions(out)
+    except Exception as exc:  # noqa: BLE001 - any failure of a foreign module is reported, not raised
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+    space_a = victim.action_space
+    want = (2,) if isinstance(space_a, gym.spaces.Discrete) else (2, *space_a.shape)
+    scores = out.q if out.kind == "q" else out.logits
+    if scores is not None and tuple(scores.shape) != (2, space_a.n):
+        return f"it returns shape {tuple(scores.shape)[1:]} per observation, {space_a} needs ({space_a.n},)"
+    if tuple(actions.shape) != want:
+        return f"its actions have shape {tuple(actions.shape)[1:]} per observation, {space_a} needs {want[1:]}"
+    return None
