@@ -102,6 +102,7 @@ def evaluate(
     min_score: Optional[float] = typer.Option(None, help="fixed minimum score for the generalized impact (default: -21 Pong, 0 other Atari). Example: --min-score 0"),
     action_change_every: int = typer.Option(1, min=1, help="compare with the clean action on every k-th step only (saves a network call per perturbed step; the rate becomes an estimate). Example: --action-change-every 10"),
     lpips_weights: Optional[Path] = typer.Option(None, help="LPIPS (AlexNet) weights to add LPIPS to SSIM/PSNR for image agents; nothing is downloaded. Example: --lpips-weights lpips_alex.pt"),
+    threads: Optional[int] = typer.Option(None, min=1, help="torch CPU threads for the networks (default $RLGAUNTLET_THREADS or 1: safe on a busy machine; 2 may speed up image agents on an idle one). Example: --threads 2"),
 ) -> None:
     """Evaluate an agent clean and under every --threat; print a table, store episodes, write JSON.
 
@@ -119,7 +120,7 @@ def evaluate(
             precision=precision, deterministic=not stochastic, impact=impact, min_score=min_score,
             action_change_every=action_change_every, lpips_weights=lpips_weights,
             on_start=lambda label, total: tasks.__setitem__(label, progress.add_task(label, total=total)),
-            on_episode=lambda label, rec: progress.advance(tasks[label]),
+            on_episode=lambda label, rec: progress.advance(tasks[label]), threads=threads,
         )
         for task in tasks.values():
             progress.update(task, completed=episodes)
@@ -137,7 +138,7 @@ def train(
     run_dir: Optional[Path] = typer.Option(None, help="checkpoint folder (default runs/PRESET); resumed if it holds one. Example: --run-dir runs/pong"),
     device: str = typer.Option("cpu", help="torch device for training. Example: --device cuda"),
     steps: Optional[int] = typer.Option(None, help="override the preset's training budget (agent steps). Example: --steps 200000"),
-    threads: int = typer.Option(1, help="torch CPU threads. Example: --threads 2"),
+    threads: int = typer.Option(1, min=1, help="torch CPU threads (1 is safe on a busy machine). Example: --threads 2"),
     stop_at_target: bool = typer.Option(True, help="stop when recent training episodes beat the target return. Example: --no-stop-at-target"),
     register: bool = typer.Option(True, help="copy the result into zoo/ and write its manifest entry (20-episode clean return). Example: --no-register"),
     seed: Optional[int] = typer.Option(None, help="override the preset's seed. Example: --seed 3"),
@@ -204,6 +205,7 @@ def spectrum(
     device: str = typer.Option("cpu", help="torch device. Example: --device cuda"),
     kind: Optional[str] = typer.Option(None, help="TorchScript output kind. Example: --kind q"),
     vecnormalize: Optional[Path] = typer.Option(None, help="SB3 VecNormalize statistics. Example: --vecnormalize vn.pkl"),
+    threads: Optional[int] = typer.Option(None, min=1, help="torch CPU threads for the networks (default $RLGAUNTLET_THREADS or 1: safe on a busy machine; 2 may speed up image agents on an idle one). Example: --threads 2"),
 ) -> None:
     """Power spectrum of clean vs perturbed observations and the energy change per frequency band.
 
@@ -211,6 +213,7 @@ def spectrum(
 
     Example: rlgauntlet spectrum --agent zoo:pong-ppo --env PongNoFrameskip-v4 --threat rotation:degrees=3 --threat jpeg:quality=10
     """
+    from rlgauntlet.common.threads import thread_policy
     from rlgauntlet.envs import make_env
     from rlgauntlet.experiments.spectrum import analyse_spectrum
     from rlgauntlet.metrics.spectrum import plot_spectrum
@@ -218,7 +221,8 @@ def spectrum(
 
     threats = [parse_threat(s) for s in threat]
     victim, env_preset = _load_for_env(agent, env, preset, device, kind, vecnormalize)
-    report = analyse_spectrum(victim, lambda: make_env(env, env_preset), threats, steps, seed)
+    with thread_policy(threads):
+        report = analyse_spectrum(victim, lambda: make_env(env, env_preset), threats, steps, seed)
     report["env"] = env
     out.parent.mkdir(parents=True, exist_ok=True)
     plot_spectrum(report, out)
@@ -252,6 +256,7 @@ def calibrate(
     device: str = typer.Option("cpu", help="torch device. Example: --device cuda"),
     kind: Optional[str] = typer.Option(None, help="TorchScript output kind. Example: --kind q"),
     vecnormalize: Optional[Path] = typer.Option(None, help="SB3 VecNormalize statistics. Example: --vecnormalize vn.pkl"),
+    threads: Optional[int] = typer.Option(None, min=1, help="torch CPU threads for the networks (default $RLGAUNTLET_THREADS or 1: safe on a busy machine; 2 may speed up image agents on an idle one). Example: --threads 2"),
 ) -> None:
     """Find the smallest severity of a threat that reaches a target impact.
 
@@ -259,17 +264,19 @@ def calibrate(
 
     Example: rlgauntlet calibrate --agent zoo:pong-ppo --env PongNoFrameskip-v4 --threat rotation --target-impact 0.9
     """
+    from rlgauntlet.common.threads import thread_policy
     from rlgauntlet.experiments.calibrate import calibrate_agent, search_space
 
     if not 0 < target_impact <= 1:
         raise UserError(f"--target-impact {target_impact} must be in (0, 1]")
     name = threat.partition(":")[0]
     space = search_space(threat, param, low, high)
-    result = calibrate_agent(
-        agent, env, threat, target_impact, store, space, iterations, episodes, seed, n_envs, preset, device, kind,
-        vecnormalize,
-        on_probe=lambda s: console.print(f"  {s['spec']}: return {s['return_mean']:.4g} ± {s['return_sem']:.2g}"),
-    )
+    with thread_policy(threads):
+        result = calibrate_agent(
+            agent, env, threat, target_impact, store, space, iterations, episodes, seed, n_envs, preset, device, kind,
+            vecnormalize,
+            on_probe=lambda s: console.print(f"  {s['spec']}: return {s['return_mean']:.4g} ± {s['return_sem']:.2g}"),
+        )
     table = Table(title=f"{name}: impact per probe (target {target_impact})")
     for col in ("value", "return", "impact", "± 95%"):
         table.add_column(col, justify="right")

@@ -233,6 +233,7 @@ def evaluate(
     lpips_weights: str | Path | None = None,
     on_start: Callable[[str, int], None] | None = None,
     on_episode: Callable[[str, EpisodeRecord], None] | None = None,
+    threads: int | None = None,
 ) -> Report:
     """Evaluate an agent clean and under every threat; the library form of ``rlgauntlet evaluate``.
 
@@ -248,7 +249,24 @@ def evaluate(
         resume: continue the latest matching runs in the store.
         impact: add impact (argmin agent, discrete agents) and generalized impact.
         on_start, on_episode: progress callbacks, with the evaluation's label.
+        threads: torch intra-op threads while it runs (default: ``$RLGAUNTLET_THREADS`` or 1;
+            see ``rlgauntlet.common.threads``); the caller's setting is restored afterwards.
     """
+    from rlgauntlet.common.threads import thread_policy
+
+    with thread_policy(threads):
+        return _evaluate(
+            agent, env, threats, suite, eps, episodes, seed, n_envs, store, eps_grid=eps_grid, resume=resume,
+            preset=preset, device=device, kind=kind, vecnormalize=vecnormalize, input_space=input_space,
+            precision=precision, deterministic=deterministic, impact=impact, min_score=min_score,
+            action_change_every=action_change_every, lpips_weights=lpips_weights, on_start=on_start,
+            on_episode=on_episode)
+
+
+def _evaluate(agent, env, threats, suite, eps, episodes, seed, n_envs, store, *, eps_grid, resume, preset, device,
+              kind, vecnormalize, input_space, precision, deterministic, impact, min_score, action_change_every,
+              lpips_weights, on_start, on_episode) -> Report:
+    """:func:`evaluate` under the thread policy."""
     from rlgauntlet.envs import make_env
     from rlgauntlet.experiments.agents import load_for_env
     from rlgauntlet.metrics.perceptual import AlexLPIPS, PerceptualMeter

@@ -250,6 +250,16 @@ def _extractor_chain(extractor: nn.Module) -> nn.Module:
     raise NotImplementedError(f"no layer chain for features extractor {type(extractor).__name__}")
 
 
+class _NoOptimizer:
+    """Stands in for the optimizer an SB3 policy builds; evaluation never steps it."""
+
+    def __init__(self, params, lr: float = 0.0, **kwargs) -> None:
+        self.param_groups: list = []
+
+    def state_dict(self) -> dict:
+        return {}
+
+
 def load_sb3(
     path: str | Path,
     algorithm: str | None = None,
@@ -284,7 +294,9 @@ def load_sb3(
         raise UserError(f"{path} holds no SB3 policy; give a .zip written by SB3's model.save")
     algo = (algorithm or _infer_algorithm(data)).lower()
     policy_class = data["policy_class"]
-    kwargs = dict(data.get("policy_kwargs") or {})
+    # a victim never trains: a no-op optimizer spares building Adam, whose first construction
+    # imports torch's compiler stack (about 1.4 s of every command's start-up)
+    kwargs = {**dict(data.get("policy_kwargs") or {}), "optimizer_class": _NoOptimizer, "optimizer_kwargs": {}}
     try:
         policy = policy_class(data["observation_space"], data["action_space"], lambda _: 0.0, **kwargs)
         policy.load_state_dict(params["policy"])
