@@ -70,11 +70,12 @@ def print_table(report: dict) -> None:
 
 
 def _load_for_env(agent: str, env: str, preset: Optional[str], device: str, kind: Optional[str],
-                  vecnormalize: Optional[Path], input_space: Optional[str] = None, precision: str = "auto"):
+                  vecnormalize: Optional[Path], input_space: Optional[str] = None, precision: str = "auto",
+                  allow_pickle: bool = False):
     """Load the agent, check it fits the env with its preset: (victim, preset name)."""
     from rlgauntlet.experiments.agents import load_for_env
 
-    return load_for_env(agent, env, preset, device, kind, vecnormalize, input_space, precision)
+    return load_for_env(agent, env, preset, device, kind, vecnormalize, input_space, precision, allow_pickle)
 
 
 @app.command()
@@ -103,6 +104,7 @@ def evaluate(
     action_change_every: int = typer.Option(1, min=1, help="compare with the clean action on every k-th step only (saves a network call per perturbed step; the rate becomes an estimate). Example: --action-change-every 10"),
     lpips_weights: Optional[Path] = typer.Option(None, help="LPIPS (AlexNet) weights to add LPIPS to SSIM/PSNR for image agents; nothing is downloaded. Example: --lpips-weights lpips_alex.pt"),
     threads: Optional[int] = typer.Option(None, min=1, help="torch CPU threads for the networks (default $RLGAUNTLET_THREADS or 1: safe on a busy machine; 2 may speed up image agents on an idle one). Example: --threads 2"),
+    allow_pickle: bool = typer.Option(False, "--allow-pickle", help="unpickle the SB3 agent file as SB3 does: runs code stored in it, so only for files you trust (needed for custom policy classes or activation functions). Example: --allow-pickle"),
 ) -> None:
     """Evaluate an agent clean and under every --threat; print a table, store episodes, write JSON.
 
@@ -120,7 +122,7 @@ def evaluate(
             precision=precision, deterministic=not stochastic, impact=impact, min_score=min_score,
             action_change_every=action_change_every, lpips_weights=lpips_weights,
             on_start=lambda label, total: tasks.__setitem__(label, progress.add_task(label, total=total)),
-            on_episode=lambda label, rec: progress.advance(tasks[label]), threads=threads,
+            on_episode=lambda label, rec: progress.advance(tasks[label]), threads=threads, allow_pickle=allow_pickle,
         )
         for task in tasks.values():
             progress.update(task, completed=episodes)
@@ -206,6 +208,7 @@ def spectrum(
     kind: Optional[str] = typer.Option(None, help="TorchScript output kind. Example: --kind q"),
     vecnormalize: Optional[Path] = typer.Option(None, help="SB3 VecNormalize statistics. Example: --vecnormalize vn.pkl"),
     threads: Optional[int] = typer.Option(None, min=1, help="torch CPU threads for the networks (default $RLGAUNTLET_THREADS or 1: safe on a busy machine; 2 may speed up image agents on an idle one). Example: --threads 2"),
+    allow_pickle: bool = typer.Option(False, "--allow-pickle", help="unpickle the SB3 agent file as SB3 does: runs code stored in it, so only for files you trust (needed for custom policy classes or activation functions). Example: --allow-pickle"),
 ) -> None:
     """Power spectrum of clean vs perturbed observations and the energy change per frequency band.
 
@@ -220,7 +223,7 @@ def spectrum(
     from rlgauntlet.threats import parse_threat
 
     threats = [parse_threat(s) for s in threat]
-    victim, env_preset = _load_for_env(agent, env, preset, device, kind, vecnormalize)
+    victim, env_preset = _load_for_env(agent, env, preset, device, kind, vecnormalize, allow_pickle=allow_pickle)
     with thread_policy(threads):
         report = analyse_spectrum(victim, lambda: make_env(env, env_preset), threats, steps, seed)
     report["env"] = env
@@ -257,6 +260,7 @@ def calibrate(
     kind: Optional[str] = typer.Option(None, help="TorchScript output kind. Example: --kind q"),
     vecnormalize: Optional[Path] = typer.Option(None, help="SB3 VecNormalize statistics. Example: --vecnormalize vn.pkl"),
     threads: Optional[int] = typer.Option(None, min=1, help="torch CPU threads for the networks (default $RLGAUNTLET_THREADS or 1: safe on a busy machine; 2 may speed up image agents on an idle one). Example: --threads 2"),
+    allow_pickle: bool = typer.Option(False, "--allow-pickle", help="unpickle the SB3 agent file as SB3 does: runs code stored in it, so only for files you trust (needed for custom policy classes or activation functions). Example: --allow-pickle"),
 ) -> None:
     """Find the smallest severity of a threat that reaches a target impact.
 
@@ -274,7 +278,7 @@ def calibrate(
     with thread_policy(threads):
         result = calibrate_agent(
             agent, env, threat, target_impact, store, space, iterations, episodes, seed, n_envs, preset, device, kind,
-            vecnormalize,
+            vecnormalize, allow_pickle=allow_pickle,
             on_probe=lambda s: console.print(f"  {s['spec']}: return {s['return_mean']:.4g} ± {s['return_sem']:.2g}"),
         )
     table = Table(title=f"{name}: impact per probe (target {target_impact})")

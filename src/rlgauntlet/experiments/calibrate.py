@@ -173,7 +173,7 @@ def calibrate_agent(
     agent, env: str, threat: str, target_impact: float, store: str | Path = ":memory:",
     space: SearchSpace | None = None, iterations: int = 8, episodes: int = 10, seed: int = 0, n_envs: int = 4,
     preset: str | None = None, device: str = "cpu", kind: str | None = None, vecnormalize=None,
-    on_probe: Callable[[dict], None] | None = None,
+    on_probe: Callable[[dict], None] | None = None, allow_pickle: bool = False,
 ) -> dict:
     """Calibrate ``threat`` against an agent: clean and argmin-agent evaluations set the impact
     scale, then :func:`calibrate` bisects; every probe is a stored evaluation (reused by a
@@ -189,7 +189,7 @@ def calibrate_agent(
     if not 0 < target_impact <= 1:
         raise UserError(f"--target-impact {target_impact} must be in (0, 1]")
     space = space or search_space(threat)
-    victim, env_preset = load_for_env(agent, env, preset, device, kind, vecnormalize)
+    victim, env_preset = load_for_env(agent, env, preset, device, kind, vecnormalize, allow_pickle=allow_pickle)
     results = ResultsStore(store)
     env_info = {"id": env, "preset": env_preset}
     env_fn = lambda: make_env(env, env_preset)  # noqa: E731

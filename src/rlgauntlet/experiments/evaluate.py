@@ -234,6 +234,7 @@ def evaluate(
     on_start: Callable[[str, int], None] | None = None,
     on_episode: Callable[[str, EpisodeRecord], None] | None = None,
     threads: int | None = None,
+    allow_pickle: bool = False,
 ) -> Report:
     """Evaluate an agent clean and under every threat; the library form of ``rlgauntlet evaluate``.
 
@@ -249,6 +250,8 @@ def evaluate(
         resume: continue the latest matching runs in the store.
         impact: add impact (argmin agent, discrete agents) and generalized impact.
         on_start, on_episode: progress callbacks, with the evaluation's label.
+        allow_pickle: unpickle an SB3 agent file as SB3 does (runs code stored in it; default:
+            read it as data).
         threads: torch intra-op threads while it runs (default: ``$RLGAUNTLET_THREADS`` or 1;
             see ``rlgauntlet.common.threads``); the caller's setting is restored afterwards.
     """
@@ -260,12 +263,12 @@ def evaluate(
             preset=preset, device=device, kind=kind, vecnormalize=vecnormalize, input_space=input_space,
             precision=precision, deterministic=deterministic, impact=impact, min_score=min_score,
             action_change_every=action_change_every, lpips_weights=lpips_weights, on_start=on_start,
-            on_episode=on_episode)
+            on_episode=on_episode, allow_pickle=allow_pickle)
 
 
 def _evaluate(agent, env, threats, suite, eps, episodes, seed, n_envs, store, *, eps_grid, resume, preset, device,
               kind, vecnormalize, input_space, precision, deterministic, impact, min_score, action_change_every,
-              lpips_weights, on_start, on_episode) -> Report:
+              lpips_weights, on_start, on_episode, allow_pickle) -> Report:
     """:func:`evaluate` under the thread policy."""
     from rlgauntlet.envs import make_env
     from rlgauntlet.experiments.agents import load_for_env
@@ -284,7 +287,8 @@ def _evaluate(agent, env, threats, suite, eps, episodes, seed, n_envs, store, *,
         parse_threat(s)  # fail on a bad spec before loading anything
     if eps is not None and not suites:
         raise UserError("--eps is the budget of --suite; give it inside the spec instead (e.g. pgd:eps=1/255)")
-    victim, env_preset = load_for_env(agent, env, preset, device, kind, vecnormalize, input_space, precision)
+    victim, env_preset = load_for_env(agent, env, preset, device, kind, vecnormalize, input_space, precision,
+                                      allow_pickle)
     specs = threat_specs(victim, threats, suites, eps, eps_grid, env)
     plan = [parse_threat(s) for s in specs]
     probe = make_env(env, env_preset)

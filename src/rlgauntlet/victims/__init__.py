@@ -25,11 +25,13 @@ def load_victim(
     vecnormalize: str | Path | None = None,
     input_space: str | None = None,
     precision: str = "auto",
+    allow_pickle: bool = False,
 ) -> Victim:
     """Load a victim from an agent spec (``zoo:NAME``, ``sb3:PATH.zip[:ALGO]``, ``torchscript:PATH``).
 
     TorchScript agents need ``kind`` and the env spaces (they do not store them), and
-    ``input_space`` (pixel01, normalized, raw) when their input is not an image.
+    ``input_space`` (pixel01, normalized, raw) when their input is not an image. SB3 files are
+    read as data; ``allow_pickle`` unpickles them as SB3 does (it runs code stored in the file).
     """
     if input_space is not None and input_space not in ("pixel01", "normalized", "raw"):
         raise UserError(f"unknown input space {input_space!r}; choose pixel01, normalized or raw")
@@ -39,6 +41,8 @@ def load_victim(
     if source == "zoo":
         from rlgauntlet.zoo import zoo_entry, zoo_file
 
+        if vecnormalize is not None:
+            raise UserError("zoo agents carry their own VecNormalize statistics; drop --vecnormalize")
         entry = zoo_entry(rest)
         vn = zoo_file(entry, "vecnormalize") if "vecnormalize" in entry else None
         victim = load_sb3(zoo_file(entry), entry["algorithm"], device=device, vecnormalize=vn, precision=precision)
@@ -51,7 +55,8 @@ def load_victim(
         head, _, tail = rest.rpartition(":")
         if head and tail.lower() in SB3_ALGORITHMS:
             path, algo = head, tail
-        return load_sb3(path, algo, device=device, vecnormalize=vecnormalize, precision=precision)
+        return load_sb3(path, algo, device=device, vecnormalize=vecnormalize, precision=precision,
+                        allow_pickle=allow_pickle)
     if source == "torchscript":
         if kind is None:
             raise UserError(f"a TorchScript agent needs --kind ({', '.join(KINDS)}): what its output means")

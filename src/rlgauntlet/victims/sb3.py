@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import pickle
 import zipfile
 from pathlib import Path
 
@@ -39,8 +38,12 @@ def sha256_file(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def _infer_algorithm(data: dict) -> str:
-    module = data["policy_class"].__module__
+#: algorithms whose policies are the same classes (A2C and PPO, TD3 and DDPG) form a family
+_FAMILY = {"ppo": "ac", "a2c": "ac", "dqn": "dqn", "sac": "sac", "td3": "td3", "ddpg": "td3"}
+
+
+def _infer_algorithm(module: str, data: dict) -> str:
+    """The algorithm behind a policy class's module and the saved hyperparameters."""
     if ".dqn." in module:
         return "dqn"
     if ".sac." in module:
@@ -57,11 +60,14 @@ class VecNormalizeStats:
     ``VecNormalize`` with :meth:`live` (the statistics it has at each call).
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, allow_pickle: bool = False) -> None:
+        from rlgauntlet.victims.sb3_files import load_data_pickle
+
         try:
-            with open(path, "rb") as f:
-                self._source = pickle.load(f)
+            self._source = load_data_pickle(Path(path), allow_pickle)
             self.mean, self.var, self.clip, self.epsilon, self.enabled  # noqa: B018 - validate the file now
+        except UserError:
+            raise
         except FileNotFoundError:
             raise UserError(f"VecNormalize file {path} not found; pass the vecnormalize.pkl saved with the agent") from None
         except Exception as exc:  # noqa: BLE001 - any unpickling failure is a bad file
@@ -266,8 +272,9 @@ def load_sb3(
     device: str = "cpu",
     vecnormalize: str | Path | None = None,
     precision: str = "auto",
+    allow_pickle: bool = False,
 ) -> SB3Victim:
-    """Load an SB3 ``.zip`` as a victim.
+    """Load an SB3 ``.zip`` as a victim, reading it as data (see ``victims.sb3_files``).
 
     Args:
         path: the ``.zip`` written by ``model.save``.
@@ -275,37 +282,56 @@ def load_sb3(
         device: torch device.
         vecnormalize: SB3 ``VecNormalize`` statistics file, when the agent was trained with one.
         precision: ``auto`` (float64 for vector inputs, float32 for images), ``float32`` or ``float64``.
+        allow_pickle: unpickle the zip's Python objects as SB3 does (needed for custom policy
+            classes or activation functions); this runs code stored in the file.
     """
-    from stable_baselines3.common.save_util import load_from_zip_file
+    from rlgauntlet.victims import sb3_files
 
     path = Path(path)
     if not path.exists():
         raise UserError(f"agent file {path} not found; give the path of an SB3 .zip saved with model.save")
+    if path.is_dir():
+        raise UserError(f"agent file {path} is a directory; give the .zip written by SB3's model.save")
     if algorithm is not None and algorithm.lower() not in SB3_ALGORITHMS:
         raise UserError(f"unknown SB3 algorithm {algorithm!r}; choose one of: {', '.join(SB3_ALGORITHMS)}")
-    try:
-        data, params, _ = load_from_zip_file(path, device=device, print_system_info=False)
-    except (zipfile.BadZipFile, KeyError, ValueError, json.JSONDecodeError, RuntimeError) as exc:
-        raise UserError(
-            f"cannot read {path} as a Stable-Baselines3 model ({type(exc).__name__}); "
-            "give a .zip written by SB3's model.save"
-        ) from None
-    if data is None or "policy_class" not in data or params is None or "policy" not in params:
-        raise UserError(f"{path} holds no SB3 policy; give a .zip written by SB3's model.save")
-    algo = (algorithm or _infer_algorithm(data)).lower()
-    policy_class = data["policy_class"]
+    if allow_pickle:
+        from stable_baselines3.common.save_util import load_from_zip_file
+
+        try:
+            data, params, _ = load_from_zip_file(path, device=device, print_system_info=False)
+        except (zipfile.BadZipFile, KeyError, ValueError, json.JSONDecodeError, RuntimeError) as exc:
+            raise UserError(f"cannot read {path} as a Stable-Baselines3 model ({type(exc).__name__}); "
+                            "give a .zip written by SB3's model.save") from None
+        if data is None or "policy_class" not in data or params is None or "policy" not in params:
+            raise UserError(f"{path} holds no SB3 policy; give a .zip written by SB3's model.save")
+        policy_class, state = data["policy_class"], params["policy"]
+        obs_space, act_space, kwargs = data["observation_space"], data["action_space"], dict(data.get("policy_kwargs") or {})
+        module = policy_class.__module__
+    else:
+        data, state = sb3_files.read_sb3_zip(path)
+        policy_class = sb3_files.policy_class(data["policy_class"], path)
+        obs_space = sb3_files.space(data.get("observation_space"), "observation space", path)
+        act_space = sb3_files.space(data.get("action_space"), "action space", path)
+        kwargs = sb3_files.policy_kwargs(data.get("policy_kwargs"), path)
+        module = policy_class.__module__
+    inferred = _infer_algorithm(module, data)
+    algo = (algorithm or inferred).lower()
+    if _FAMILY[algo] != _FAMILY[inferred]:
+        raise UserError(f"{path} holds a {inferred.upper()} policy, not {algo.upper()}; drop the :{algorithm} suffix")
+    if data.get("use_sde"):
+        raise UserError("gSDE policies (use_sde=True) are not supported; retrain with use_sde=False")
     # a victim never trains: a no-op optimizer spares building Adam, whose first construction
     # imports torch's compiler stack (about 1.4 s of every command's start-up)
-    kwargs = {**dict(data.get("policy_kwargs") or {}), "optimizer_class": _NoOptimizer, "optimizer_kwargs": {}}
+    kwargs = {**kwargs, "optimizer_class": _NoOptimizer, "optimizer_kwargs": {}}
     try:
-        policy = policy_class(data["observation_space"], data["action_space"], lambda _: 0.0, **kwargs)
-        policy.load_state_dict(params["policy"])
+        policy = policy_class(obs_space, act_space, lambda _: 0.0, **kwargs)
+        policy.load_state_dict(state)
     except Exception as exc:  # noqa: BLE001
         raise UserError(
             f"cannot rebuild the policy stored in {path} ({type(exc).__name__}: {exc}); "
             "is it an SB3 model with one of SB3's own policies?"
         ) from None
-    stats = VecNormalizeStats(vecnormalize) if vecnormalize is not None else None
+    stats = VecNormalizeStats(vecnormalize, allow_pickle) if vecnormalize is not None else None
     description = {
         "source": "sb3",
         "path": str(path),

@@ -1,0 +1,196 @@
+"""Reading Stable-Baselines3 files as data, without running code stored in them.
+
+An SB3 ``.zip`` holds a JSON ``data`` file whose non-JSON fields are cloudpickled (with a
+readable summary beside each), the policy weights (``policy.pth``, a torch state dict) and
+optimizer state. Unpickling any field runs whatever code its author put there. By default
+we read only what is plain data:
+
+* the policy class from the readable ``__module__`` and ``__init__`` of the ``policy_class``
+  field, accepted only when it is one of SB3's own policy classes (:data:`SB3_POLICIES`);
+* the observation and action spaces from their readable fields (class, dtype, shape, bounds);
+* ``policy_kwargs`` when they are plain JSON (``net_arch``, ``normalize_images``, ...);
+* the weights with ``torch.load(weights_only=True)``.
+
+A VecNormalize ``.pkl`` is read with an unpickler that knows only NumPy arrays and puts
+inert stand-ins where SB3's classes were, so its statistics come back and no code runs.
+Anything else (a custom policy class, an activation function in ``policy_kwargs``) needs
+``allow_pickle=True`` (``--allow-pickle``), which trusts the file's author.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import pickle
+import re
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlgauntlet.errors import UserError
+
+#: SB3's own policy classes: (module, class name) as the zip's readable fields give them
+SB3_POLICIES = {
+    ("stable_baselines3.common.policies", "ActorCriticPolicy"),
+    ("stable_baselines3.common.policies", "ActorCriticCnnPolicy"),
+    ("stable_baselines3.dqn.policies", "DQNPolicy"),
+    ("stable_baselines3.dqn.policies", "CnnPolicy"),
+    ("stable_baselines3.sac.policies", "SACPolicy"),
+    ("stable_baselines3.sac.policies", "CnnPolicy"),
+    ("stable_baselines3.td3.policies", "TD3Policy"),
+    ("stable_baselines3.td3.policies", "CnnPolicy"),
+}
+PICKLE_HINT = ("loading it would unpickle code stored in the file, which runs with your permissions; "
+               "only if you trust its author, add --allow-pickle")
+
+
+def read_sb3_zip(path: Path) -> tuple[dict, dict[str, torch.Tensor]]:
+    """The zip's ``data`` (JSON, nothing unpickled) and its policy state dict (weights only)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            data = json.loads(archive.read("data").decode())
+            weights = io.BytesIO(archive.read("policy.pth"))
+    except (zipfile.BadZipFile, KeyError, ValueError, OSError) as exc:
+        raise UserError(f"cannot read {path} as a Stable-Baselines3 model ({type(exc).__name__}); "
+                        "give a .zip written by SB3's model.save") from None
+    try:
+        state = torch.load(weights, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - weights_only refuses anything but tensors and containers
+        raise UserError(f"{path}: its policy weights are not a plain state dict ({type(exc).__name__}); "
+                        + PICKLE_HINT) from None
+    if not isinstance(data, dict) or "policy_class" not in data:
+        raise UserError(f"{path} holds no SB3 policy; give a .zip written by SB3's model.save")
+    return data, state
+
+
+def policy_class(field: Any, path: Path) -> type:
+    """SB3's policy class named by the readable summary of the ``policy_class`` field."""
+    if not isinstance(field, dict):
+        raise UserError(f"{path}: unreadable policy class; " + PICKLE_HINT)
+    module = field.get("__module__")
+    match = re.match(r"<function (\w+)\.__init__", str(field.get("__init__", "")))
+    key = (module, match.group(1) if match else None)
+    if key not in SB3_POLICIES:
+        raise UserError(f"{path}: its policy class {key[0]}.{key[1]} is not one of Stable-Baselines3's own; "
+                        + PICKLE_HINT)
+    import importlib
+
+    return getattr(importlib.import_module(module), key[1])
+
+
+def _numbers(text: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """An array from NumPy's printed form (``[-4.8 -inf 0.41887903 -inf]``); a summarised one
+    (with ``...``) cannot be read."""
+    if "..." in text:
+        raise ValueError(text)
+    values = np.array([float(t) for t in text.replace("[", " ").replace("]", " ").split()], dtype=np.float64)
+    return values.reshape(shape).astype(dtype)
+
+
+def space(field: Any, what: str, path: Path) -> gym.Space:
+    """A Box or Discrete space rebuilt from the readable summary SB3 stores beside the pickle."""
+    if not isinstance(field, dict):
+        raise UserError(f"{path}: unreadable {what}; " + PICKLE_HINT)
+    kind = str(field.get(":type:", ""))
+    try:
+        if kind.endswith("discrete.Discrete'>"):
+            return gym.spaces.Discrete(int(field["n"]), start=int(field.get("start", 0)))  # n, start: JSON numbers
+        if kind.endswith("box.Box'>"):
+            dtype = np.dtype(field["dtype"])
+            shape = tuple(int(n) for n in field["_shape"])
+            if dtype == np.uint8 and len(shape) == 3:  # an image: SB3 only treats [0, 255] frames as images
+                return gym.spaces.Box(0, 255, shape, np.uint8)
+            return gym.spaces.Box(_numbers(field["low"], shape, dtype), _numbers(field["high"], shape, dtype),
+                                  shape, dtype)
+    except (KeyError, ValueError, TypeError):
+        pass
+    raise UserError(f"{path}: the {what} ({kind or 'unknown'}) cannot be read without unpickling; " + PICKLE_HINT)
+
+
+#: classes ``policy_kwargs`` may name, by reference: torch's activations and SB3's feature
+#: extractors (constructing them runs only their own, known code)
+_KWARGS_CLASSES = {
+    **{("torch.nn.modules.activation", n): n for n in ("ReLU", "Tanh", "ELU", "LeakyReLU", "GELU", "SiLU", "Sigmoid",
+                                                         "Softplus", "Mish", "Hardtanh", "SELU", "CELU")},
+    **{("stable_baselines3.common.torch_layers", n): n for n in ("FlattenExtractor", "NatureCNN", "CombinedExtractor")},
+}
+
+
+class _KwargsUnpickler(pickle.Unpickler):
+    """``policy_kwargs``: plain containers and numbers, the classes of :data:`_KWARGS_CLASSES`,
+    and optimizer classes as inert placeholders (a victim never builds its optimizer)."""
+
+    def find_class(self, module: str, name: str):
+        import importlib
+
+        if (module, name) in _KWARGS_CLASSES:
+            return getattr(importlib.import_module(module), name)
+        if module.startswith("torch.optim."):
+            return _Inert
+        raise pickle.UnpicklingError(f"{module}.{name}")
+
+
+def policy_kwargs(field: Any, path: Path) -> dict:
+    """``policy_kwargs``: plain JSON, or a pickle that names only allowed classes (SB3's A2C
+    stores its RMSprop optimizer there by default)."""
+    if field is None:
+        return {}
+    if isinstance(field, dict) and ":serialized:" not in field:
+        return dict(field)
+    try:
+        import base64
+
+        kwargs = _KwargsUnpickler(io.BytesIO(base64.b64decode(field[":serialized:"]))).load()
+    except (pickle.UnpicklingError, KeyError, TypeError, ValueError, EOFError) as exc:
+        raise UserError(f"{path}: its policy_kwargs refer to {exc}, which is not an SB3 or torch building block; "
+                        + PICKLE_HINT) from None
+    if not isinstance(kwargs, dict):
+        raise UserError(f"{path}: its policy_kwargs are not a dict; " + PICKLE_HINT)
+    return {k: v for k, v in kwargs.items() if k not in ("optimizer_class", "optimizer_kwargs")}
+
+
+class _Inert:
+    """Stands in for a pickled object: keeps its state as attributes, runs no code of its own."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __setstate__(self, state: Any) -> None:
+        if isinstance(state, dict):
+            self.__dict__.update(state)
+
+
+#: NumPy's array and scalar reconstruction: plain data
+_NUMPY = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+          ("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "scalar"),
+          ("numpy._core.multiarray", "scalar")}
+#: what a VecNormalize pickle references besides NumPy: SB3's and Gymnasium's classes, NumPy's RNG
+_INERT_MODULES = ("stable_baselines3.common.vec_env.vec_normalize", "stable_baselines3.common.running_mean_std",
+                  "gymnasium.spaces.", "numpy.random.")
+
+
+class _DataUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str):
+        if (module, name) in _NUMPY:
+            import importlib
+
+            return getattr(importlib.import_module(module), name)
+        if module.startswith(_INERT_MODULES):
+            return _Inert
+        raise pickle.UnpicklingError(f"{module}.{name}")
+
+
+def load_data_pickle(path: Path, allow_pickle: bool = False) -> Any:
+    """Unpickle ``path`` (a VecNormalize file) with :class:`_DataUnpickler`, or plainly when
+    ``allow_pickle``. A pickle that needs anything else is a :class:`UserError`."""
+    with open(path, "rb") as f:
+        if allow_pickle:
+            return pickle.load(f)
+        try:
+            return _DataUnpickler(f).load()
+        except pickle.UnpicklingError as exc:
+            raise UserError(f"{path} refers to {exc}, which is not plain data; " + PICKLE_HINT) from None
