@@ -84,7 +84,7 @@ def evaluate(
     env: str = typer.Option(..., help="Gymnasium id; the preset follows from it. Example: --env PongNoFrameskip-v4"),
     threat: List[str] = typer.Option([], help="threat spec, repeatable. Example: --threat uniform_noise:eps=1/255,p=0.5"),
     episodes: int = typer.Option(10, min=1, help="episodes per evaluation; episode k uses seed SEED+k. Example: --episodes 20"),
-    seed: int = typer.Option(0, help="evaluation seed. Example: --seed 100"),
+    seed: int = typer.Option(0, min=0, help="evaluation seed. Example: --seed 100"),
     n_envs: int = typer.Option(4, "--n-envs", min=1, help="envs stepped side by side (results do not depend on it). Example: --n-envs 8"),
     device: str = typer.Option("cpu", help="torch device: cpu or cuda. Example: --device cuda"),
     out: Optional[Path] = typer.Option(None, help="write the JSON report here. Example: --out results/pong.json"),
@@ -112,7 +112,10 @@ def evaluate(
     """
     from rlgauntlet.experiments.evaluate import evaluate as run
 
+    _check_writable(out)
     store_path = store or ((out.parent if out else Path(".")) / DEFAULT_STORE_NAME)
+    _KEPT["note"] = (f"finished episodes are kept in {store_path}; run the same command with --resume to run "
+                     "only the missing ones")
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=False) as progress:
         tasks: dict = {}
@@ -162,6 +165,8 @@ def train(
         raise UserError(f"an agent trained with {' '.join(changed)} is not the preset's zoo agent; "
                         "give --zoo-name NAME for its zoo entry, or --no-register")
     suffix = "".join(f"-{k}" for k in (f"seed{seed}" if seed is not None else None, zoo_name) if k)
+    _KEPT["note"] = (f"the last checkpoint in {run_dir or Path('runs') / (preset + suffix)} is kept; run the same "
+                     "command to resume from it")
     ckpt = train_preset(preset, run_dir or Path("runs") / f"{preset}{suffix}", device=device, total_timesteps=steps,
                         threads=threads, stop_at_target=stop_at_target, log=lambda s: console.print(s),
                         show_progress=console.is_terminal, seed=seed, init_from=init_from, threat=threat)
@@ -201,7 +206,7 @@ def spectrum(
     env: str = typer.Option(..., help="Gymnasium id (an image env). Example: --env PongNoFrameskip-v4"),
     threat: List[str] = typer.Option(..., help="threat spec, repeatable. Example: --threat rotation:degrees=3"),
     steps: int = typer.Option(256, min=1, help="clean agent steps whose observations are analysed. Example: --steps 512"),
-    seed: int = typer.Option(0, help="episode seed. Example: --seed 1"),
+    seed: int = typer.Option(0, min=0, help="episode seed. Example: --seed 1"),
     out: Path = typer.Option(Path("spectrum.png"), help="PNG to write; the numbers go beside it as JSON. Example: --out pong_spectrum.png"),
     preset: Optional[str] = typer.Option(None, help="override the env preset. Example: --preset atari"),
     device: str = typer.Option("cpu", help="torch device. Example: --device cuda"),
@@ -222,6 +227,7 @@ def spectrum(
     from rlgauntlet.metrics.spectrum import plot_spectrum
     from rlgauntlet.threats import parse_threat
 
+    _check_writable(out)
     threats = [parse_threat(s) for s in threat]
     victim, env_preset = _load_for_env(agent, env, preset, device, kind, vecnormalize, allow_pickle=allow_pickle)
     with thread_policy(threads):
@@ -251,7 +257,7 @@ def calibrate(
     high: Optional[float] = typer.Option(None, help="strongest end of the range. Example: --high 30"),
     iterations: int = typer.Option(8, min=1, help="bisection steps. Example: --iterations 10"),
     episodes: int = typer.Option(10, min=2, help="episodes per probe. Example: --episodes 20"),
-    seed: int = typer.Option(0, help="evaluation seed. Example: --seed 1"),
+    seed: int = typer.Option(0, min=0, help="evaluation seed. Example: --seed 1"),
     n_envs: int = typer.Option(4, "--n-envs", min=1, help="envs side by side. Example: --n-envs 8"),
     store: Path = typer.Option(Path(DEFAULT_STORE_NAME), help="results store (probes are cached there). Example: --store runs.sqlite"),
     out: Optional[Path] = typer.Option(None, help="write the search as JSON. Example: --out rotation_calibration.json"),
@@ -273,6 +279,8 @@ def calibrate(
 
     if not 0 < target_impact <= 1:
         raise UserError(f"--target-impact {target_impact} must be in (0, 1]")
+    _check_writable(out)
+    _KEPT["note"] = f"finished probes are kept in {store}; run the same command again to reuse them"
     name = threat.partition(":")[0]
     space = search_space(threat, param, low, high)
     with thread_policy(threads):
@@ -321,24 +329,65 @@ def version() -> None:
     out_console.print(rlgauntlet.__version__)
 
 
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived (a BaseException, so that no ``except Exception`` swallows it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+#: what an interrupted command keeps and how to go on, set by the command once it knows
+_KEPT = {"note": "nothing was written"}
+
+
+def _on_signal(signum, frame) -> None:
+    raise Interrupted(signum)
+
+
+def _check_writable(out: Optional[Path]) -> None:
+    """Refuse an --out that cannot be written before any work is done."""
+    import os
+
+    if out is None:
+        return
+    if out.is_dir():
+        raise UserError(f"--out {out} is a directory; give a file name, e.g. --out {out}/report.json")
+    folder = out.parent
+    while not folder.exists():
+        folder = folder.parent
+    if not os.access(folder, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise UserError(f"--out {out} cannot be written (no permission); give a path in a folder you can write")
+
+
 def main() -> None:
-    """Entry point: run the app; turn user errors into one stderr line and exit status 2."""
+    """Entry point: run the app; user errors are one stderr line and exit status 2; SIGINT and
+    SIGTERM exit 130 and 143 saying what was kept and how to resume."""
+    import signal
+
+    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, _on_signal)
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)
     except UserError as exc:
         print(f"rlgauntlet: error: {exc}", file=sys.stderr)
         sys.exit(2)
-    except KeyboardInterrupt:
-        print("rlgauntlet: interrupted; finished episodes are in the store (rerun with --resume)", file=sys.stderr)
-        sys.exit(130)
+    except (Interrupted, KeyboardInterrupt) as exc:
+        signum = getattr(exc, "signum", signal.SIGINT)
+        name = signal.Signals(signum).name
+        print(f"rlgauntlet: interrupted by {name}; {_KEPT['note']}", file=sys.stderr)
+        sys.exit(128 + signum)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:
+        print(f"rlgauntlet: interrupted; {_KEPT['note']}", file=sys.stderr)
         sys.exit(130)
     except typer.TyperException as exc:  # usage errors: bad option value, missing option
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         print(f"rlgauntlet: error: {message} (see --help)", file=sys.stderr)
         sys.exit(2)
+    sys.exit(rc if isinstance(rc, int) else 0)
+
 
 if __name__ == "__main__":
     main()

@@ -229,6 +229,7 @@ def _batched_actions(
     n = x.shape[0]
     # one network call for the inputs acted on and, for checked rows, their clean inputs
     both = victim.forward(torch.cat([x_in, x[check]]) if check.any() else x_in)
+    _check_finite_output(both, threat if mask.any() else None)
     noise = None
     if not deterministic:
         rng = BatchRNG([s.generators["policy"] for s in active], x.device)
@@ -248,6 +249,18 @@ def _batched_actions(
     if discrete:
         return [int(a) for a in acts]
     return [a.astype(np.float32) for a in acts]
+
+
+def _check_finite_output(out, threat: Threat | None) -> None:
+    """A network that returns inf or NaN would act on garbage: stop with the reason."""
+    values = [t for t in (out.q, out.logits, out.mean, out.log_std, out.action) if t is not None]
+    if all(bool(torch.isfinite(t).all()) for t in values):
+        return
+    if threat is not None:
+        raise UserError(f"the agent's network returned inf or NaN on inputs changed by {threat.spec}: the change is "
+                        "too large for this network; use a smaller value (finished episodes are kept)")
+    raise UserError("the agent's network returned inf or NaN on the env's observations; check the agent and "
+                    "its --vecnormalize statistics (finished episodes are kept)")
 
 
 def _threat_rngs(active: list[_Slot], device) -> tuple[BatchRNG, BatchRNG]:
@@ -311,8 +324,11 @@ def _check_in_action_space(threat: Threat, victim: Victim, executed: torch.Tenso
 def _record(active, victim, meter, x, x_in, mask, check, changed) -> None:
     """Add the measured size (and perceptual distance) of each applied perturbation to its episode."""
     delta = (x_in[mask] - x[mask]).reshape(int(mask.sum()), -1)
-    linf = delta.abs().amax(dim=1).tolist()
-    l2 = delta.norm(dim=1).tolist()
+    linf = delta.abs().amax(dim=1)
+    l2 = delta.norm(dim=1)
+    if not (torch.isfinite(linf).all() and torch.isfinite(l2).all()):
+        raise UserError("a perturbation is too large to measure (its norm overflows); use a smaller value")
+    linf, l2 = linf.tolist(), l2.tolist()
     rows = np.flatnonzero(mask.cpu().numpy())
     perceptual = _perceptual(meter, x[mask], x_in[mask], [active[i].record.length for i in rows]) \
         if victim.budget_space == "pixel01" and x.ndim == 4 else {}

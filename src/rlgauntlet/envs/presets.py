@@ -171,9 +171,10 @@ def _gym_make(env_id: str, **kwargs: Any) -> gym.Env:
         _register_ale()
     try:
         return gym.make(env_id, **kwargs)
-    except gym.error.Error as exc:
+    except (gym.error.Error, ImportError, AttributeError, ValueError, TypeError) as exc:
+        reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
         raise UserError(
-            f"cannot make env {env_id!r} ({exc}); give a registered Gymnasium id such as "
+            f"cannot make env {env_id!r} ({reason}); give a registered Gymnasium id such as "
             "CartPole-v1, Pendulum-v1, Hopper-v5 or PongNoFrameskip-v4"
         ) from None
 
@@ -193,6 +194,10 @@ def make_env(env_id: str, preset: str | None = None) -> gym.Env:
     if kind == "atari":
         from stable_baselines3.common.atari_wrappers import AtariWrapper
 
+        if not hasattr(env.unwrapped, "ale"):
+            env.close()
+            raise UserError(f"--preset atari needs an Atari (ale-py) env, and {env_id} is not one; "
+                            "drop --preset or give e.g. PongNoFrameskip-v4")
         env = NewGameOnSeededReset(AtariWrapper(env, terminal_on_life_loss=True, clip_reward=False))
         env = LastAxisFrameStack(env, ATARI_FRAME_STACK)
     return env

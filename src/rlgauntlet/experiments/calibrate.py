@@ -162,6 +162,13 @@ def search_space(threat: str, param: str | None = None, low: float | None = None
         base = space or SearchSpace(param, 0.0, 1.0)
         space = SearchSpace(param or base.param, base.low if low is None else low, base.high if high is None else high,
                             base.step if (param is None or param == base.param) else "float")
+        if space.low == space.high:
+            raise UserError(f"--low and --high are both {space.low}: nothing to search; give a range")
+        default = SEARCH_SPACES.get(name)
+        if default is not None and space.param == default.param and (space.high - space.low) * (default.high - default.low) < 0:
+            stronger = "larger" if default.high > default.low else "smaller"
+            raise UserError(f"--low is the harmless end and --high the strongest; for {name} {stronger} "
+                            f"{space.param} is stronger, so swap them (--low {space.high} --high {space.low})")
     if name not in known_threats():
         parse_threat(threat)  # raises the unknown-threat error with suggestions
     if space is None:
@@ -186,8 +193,11 @@ def calibrate_agent(
     from rlgauntlet.experiments.store import ResultsStore, run_key
     from rlgauntlet.metrics.impact import ARGMIN_LABEL, ArgminVictim
 
+    from rlgauntlet.experiments.evaluate import check_seed
+
     if not 0 < target_impact <= 1:
         raise UserError(f"--target-impact {target_impact} must be in (0, 1]")
+    check_seed(seed, episodes)
     space = space or search_space(threat)
     victim, env_preset = load_for_env(agent, env, preset, device, kind, vecnormalize, allow_pickle=allow_pickle)
     results = ResultsStore(store)

@@ -147,17 +147,21 @@ def run_evaluation(
         run_id = store.create_run(key, meta)
     todo = [k for k in range(episodes) if k not in store.done_episodes(run_id)]
 
+    last = [time.perf_counter()]
+
     def record(rec: EpisodeRecord) -> None:
         store.add_episode(run_id, rec)
+        now = time.perf_counter()
+        store.add_wall_seconds(run_id, now - last[0])  # as episodes finish: a kill keeps the time spent
+        last[0] = now
         if on_episode is not None:
             on_episode(rec)
 
-    start = time.perf_counter()
     try:
         evaluate_episodes(env_fn, victim, threat, todo, seed, n_envs, deterministic, on_episode=record, on_step=on_step,
                           perceptual=perceptual, action_change_every=action_change_every)
     finally:
-        store.add_wall_seconds(run_id, time.perf_counter() - start)
+        store.add_wall_seconds(run_id, time.perf_counter() - last[0])
     space = threat.measure_space(victim) if threat is not None else str(victim.budget_space)
     summary = summarize(store.episodes(run_id, limit=episodes), name, spec, seed,
                         space, store.wall_seconds(run_id), lpips=identity["lpips"])
@@ -205,6 +209,19 @@ def threat_specs(victim: Victim, threats: Sequence[str] = (), suite: Sequence[st
         items = suite_specs(name, victim, eps, grid=eps_grid is not None, env_id=env_id)
         specs += expand_eps_grid(items, eps_grid) if eps_grid else items
     return specs
+
+
+#: env seeds must fit the emulators' 32-bit seeds (ALE) as well as NumPy's
+MAX_SEED = 2**31 - 1
+
+
+def check_seed(seed: int, episodes: int) -> None:
+    """Episode k uses env seed ``seed + k``: every one must be a valid env seed."""
+    if episodes < 1:
+        raise UserError(f"episodes={episodes}: give at least 1")
+    if seed < 0 or seed + episodes - 1 > MAX_SEED:
+        raise UserError(f"--seed {seed}: episode seeds seed … seed + {episodes - 1} must lie in 0 … {MAX_SEED}; "
+                        "give a seed in that range")
 
 
 def evaluate(
@@ -275,8 +292,7 @@ def _evaluate(agent, env, threats, suite, eps, episodes, seed, n_envs, store, *,
     from rlgauntlet.metrics.perceptual import AlexLPIPS, PerceptualMeter
     from rlgauntlet.threats import parse_threat
 
-    if episodes < 1:
-        raise UserError(f"episodes={episodes}: give at least 1")
+    check_seed(seed, episodes)
     suites = [suite] if isinstance(suite, str) else list(suite or [])
     eps = None if eps is None else str(eps)
     from rlgauntlet.threats.suites import expand_eps_grid

@@ -91,6 +91,37 @@ UPGRADES = (
 )
 
 
+#: ``PRAGMA application_id`` of our stores ("RLGT"); ``user_version`` is the schema version
+APPLICATION_ID = 0x524C4754
+SCHEMA_VERSION = 2
+#: the tables an rlgauntlet store holds (stores from before the marking hold a subset)
+OUR_TABLES = {"runs", "episodes", "metrics", "sqlite_sequence"}
+
+
+def _check_is_our_store(path: Path) -> None:
+    """Refuse, without writing a byte, a file that is not an rlgauntlet store: not SQLite at all,
+    or SQLite marked by another application or holding other tables."""
+    from rlgauntlet.errors import UserError
+
+    hint = "give a new file name (it is created) or a store rlgauntlet wrote"
+    try:
+        probe = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30.0)
+        try:
+            app_id = probe.execute("PRAGMA application_id").fetchone()[0]
+            tables = {r[0] for r in probe.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            runs_columns = {r[1] for r in probe.execute("PRAGMA table_info(runs)")}
+        finally:
+            probe.close()
+    except sqlite3.DatabaseError as exc:
+        raise UserError(f"--store {path} is not an SQLite results store ({exc}); {hint}") from None
+    if app_id == APPLICATION_ID:
+        return
+    legacy = app_id == 0 and "runs" in tables and tables <= OUR_TABLES and {"run_id", "key", "meta"} <= runs_columns
+    if not legacy and (tables or app_id):
+        raise UserError(f"--store {path} is an SQLite file rlgauntlet did not write (tables: "
+                        f"{', '.join(sorted(tables)) or 'none'}); it was left untouched; {hint}")
+
+
 def run_key(identity: dict) -> str:
     """Stable hash of what determines a run's episodes."""
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
@@ -100,14 +131,32 @@ class ResultsStore:
     """The SQLite file holding every run and episode."""
 
     def __init__(self, path: str | Path) -> None:
+        from rlgauntlet.errors import UserError
+
         self.path = str(path)
+        if not self.path.strip():
+            raise UserError("--store is empty; give a file name, e.g. --store results.sqlite")
         if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(self.path, timeout=30.0)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self._add_missing_columns()
-        self.conn.executescript(SCHEMA)
-        self.conn.commit()
+            file = Path(self.path)
+            if file.is_dir():
+                raise UserError(f"--store {file} is a directory; give a file name, e.g. --store {file}/results.sqlite")
+            if file.exists() and file.stat().st_size > 0:
+                _check_is_our_store(file)
+            try:
+                file.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise UserError(f"--store {file}: cannot create its folder ({exc.strerror})") from None
+        try:
+            self.conn = sqlite3.connect(self.path, timeout=60.0)
+            self.conn.execute("PRAGMA busy_timeout = 60000")
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self._add_missing_columns()
+            self.conn.executescript(SCHEMA)
+            self.conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            self.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            self.conn.commit()
+        except sqlite3.Error as exc:
+            raise UserError(f"--store {self.path}: cannot open it for writing ({exc})") from None
 
     def _add_missing_columns(self) -> None:
         """Upgrade a store written by an older version: add the columns it lacks (with their
@@ -175,12 +224,14 @@ class ResultsStore:
         return float(self.conn.execute("SELECT wall_seconds FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0])
 
     def add_episode(self, run_id: int, record: EpisodeRecord) -> None:
-        """Insert one finished episode and commit at once (a kill loses nothing finished)."""
+        """Insert one finished episode and commit at once (a kill loses nothing finished); an
+        episode already stored (by a concurrent writer) is left as it is."""
         values = [getattr(record, f) for f in EPISODE_FIELDS]
         values[EPISODE_FIELDS.index("world")] = None if record.world is None else json.dumps(record.world)
+        # two processes resuming one run may both finish an episode: it is kept once, whoever wrote it
         self.conn.execute(
             f"INSERT INTO episodes (run_id, {', '.join(EPISODE_FIELDS)}, finished) "
-            f"VALUES (?, {', '.join('?' * len(EPISODE_FIELDS))}, ?)",
+            f"VALUES (?, {', '.join('?' * len(EPISODE_FIELDS))}, ?) ON CONFLICT (run_id, episode) DO NOTHING",
             [run_id, *values, time.time()],
         )
         self.conn.commit()

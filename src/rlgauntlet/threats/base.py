@@ -35,7 +35,7 @@ from typing import Any, ClassVar, Literal
 
 import gymnasium as gym
 import torch
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from rlgauntlet.common.seeding import BatchRNG
 from rlgauntlet.errors import UserError
@@ -45,9 +45,20 @@ Place = Literal["observation", "action", "world"]
 
 
 class ThreatParams(BaseModel):
-    """Base of every threat's parameter model (unknown keys are errors)."""
+    """Base of every threat's parameter model: unknown keys are errors, numbers must be finite,
+    and ``true``/``false`` are not numbers."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _booleans_are_not_numbers(cls, values):
+        if isinstance(values, dict):
+            for key, value in values.items():
+                field = cls.model_fields.get(key)
+                if isinstance(value, bool) and field is not None and "bool" not in str(field.annotation):
+                    raise ValueError(f"{key}={str(value).lower()} is a boolean, not a number")
+        return values
 
 
 @dataclass(frozen=True)

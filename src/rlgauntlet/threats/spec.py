@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import difflib
+import math
 import re
 
 from pydantic import ValidationError
@@ -82,11 +83,16 @@ def parse_value(text: str, spec: str, key: str = "value") -> int | float | bool 
         if any(not i.strip() for i in items):
             raise UserError(f"threat spec {spec!r}: {key}={t} has an empty list item; write e.g. {key}=a|b")
         return [parse_value(i, spec, key) for i in items]
+    if len(t) > 100 and _NUMBER.match(t):
+        raise UserError(f"threat spec {spec!r}: {key} has a number of {len(t)} characters; give a sensible value")
     num, slash, den = t.partition("/")
     if slash and "/" not in den and _NUMBER.match(num.strip()) and _NUMBER.match(den.strip()):
         if float(den) == 0:
             raise UserError(f"threat spec {spec!r}: {key}={t} divides by zero")
-        return float(num) / float(den)
+        value = float(num) / float(den)
+        if not math.isfinite(value):
+            raise UserError(f"threat spec {spec!r}: {key}={t} is not a finite number")
+        return value
     if _NUMBER.match(t):
         return int(t) if re.fullmatch(r"[+-]?\d+", t) else float(t)
     if t.lower() in ("true", "false"):
@@ -143,11 +149,24 @@ def _resolve_alias(name: str, params: dict, spec: str) -> type[Threat]:
     return THREATS[objective]
 
 
+def normalize_spec(spec: str) -> str:
+    """The spec without spaces around its name, keys and values (quoted text kept as written),
+    so that ``pgd: eps = 0.1`` and ``pgd:eps=0.1`` are the same evaluation."""
+    name, sep, rest = spec.strip().partition(":")
+    if not sep:
+        return name.strip()
+    items = []
+    for item in split_items(rest, spec):
+        key, eq, value = item.partition("=")
+        items.append(f"{key.strip()}{eq}{value.strip()}")
+    return f"{name.strip()}:{','.join(items)}"
+
+
 def parse_threat(spec: str) -> Threat:
     """Build a threat from its spec string, or raise a :class:`UserError` naming the problem."""
     import rlgauntlet.threats  # noqa: F401
 
-    spec = spec.strip()
+    spec = normalize_spec(spec)
     name, _, rest = spec.partition(":")
     name = name.strip()
     if not name:
@@ -172,7 +191,7 @@ def parse_threat(spec: str) -> Threat:
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(x) for x in err["loc"]) or name
-        required = [k for k, f in fields.items() if f.is_required()]
+        required = [k for k, f in fields.items() if f.is_required() and k not in params]
         hint = f"; required: {', '.join(required)}" if required else ""
         raise UserError(f"threat spec {spec!r}: {where}: {err['msg']}{hint}") from None
     return cls(model, Schedule(float(p)), spec=spec)

@@ -147,6 +147,9 @@ class GradientAttack(Threat):
             x_adv = self.start(ball, rng, random=None if restart == 0 else True)
             for i in range(self.params.steps):
                 loss, grad = self.loss_and_gradient(x_adv, victim, ref)
+                if not (torch.isfinite(loss).all() and torch.isfinite(grad).all()):
+                    raise UserError(f"{self.spec}: the attack's loss or gradient became non-finite (the network "
+                                    "overflows inside this budget); use a smaller eps")
                 best, best_loss = _keep_best(best, best_loss, x_adv, loss)
                 x_adv = ball.project(x_adv + self.iteration_move(grad, i, rng))
             with torch.no_grad():
