@@ -96,6 +96,7 @@ def test_any_cli_options_run_or_exit_2_with_one_line(seed, episodes, n_envs, thr
     (["--device", "tpu"], "unknown device 'tpu'"),
     (["--vecnormalize", "missing.pkl"], "zoo agents carry their own VecNormalize statistics"),
     (["--agent", "sb3:.", "--env", "CartPole-v1"], "is a directory"),
+    (["--agent", "sb3:{zoo}/cartpole-dqn.zip:sac", "--env", "CartPole-v1"], "holds a DQN policy, not SAC"),
     (["--threat", "pgd:eps=nan"], "eps: Input should be a finite number"),
     (["--threat", "pgd:eps=true"], "eps=true is a boolean, not a number"),
     (["--threat", "uniform_noise"], "required: eps"),
@@ -105,7 +106,9 @@ def test_reported_tracebacks_are_now_one_line_errors(args, message, tmp_path, cl
     base = ["evaluate", "--agent", "zoo:cartpole-dqn", "--env", "CartPole-v1", "--episodes", "1", "--no-impact"]
     if args[0] == "--agent":
         base = ["evaluate", "--episodes", "1"]
-    res = run_cli([*base, *args], cli_env, tmp_path)
+    from rlgauntlet.zoo import zoo_dir
+
+    res = run_cli([*base, *[a.format(zoo=zoo_dir()) for a in args]], cli_env, tmp_path)
     lines = [line for line in res.stderr.splitlines() if line.strip() and not line.startswith(("clean", "uniform"))]
     assert res.returncode == 2 and "Traceback" not in res.stderr and message in res.stderr, res.stderr
     assert len([line for line in lines if line.startswith("rlgauntlet:")]) == 1
