@@ -305,6 +305,61 @@ def calibrate(
         out.write_text(json.dumps(result, indent=2) + "\n")
 
 
+@app.command()
+def certify(
+    agent: str = typer.Option(..., help="zoo:NAME | sb3:PATH.zip[:ALGO] | torchscript:PATH. Example: --agent zoo:cartpole-dqn"),
+    env: str = typer.Option(..., help="Gymnasium id. Example: --env CartPole-v1"),
+    eps: Optional[str] = typer.Option(None, help="ℓ∞ budget in the agent's budget space (fractions allowed). Example: --eps 1/255"),
+    eps_grid: Optional[str] = typer.Option(None, "--eps-grid", help="several budgets. Example: --eps-grid 0.02,0.05,0.1"),
+    episodes: int = typer.Option(20, min=1, help="episodes per budget (GWC and the clean trajectory for ACR). Example: --episodes 20"),
+    seed: int = typer.Option(0, min=0, help="evaluation seed; episode k uses seed+k. Example: --seed 1"),
+    n_envs: int = typer.Option(4, "--n-envs", min=1, help="envs side by side. Example: --n-envs 8"),
+    awc_max_nodes: int = typer.Option(0, "--awc-max-nodes", min=0, help="also search the absolute worst case (AWC) with this many env steps per episode (0: no search). Example: --awc-max-nodes 5000"),
+    awc_horizon: Optional[int] = typer.Option(None, "--awc-horizon", min=1, help="cap episodes at this many steps (for AWC and GWC alike). Example: --awc-horizon 10"),
+    out: Optional[Path] = typer.Option(None, help="write the certification as JSON. Example: --out certified.json"),
+    store: Path = typer.Option(Path(DEFAULT_STORE_NAME), help="results store (certification runs). Example: --store runs.sqlite"),
+    preset: Optional[str] = typer.Option(None, help="override the env preset. Example: --preset atari"),
+    device: str = typer.Option("cpu", help="torch device. Example: --device cuda"),
+    kind: Optional[str] = typer.Option(None, help="TorchScript output kind. Example: --kind q"),
+    vecnormalize: Optional[Path] = typer.Option(None, help="SB3 VecNormalize statistics. Example: --vecnormalize vn.pkl"),
+    input_space: Optional[str] = typer.Option(None, help="unit of a TorchScript vector agent's input. Example: --input-space raw"),
+    threads: Optional[int] = typer.Option(None, min=1, help="torch CPU threads for the networks (default $RLGAUNTLET_THREADS or 1: safe on a busy machine; 2 may speed up image agents on an idle one). Example: --threads 2"),
+    allow_pickle: bool = typer.Option(False, "--allow-pickle", help="unpickle the SB3 agent file as SB3 does: runs code stored in it, so only for files you trust. Example: --allow-pickle"),
+) -> None:
+    """Certified figures from interval bounds: Greedy Worst-Case Reward (GWC), action certification rate (ACR), optionally the Absolute Worst-Case Reward (AWC).
+
+    Example: rlgauntlet certify --agent zoo:cartpole-dqn --env CartPole-v1 --eps-grid 0.02,0.05,0.1 --episodes 20
+    """
+    from rlgauntlet.common.threads import thread_policy
+    from rlgauntlet.experiments.certify import certify as run_certify
+
+    _check_writable(out)
+    _KEPT["note"] = f"finished budgets are kept in {store}"
+    with thread_policy(threads):
+        result = run_certify(agent, env, eps, eps_grid, episodes, seed, n_envs, store, awc_max_nodes, awc_horizon,
+                             preset, device, kind, vecnormalize, input_space, allow_pickle,
+                             on_row=lambda r: console.print(f"  ε = {r['eps']}: done in {r['wall_seconds']:.1f} s"))
+    table = Table(title=f"certified figures, {episodes} episodes, ε in {result['rows'][0]['budget_space']} units")
+    discrete = "gwc" in result["rows"][0]
+    columns = ["ε", "nominal"] + (["GWC", "±sem", "ACR"] if discrete else ["certified action deviation"])
+    columns += ["AWC (finished)"] if awc_max_nodes else []
+    for col in columns:
+        table.add_column(col, justify="right")
+    for r in result["rows"]:
+        row = [r["eps"], _fmt(r["nominal"])]
+        row += [_fmt(r["gwc"]["return_mean"]), _fmt(r["gwc"]["return_sem"]), f"{r['acr']:.1%}"] if discrete else \
+            [_fmt(r["certified_action_deviation"])]
+        if awc_max_nodes:
+            done = [v for v, f in zip(r["awc"]["returns"], r["awc"]["finished"]) if f and v is not None]
+            row.append(f"{_fmt(sum(done) / len(done)) if done else '-'} ({sum(r['awc']['finished'])}/{episodes})")
+        table.add_row(*row)
+    out_console.print(table)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2) + "\n")
+        console.print(f"wrote {out} (runs stored in {store})")
+
+
 @zoo_app.command("list")
 def zoo_list() -> None:
     """List the zoo agents with their env, algorithm and clean return.

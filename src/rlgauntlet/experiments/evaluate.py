@@ -110,6 +110,7 @@ def run_evaluation(
     label: str | None = None,
     perceptual: PerceptualMeter | None = None,
     action_change_every: int = 1,
+    kind: str = "evaluation",
 ) -> dict:
     """Run one evaluation (clean when ``threat`` is None), storing episodes as they finish.
 
@@ -144,7 +145,7 @@ def run_evaluation(
             "params": threat.params.model_dump() if threat is not None else {},
             "p": threat.schedule.p if threat is not None else 1.0,
         }
-        run_id = store.create_run(key, meta)
+        run_id = store.create_run(key, meta, kind=kind)
     todo = [k for k in range(episodes) if k not in store.done_episodes(run_id)]
 
     last = [time.perf_counter()]

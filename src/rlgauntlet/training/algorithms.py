@@ -50,7 +50,9 @@ def base_of(cls: type) -> str | None:
 
 
 def algorithm_class(name: str) -> type:
-    """The class registered as ``name`` (SB3's own algorithms are always there)."""
+    """The class registered as ``name`` (SB3's own algorithms and ours are always there)."""
+    import rlgauntlet.training.radial  # noqa: F401  (registers RADIAL-DQN and RADIAL-PPO)
+
     classes = {**_sb3_classes(), **ALGORITHMS}
     try:
         return classes[name.lower()]

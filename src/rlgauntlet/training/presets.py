@@ -41,6 +41,9 @@ class TrainPreset:
         target_return: clean return the trained agent must reach over 20 episodes.
         checkpoint_every: agent steps between resumable checkpoints.
         action_noise_std: Gaussian exploration noise (off-policy continuous algorithms).
+        init_from: agent whose weights training starts from (a fine-tune), e.g. ``zoo:cartpole-dqn``.
+        stop_at_target: stop once training episodes beat the target (off for fine-tunes that
+            start above it).
     """
 
     name: str
@@ -54,6 +57,8 @@ class TrainPreset:
     normalize: bool = False
     checkpoint_every: int = 50_000
     action_noise_std: float | None = None
+    init_from: str | None = None
+    stop_at_target: bool = True
     source: str = "RL Baselines3 Zoo tuned hyperparameters"
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -186,6 +191,33 @@ PRESETS: dict[str, TrainPreset] = {
         ),
     ]
 }
+
+
+def _radial(base: str, name: str, algo: str, total: int, radial_eps: float, checkpoint_every: int, notes: str,
+            **overrides) -> TrainPreset:
+    """A RADIAL fine-tune of zoo agent ``base``: its recipe, our RADIAL algorithm, ε_train."""
+    b = PRESETS[base]
+    return TrainPreset(
+        name=name, env_id=b.env_id, algo=algo, total_timesteps=total, n_envs=b.n_envs, seed=0,
+        hyperparams={**b.hyperparams, "radial_eps": radial_eps, **overrides}, target_return=b.target_return,
+        normalize=b.normalize, checkpoint_every=checkpoint_every, init_from=f"zoo:{base}", stop_at_target=False,
+        source=f"{base}'s recipe; RADIAL-RL schedule (κ, ε ramps) as docs/decisions.md records", notes=notes,
+    )
+
+
+for _preset in (
+    _radial("cartpole-dqn", "cartpole-radial-dqn", "radial_dqn", 50_000, 0.1, 10_000,
+            "fine-tuned from zoo:cartpole-dqn with ε_train = 0.1 (raw CartPole units), exploration held at its "
+            "final 0.04, learning rate 1e-4 (the base recipe's 2.3e-3 destroyed the agent within 10k steps once "
+            "the worst-case term came in)", exploration_initial_eps=0.04, exploration_fraction=0.01,
+            learning_starts=1000, learning_rate=1e-4),
+    _radial("cartpole-ppo", "cartpole-radial-ppo", "radial_ppo", 100_000, 0.1, 25_000,
+            "fine-tuned from zoo:cartpole-ppo with ε_train = 0.1 (raw CartPole units), κ = 0.5, learning rate 1e-4",
+            learning_rate=1e-4),
+    _radial("pong-ppo", "pong-radial-ppo", "radial_ppo", 2_000_000, 1 / 255, 100_000,
+            "fine-tuned from zoo:pong-ppo with ε_train = 1/255 in pixel01 units (the paper's Atari budget), κ = 0.5"),
+):
+    PRESETS[_preset.name] = _preset
 
 
 def register_preset(preset: TrainPreset) -> TrainPreset:

@@ -249,6 +249,8 @@ def train_preset(
     preset = get_preset(name)
     if seed is not None:
         preset = dataclasses.replace(preset, seed=seed)
+    init_from = init_from or preset.init_from
+    stop_at_target = stop_at_target and preset.stop_at_target
     if threat is not None:
         from rlgauntlet.threats import parse_threat
 

@@ -1,0 +1,188 @@
+"""RADIAL-RL training (Oikarinen, Weng & Daniel, "Robust Deep RL through Adversarial Loss"):
+SB3 algorithms whose loss adds a worst-case term computed from interval bounds (IBP) of the
+network's outputs over the ℓ∞ ε-ball of each observation (in the network-input space, the
+same units as evaluation budgets).
+
+    L = κ·L_standard + (1 − κ)·L_wc
+
+* :class:`RadialDQN` (paper Eq. 5): Double-DQN targets B; for the taken action the worse of
+  the TD errors at the Q lower and upper bounds, for the others the distance of each bound
+  to the nominal Q (kept tight). Huber (SB3's smooth L1) for both terms, summed over actions,
+  averaged over the batch. κ ramps 1 → 0.5 and ε ramps 0 → ε_train linearly over the first
+  ``ramp_fraction`` (2/3) of training, then stay.
+* :class:`RadialPPO` (the PPO form of Eq. 6): the clipped surrogate evaluated a second time
+  with the worst-case probability of the taken action, π̲(a) (softmax of its lower logit
+  bound against the others' upper bounds) where the advantage is ≥ 0 and π̄(a) where it is
+  < 0; κ = 0.5 throughout, ε ramps 0 → ε_train over the first 2/3 of training. Discrete
+  actions only (the paper's setting).
+
+``radial_eps`` and the schedule fractions are constructor arguments, so presets set them.
+
+Example:
+    >>> model = RadialDQN("MlpPolicy", "CartPole-v1", radial_eps=0.1)   # doctest: +SKIP
+    >>> model.learn(50_000)                                              # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch as th
+import torch.nn.functional as F
+from gymnasium import spaces
+from stable_baselines3 import DQN, PPO
+from stable_baselines3.common.preprocessing import preprocess_obs
+
+from rlgauntlet.bounds import ibp
+from rlgauntlet.training.algorithms import register_algorithm
+
+
+class _RadialMixin:
+    """What both RADIAL algorithms share: the schedule and the bounds of the live network."""
+
+    radial_eps: float
+    ramp_fraction: float
+
+    def _progress(self) -> float:
+        """Fraction of the training budget done (SB3 keeps it across resumes)."""
+        return float(np.clip(1.0 - self._current_progress_remaining, 0.0, 1.0))
+
+    def _ramp(self) -> float:
+        return min(1.0, self._progress() / self.ramp_fraction) if self.ramp_fraction > 0 else 1.0
+
+    def current_eps(self) -> float:
+        return self.radial_eps * self._ramp()
+
+    def _network_input(self, observations: th.Tensor) -> th.Tensor:
+        """The network input x of a batch of stored observations (pixels / 255; VecNormalize
+        was applied when the replay buffer or rollout stored them)."""
+        return preprocess_obs(observations, self.observation_space, normalize_images=self.policy.normalize_images)
+
+    def _victim(self):
+        from rlgauntlet.victims.sb3 import SB3Victim
+
+        if getattr(self, "_live_victim", None) is None or self._live_victim.policy is not self.policy:
+            self._live_victim = SB3Victim.from_model(self)
+        return self._live_victim
+
+    def _score_bounds(self, x: th.Tensor, eps: float) -> tuple[th.Tensor, th.Tensor]:
+        return ibp(self._victim(), x, eps)
+
+
+class RadialDQN(_RadialMixin, DQN):
+    """DQN with the RADIAL worst-case TD loss (see module docstring)."""
+
+    def __init__(self, *args, radial_eps: float = 1 / 255, ramp_fraction: float = 2 / 3, kappa_end: float = 0.5,
+                 **kwargs) -> None:
+        self.radial_eps, self.ramp_fraction, self.kappa_end = radial_eps, ramp_fraction, kappa_end
+        self._live_victim = None
+        super().__init__(*args, **kwargs)
+
+    def current_kappa(self) -> float:
+        return 1.0 - (1.0 - self.kappa_end) * self._ramp()
+
+    def train(self, gradient_steps: int, batch_size: int = 100) -> None:
+        self.policy.set_training_mode(True)
+        self._update_learning_rate(self.policy.optimizer)
+        kappa, eps = self.current_kappa(), self.current_eps()
+        losses, wc_losses = [], []
+        for _ in range(gradient_steps):
+            data = self.replay_buffer.sample(batch_size, env=self._vec_normalize_env)
+            discounts = data.discounts if data.discounts is not None else self.gamma
+            with th.no_grad():  # Double DQN: the online net picks, the target net values
+                next_actions = self.q_net(data.next_observations).argmax(dim=1, keepdim=True)
+                next_q = self.q_net_target(data.next_observations).gather(1, next_actions)
+                target = data.rewards + (1 - data.dones) * discounts * next_q
+            q_all = self.q_net(data.observations)
+            actions = data.actions.long()
+            standard = F.smooth_l1_loss(q_all.gather(1, actions), target)
+            loss = standard
+            if eps > 0 and kappa < 1:
+                lower, upper = self._score_bounds(self._network_input(data.observations), eps)
+                taken = F.one_hot(actions.flatten(), q_all.shape[1]).to(q_all.dtype)
+                target_y = taken * target + (1 - taken) * q_all  # nominal Q of the others: not detached
+                worst = th.maximum((upper - target_y).abs(), (lower - target_y).abs())
+                worst_case = F.smooth_l1_loss(worst, th.zeros_like(worst), reduction="none").sum(dim=1).mean()
+                loss = kappa * standard + (1 - kappa) * worst_case
+                wc_losses.append(worst_case.item())
+            losses.append(loss.item())
+            self.policy.optimizer.zero_grad()
+            loss.backward()
+            th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
+            self.policy.optimizer.step()
+        self._n_updates += gradient_steps
+        self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+        self.logger.record("train/loss", np.mean(losses))
+        self.logger.record("radial/kappa", kappa)
+        self.logger.record("radial/eps", eps)
+        if wc_losses:
+            self.logger.record("radial/worst_case_loss", np.mean(wc_losses))
+
+
+def softmax_bounds(lower: th.Tensor, upper: th.Tensor, actions: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
+    """Log π̲(a) and log π̄(a) over the logit box: the taken action at its lower (upper) bound
+    against every other action at its upper (lower) bound."""
+    taken = F.one_hot(actions, lower.shape[1]).bool()
+    low_logits = th.where(taken, lower, upper)
+    high_logits = th.where(taken, upper, lower)
+    pick = actions[:, None]
+    return (th.log_softmax(low_logits, dim=1).gather(1, pick).squeeze(1),
+            th.log_softmax(high_logits, dim=1).gather(1, pick).squeeze(1))
+
+
+class RadialPPO(_RadialMixin, PPO):
+    """PPO with the RADIAL worst-case policy term (see module docstring)."""
+
+    def __init__(self, *args, radial_eps: float = 1 / 255, ramp_fraction: float = 2 / 3, kappa: float = 0.5,
+                 **kwargs) -> None:
+        self.radial_eps, self.ramp_fraction, self.kappa = radial_eps, ramp_fraction, kappa
+        self._live_victim = None
+        super().__init__(*args, **kwargs)
+        if not isinstance(self.action_space, spaces.Discrete):
+            raise ValueError("RadialPPO bounds action probabilities: discrete actions only")
+
+    def train(self) -> None:
+        self.policy.set_training_mode(True)
+        self._update_learning_rate(self.policy.optimizer)
+        clip_range = self.clip_range(self._current_progress_remaining)
+        eps = self.current_eps()
+        pg, wc, vf = [], [], []
+        for _ in range(self.n_epochs):
+            for data in self.rollout_buffer.get(self.batch_size):
+                actions = data.actions.long().flatten()
+                values, log_prob, entropy = self.policy.evaluate_actions(data.observations, actions)
+                advantages = data.advantages
+                if self.normalize_advantage and len(advantages) > 1:
+                    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+
+                def surrogate(logp: th.Tensor) -> th.Tensor:
+                    ratio = th.exp(logp - data.old_log_prob)
+                    return -th.min(advantages * ratio,
+                                   advantages * th.clamp(ratio, 1 - clip_range, 1 + clip_range)).mean()
+
+                policy_loss = surrogate(log_prob)
+                if eps > 0:
+                    lower, upper = self._score_bounds(self._network_input(data.observations), eps)
+                    log_low, log_high = softmax_bounds(lower, upper, actions)
+                    worst = th.where(advantages >= 0, log_low, log_high).clamp(-30.0, 0.0)
+                    worst_loss = surrogate(worst)
+                    wc.append(worst_loss.item())
+                    policy_loss = self.kappa * policy_loss + (1 - self.kappa) * worst_loss
+                value_loss = F.mse_loss(data.returns, values.flatten())
+                entropy_loss = -th.mean(entropy) if entropy is not None else -th.mean(-log_prob)
+                loss = policy_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
+                pg.append(policy_loss.item())
+                vf.append(value_loss.item())
+                self.policy.optimizer.zero_grad()
+                loss.backward()
+                th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
+                self.policy.optimizer.step()
+            self._n_updates += 1
+        self.logger.record("train/policy_gradient_loss", np.mean(pg))
+        self.logger.record("train/value_loss", np.mean(vf))
+        self.logger.record("radial/eps", eps)
+        if wc:
+            self.logger.record("radial/worst_case_loss", np.mean(wc))
+
+
+register_algorithm("radial_dqn", RadialDQN)
+register_algorithm("radial_ppo", RadialPPO)
