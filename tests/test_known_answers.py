@@ -1,0 +1,245 @@
+"""Known answers: each transform, objective, metric and sampling rule against a closed form or
+an independent library (scipy, scikit-image, torch.distributions, numpy), so that a mirrored
+rotation, a KL in the wrong direction or an attack stepping downhill fails a test."""
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+from rlgauntlet.common.seeding import BatchRNG, episode_generator
+from rlgauntlet.engine.rollout import EpisodeRecord, evaluate_episodes
+from rlgauntlet.envs import make_env
+from rlgauntlet.threats import parse_threat
+from rlgauntlet.threats.attacks.maxdiff import policy_divergence
+from rlgauntlet.victims import TorchVictim
+from rlgauntlet.victims.base import PolicyOutput
+
+
+def _rng(n, seed=0):
+    return BatchRNG([episode_generator(seed, k, "threat") for k in range(n)])
+
+
+class _Images:
+    """A victim stand-in for image threats: pixel01 inputs in [0, 1]."""
+
+    budget_space = "pixel01"
+    input_bounds = (0.0, 1.0)
+
+
+# -- attack objectives -------------------------------------------------------------------------------
+def test_discrete_divergence_is_kl_of_perturbed_to_clean():
+    out = PolicyOutput("categorical", logits=torch.tensor([[1.0, 0.0]]))
+    ref = PolicyOutput("categorical", logits=torch.tensor([[0.0, 0.0]]))
+    p = np.array([math.e, 1.0]) / (math.e + 1)
+    expected = float((p * np.log(p / 0.5)).sum())  # KL(π̃ ‖ π)
+    reverse = float((0.5 * np.log(0.5 / p)).sum())
+    assert policy_divergence(out, ref).item() == pytest.approx(expected, rel=1e-6)
+    assert abs(expected - reverse) > 1e-3  # the two directions differ here
+
+
+def test_gaussian_divergence_matches_torch_distributions_including_the_mean_term_and_gradients():
+    from torch.distributions import Normal, kl_divergence
+
+    mean = torch.tensor([[0.3, -1.0]], requires_grad=True)
+    log_std = torch.tensor([[-0.5, 0.2]], requires_grad=True)
+    ref_mean, ref_log_std = torch.tensor([[0.0, 0.5]]), torch.tensor([[0.1, -0.3]])
+    ours = policy_divergence(PolicyOutput("gaussian", mean=mean, log_std=log_std),
+                             PolicyOutput("gaussian", mean=ref_mean, log_std=ref_log_std))
+    theirs = kl_divergence(Normal(mean, log_std.exp()), Normal(ref_mean, ref_log_std.exp())).sum(dim=-1)
+    assert ours.item() == pytest.approx(theirs.item(), rel=1e-6)
+    g_ours = torch.autograd.grad(ours.sum(), (mean, log_std))
+    g_theirs = torch.autograd.grad(theirs.sum(), (mean, log_std))
+    for a, b in zip(g_ours, g_theirs):  # the gradient through log σ(x) is right too
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+def _linear_q_victim(weight):
+    env = make_env("CartPole-v1")
+    layer = nn.Linear(4, 2, bias=False)
+    with torch.no_grad():
+        layer.weight.copy_(torch.as_tensor(weight))
+    return TorchVictim(nn.Sequential(layer), "q", env.observation_space, env.action_space, budget_space="raw")
+
+
+def test_fgsm_on_a_linear_model_is_x_plus_eps_sign_of_the_weight_difference():
+    """MinBest on Q = Wx with a* = 0: the loss gradient points along W1 − W0, so one FGSM step
+    is x + ε·sign(W1 − W0), exactly ε on every coordinate."""
+    weight = [[1.0, -2.0, 0.5, 3.0], [-1.0, 1.0, 2.0, 2.5]]
+    victim = _linear_q_victim(weight)
+    x = torch.tensor([[1.0, 0.1, 0.2, 0.3]], dtype=torch.float64)  # Q0 = 1.0 > Q1 = 0.25: a* = 0
+    out = parse_threat("fgsm:eps=0.1").perturb(x, victim, _rng(1))
+    expected = x + 0.1 * torch.sign(torch.tensor(weight[1]) - torch.tensor(weight[0])).double()
+    assert torch.allclose(out, expected, atol=1e-12)
+
+
+def test_momentum_follows_nesterov_updates_uphill():
+    """Three Momentum steps on the quadratic loss −‖x − c‖² (maximised: toward c), against the
+    paper's update written out independently: look-ahead gradient, ℓ1-normalised velocity,
+    sign step, projection on the ball."""
+    threat = parse_threat("momentum:eps=0.3,steps=3,step=0.1")
+    c = torch.tensor([[1.0, -1.0, 0.05]], dtype=torch.float64)
+    threat.loss = lambda out, ref: -((out.q - c) ** 2).sum(dim=-1)
+    threat.reference = lambda x, victim: None
+    threat.check_victim = lambda victim: None
+    identity = TorchVictim(nn.Sequential(nn.Identity()), "q", gym.spaces.Box(-9, 9, (3,)), gym.spaces.Discrete(3),
+                           budget_space="raw")
+    got = threat.perturb(torch.zeros(1, 3, dtype=torch.float64), identity, _rng(1))
+    x, v, mu = np.zeros(3), np.zeros(3), 0.5
+    for _ in range(3):
+        g = -2 * ((x + mu * v) - c.numpy()[0])
+        v = mu * v + g / np.abs(g).sum()
+        x = np.clip(x + 0.1 * np.sign(v), -0.3, 0.3)
+    np.testing.assert_allclose(got.numpy()[0], x, atol=1e-12)
+    assert got[0, 0] > 0 and got[0, 1] < 0  # uphill: toward c
+
+
+def test_random_moves_every_coordinate_by_exactly_eps():
+    x = torch.full((3, 4, 8, 8), 0.5)
+    out = parse_threat("random:eps=0.01").perturb(x, _Images(), _rng(3))
+    assert torch.allclose((out - x).abs(), torch.full_like(x, 0.01), atol=1e-7)
+    assert (out > x).any() and (out < x).any()
+
+
+# -- natural transforms and corruptions ---------------------------------------------------------------
+def test_positive_rotation_is_counter_clockwise_like_numpy_rot90():
+    image = torch.zeros(1, 1, 84, 84)
+    image[0, 0, 10, 60] = 1.0  # asymmetric: top right
+    image[0, 0, 30:40, 5] = 0.7
+    rotated = parse_threat("rotation:degrees=90").transform(image)
+    expected = np.rot90(image[0, 0].numpy()).copy()  # counter-clockwise as displayed
+    np.testing.assert_allclose(rotated[0, 0].numpy(), expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("kernel", [3, 5, 7])
+def test_median_blur_equals_scipy_with_replicated_borders(kernel):
+    from scipy.ndimage import median_filter
+
+    g = torch.Generator().manual_seed(0)
+    image = torch.rand(1, 2, 20, 24, generator=g)
+    ours = parse_threat(f"median_blur:kernel={kernel}").transform(image)
+    for c in range(2):
+        np.testing.assert_allclose(ours[0, c].numpy(), median_filter(image[0, c].numpy(), size=kernel, mode="nearest"),
+                                   atol=1e-7)
+
+
+def test_impulse_noise_balances_salt_and_pepper():
+    x = torch.full((4, 1, 84, 84), 0.5)
+    out = parse_threat("impulse_noise:severity=5").perturb(x, _Images(), _rng(4))
+    salt, pepper = (out == 1.0).float().mean().item(), (out == 0.0).float().mean().item()
+    assert salt + pepper == pytest.approx(0.27, abs=0.01)  # severity 5 amount
+    assert abs(salt - pepper) < 0.01
+
+
+def test_motion_blur_smears_a_dot_along_its_angle():
+    from rlgauntlet.threats.corruptions import motion_blur
+
+    image = torch.zeros(2, 1, 41, 41)
+    image[:, :, 20, 20] = 1.0
+    out = motion_blur(image, radius=6, sigma=3.0, angle_deg=torch.tensor([0.0, 90.0]))
+    for row, angle in zip(out[:, 0], (0.0, 90.0)):
+        ys, xs = np.nonzero(row.numpy() > 1e-4)
+        spread_x, spread_y = xs.max() - xs.min(), ys.max() - ys.min()
+        assert (spread_x > 3 and spread_y == 0) if angle == 0 else (spread_y > 3 and spread_x == 0)
+
+
+class _Recorder(nn.Module):
+    def __init__(self, seen):
+        super().__init__()
+        self.seen = seen
+
+    def forward(self, x):
+        self.seen.append(x.detach().clone())
+        return torch.zeros(x.shape[0], 2, dtype=x.dtype)
+
+
+def _seen_and_clean(spec, episodes):
+    env = make_env("CartPole-v1")
+    seen, clean = [], []
+    victim = TorchVictim(_Recorder(seen), "q", env.observation_space, env.action_space, budget_space="raw")
+    capped = lambda: gym.wrappers.TimeLimit(make_env("CartPole-v1"), 8)  # noqa: E731
+    records = evaluate_episodes(capped, victim, parse_threat(spec), episodes, seed=0, n_envs=1,
+                                on_inputs=lambda x: clean.append(x.clone()) and False)
+    # one network call per step: the input acted on, then the clean input of checked rows
+    acted = [batch[0] for batch in seen]
+    return acted, [c[0] for c in clean], records
+
+
+def test_sensor_bias_is_constant_within_an_episode_and_changes_between_episodes():
+    acted, clean, _ = _seen_and_clean("sensor_bias:scale=0.5", [0, 1])
+    deltas = [a - c for a, c in zip(acted, clean)]
+    first, second = deltas[:8], deltas[8:]
+    assert all(torch.allclose(d, first[0]) for d in first) and all(torch.allclose(d, second[0]) for d in second)
+    assert not torch.allclose(first[0], second[0])
+
+
+def test_recorded_l2_and_linf_are_the_norms_of_what_was_applied():
+    acted, clean, (rec,) = _seen_and_clean("uniform_noise:eps=0.3", [0])
+    deltas = torch.stack([a - c for a, c in zip(acted, clean)])
+    assert rec.l2_sum == pytest.approx(float(deltas.norm(dim=1).sum()), rel=1e-9)
+    assert rec.linf_max == pytest.approx(float(deltas.abs().max()), rel=1e-9)
+
+
+# -- metrics -----------------------------------------------------------------------------------------
+def test_ssim_matches_scikit_image_and_psnr_its_closed_form():
+    from skimage.metrics import peak_signal_noise_ratio, structural_similarity
+
+    from rlgauntlet.experiments.evaluate import _perceptual_summary
+    from rlgauntlet.metrics.perceptual import PerceptualMeter
+
+    g = torch.Generator().manual_seed(0)
+    clean = torch.rand(1, 1, 84, 84, generator=g)
+    noisy = (clean + 0.1 * torch.randn(1, 1, 84, 84, generator=g)).clamp(0, 1)
+    ours = PerceptualMeter().measure(clean, noisy)
+    theirs = structural_similarity(clean[0, 0].numpy(), noisy[0, 0].numpy(), win_size=11, gaussian_weights=True,
+                                   sigma=1.5, use_sample_covariance=False, data_range=1.0)
+    # kornia pads the borders where scikit-image crops them: 4e-4 apart on this pair
+    assert ours["ssim"].item() == pytest.approx(theirs, abs=2e-3)
+    rec = EpisodeRecord(episode=0, seed=0, episode_return=0.0, length=1, mse_sum=float(ours["mse"]), ssim_sum=0.0,
+                        perceptual_steps=1)
+    psnr = _perceptual_summary([rec])["psnr_mean"]
+    assert psnr == pytest.approx(peak_signal_noise_ratio(clean[0, 0].numpy(), noisy[0, 0].numpy(), data_range=1.0),
+                                 rel=1e-5)
+
+
+def test_action_change_rate_divides_by_the_checked_steps():
+    from rlgauntlet.experiments.evaluate import summarize
+
+    recs = [EpisodeRecord(episode=0, seed=0, episode_return=1.0, length=10, perturbed_steps=10, action_checks=2,
+                          action_changes=1)]
+    assert summarize(recs, "t", "t", 0, "raw", 1.0)["action_change_rate"] == 0.5  # 1 of 2 checked, not of 10
+
+
+# -- sampling ----------------------------------------------------------------------------------------
+def test_sampled_categorical_actions_follow_the_softmax():
+    env = make_env("CartPole-v1")
+    victim = TorchVictim(nn.Sequential(nn.Identity()), "categorical", env.observation_space, gym.spaces.Discrete(3),
+                         budget_space="raw")
+    logits = torch.tensor([[1.0, 0.0, -1.0]]).expand(60_000, 3)
+    noise = torch.rand(60_000, generator=torch.Generator().manual_seed(0))
+    actions = victim.actions(PolicyOutput("categorical", logits=logits), deterministic=False, noise=noise)
+    freq = np.bincount(actions.numpy(), minlength=3) / 60_000
+    np.testing.assert_allclose(freq, torch.softmax(logits[0], 0).numpy(), atol=0.01)
+
+
+def test_sampled_gaussian_actions_have_the_policys_mean_and_std():
+    env = make_env("Pendulum-v1")
+    victim = TorchVictim(nn.Sequential(nn.Identity()), "gaussian", env.observation_space, env.action_space,
+                         budget_space="raw")
+    out = PolicyOutput("gaussian", mean=torch.full((50_000, 1), 0.3), log_std=torch.full((50_000, 1), math.log(0.2)))
+    noise = torch.randn(50_000, 1, generator=torch.Generator().manual_seed(0))
+    actions = victim.actions(out, deterministic=False, noise=noise)
+    assert actions.mean().item() == pytest.approx(0.3, abs=0.005) and actions.std().item() == pytest.approx(0.2, rel=0.02)
+
+
+def test_episodes_draw_from_different_streams():
+    for stream in ("threat", "schedule", "policy"):
+        a = torch.rand(5, generator=episode_generator(0, 0, stream))
+        b = torch.rand(5, generator=episode_generator(0, 1, stream))
+        c = torch.rand(5, generator=episode_generator(1, 0, stream))
+        assert not torch.equal(a, b) and not torch.equal(a, c)
+    other = torch.rand(5, generator=episode_generator(0, 0, "policy"))
+    assert not torch.equal(torch.rand(5, generator=episode_generator(0, 0, "threat")), other)
