@@ -29,8 +29,13 @@ def main() -> None:
     parser.add_argument("--store", default=str(HERE / "results" / "radial.sqlite"))
     args = parser.parse_args()
     rows = []
+    from rlgauntlet.zoo import load_manifest
+
     for pair in PAIRS:
         for name in pair:
+            if name not in load_manifest():
+                print(f"{name}: not in the zoo (train it with `rlgauntlet train --preset {name}`); skipped")
+                continue
             zoo_victim_or_exit(name, "radial_cartpole")
             threats = [t for e in EPS for t in (f"pgd:eps={e},steps=30,step={float(e) / 10}", f"fgsm:eps={e}")]
             report = evaluate(f"zoo:{name}", "CartPole-v1", threats, episodes=args.episodes, n_envs=args.episodes,

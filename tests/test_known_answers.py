@@ -81,20 +81,23 @@ def test_momentum_follows_nesterov_updates_uphill():
     paper's update written out independently: look-ahead gradient, ℓ1-normalised velocity,
     sign step, projection on the ball."""
     threat = parse_threat("momentum:eps=0.3,steps=3,step=0.1")
-    c = torch.tensor([[1.0, -1.0, 0.05]], dtype=torch.float64)
+    # chosen so that a step-back look-ahead (coordinate 3) or an ℓ2-normalised velocity
+    # (coordinate 4) ends elsewhere
+    c = torch.tensor([[1.0, -1.0, 0.15, 0.25]], dtype=torch.float64)
     threat.loss = lambda out, ref: -((out.q - c) ** 2).sum(dim=-1)
     threat.reference = lambda x, victim: None
     threat.check_victim = lambda victim: None
-    identity = TorchVictim(nn.Sequential(nn.Identity()), "q", gym.spaces.Box(-9, 9, (3,)), gym.spaces.Discrete(3),
+    identity = TorchVictim(nn.Sequential(nn.Identity()), "q", gym.spaces.Box(-9, 9, (4,)), gym.spaces.Discrete(4),
                            budget_space="raw")
-    got = threat.perturb(torch.zeros(1, 3, dtype=torch.float64), identity, _rng(1))
-    x, v, mu = np.zeros(3), np.zeros(3), 0.5
+    got = threat.perturb(torch.zeros(1, 4, dtype=torch.float64), identity, _rng(1))
+    x, v, mu = np.zeros(4), np.zeros(4), 0.5
     for _ in range(3):
         g = -2 * ((x + mu * v) - c.numpy()[0])
         v = mu * v + g / np.abs(g).sum()
         x = np.clip(x + 0.1 * np.sign(v), -0.3, 0.3)
     np.testing.assert_allclose(got.numpy()[0], x, atol=1e-12)
-    assert got[0, 0] > 0 and got[0, 1] < 0  # uphill: toward c
+    np.testing.assert_allclose(x, [0.3, -0.3, 0.1, 0.3], atol=1e-12)  # uphill: toward c
+    assert parse_threat("momentum:eps=0.3,steps=3").step_size == pytest.approx(0.1)  # default step ε/steps
 
 
 def test_random_moves_every_coordinate_by_exactly_eps():

@@ -41,17 +41,20 @@ def _memory(states, step):
 
 # -- action threats -------------------------------------------------------------------------------
 def test_action_noise_is_clipped_gaussian_from_the_episode_stream():
-    """Known answer: a zero-torque agent on Pendulum executes clip(0.3·n_t, −2, 2), n_t the t-th
-    draw of the episode's threat stream; the record sums |executed − chosen| per step."""
-    victim = _victim("Pendulum-v1", [0.0], "deterministic")
-    (rec,) = evaluate_episodes(lambda: make_env("Pendulum-v1"), victim, parse_threat("action_noise:std=0.3"), [2], seed=5)
+    """Known answer: an agent that always asks for torque 1 on Pendulum executes
+    clip(1 + 1.5·n_t, −2, 2), n_t the t-th draw of the episode's threat stream; the record sums
+    |executed − chosen| per step (clipping at 2 makes the sign of the noise matter)."""
+    victim = _victim("Pendulum-v1", [1.0], "deterministic")
+    (rec,) = evaluate_episodes(lambda: make_env("Pendulum-v1"), victim, parse_threat("action_noise:std=1.5"), [2], seed=5)
     g = episode_generator(5, 2, "threat")
     draws = torch.stack([torch.randn((1,), generator=g) for _ in range(rec.length)]).double()
-    executed = (0.3 * draws).clamp(-2.0, 2.0)
+    change = (1.0 + 1.5 * draws).clamp(-2.0, 2.0) - 1.0
+    mirrored = (1.0 - 1.5 * draws).clamp(-2.0, 2.0) - 1.0
     assert rec.perturbed_steps == rec.action_checks == rec.length == 200
-    assert rec.linf_sum == pytest.approx(float(executed.abs().sum()), rel=1e-6)
-    assert rec.linf_max == pytest.approx(float(executed.abs().max()), rel=1e-6)
-    assert rec.action_changes == int((executed.abs() > 1e-6).sum())
+    assert rec.linf_sum == pytest.approx(float(change.abs().sum()), rel=1e-6)
+    assert abs(float(mirrored.abs().sum()) - rec.linf_sum) > 1.0
+    assert rec.linf_max == pytest.approx(float(change.abs().max()), rel=1e-6)
+    assert rec.action_changes == int((change.abs() > 1e-6).sum())
 
 
 def test_action_noise_stays_in_the_action_box():

@@ -206,11 +206,12 @@ def _radial(base: str, name: str, algo: str, total: int, radial_eps: float, chec
 
 
 for _preset in (
-    _radial("cartpole-dqn", "cartpole-radial-dqn", "radial_dqn", 50_000, 0.1, 10_000,
-            "fine-tuned from zoo:cartpole-dqn with ε_train = 0.1 (raw CartPole units), exploration held at its "
-            "final 0.04, learning rate 1e-4 (the base recipe's 2.3e-3 destroyed the agent within 10k steps once "
-            "the worst-case term came in)", exploration_initial_eps=0.04, exploration_fraction=0.01,
-            learning_starts=1000, learning_rate=1e-4),
+    _radial("cartpole-dqn", "cartpole-radial-dqn", "radial_dqn", 50_000, 0.02, 10_000,
+            "fine-tuned from zoo:cartpole-dqn with ε_train = 0.02 (raw CartPole units), exploration held at its "
+            "final 0.04, learning rate 1e-4. At ε_train = 0.1 (with either the base recipe's learning rate 2.3e-3 "
+            "or 1e-4) the worst-case term collapsed the agent to a constant action (clean return 8–11) by 20k "
+            "steps: on raw CartPole units 0.1 is half the pole-angle limit", exploration_initial_eps=0.04,
+            exploration_fraction=0.01, learning_starts=1000, learning_rate=1e-4),
     _radial("cartpole-ppo", "cartpole-radial-ppo", "radial_ppo", 100_000, 0.1, 25_000,
             "fine-tuned from zoo:cartpole-ppo with ε_train = 0.1 (raw CartPole units), κ = 0.5, learning rate 1e-4",
             learning_rate=1e-4),
