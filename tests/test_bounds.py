@@ -1,7 +1,6 @@
 """IBP: sound on random networks of every supported shape and on every zoo agent (sampled
 points and corners of the ε-ball stay inside the bounds), exact at ε = 0, tight on a known case."""
 
-import gymnasium as gym
 import numpy as np
 import pytest
 import torch

@@ -134,3 +134,15 @@ def test_radial_ppo_trains_and_widens_nothing_at_eps_zero():
                       policy_kwargs=dict(net_arch=[16]))
     model.learn(128)
     assert model.current_eps() > 0
+
+
+def test_suite_certified_adds_gwc_evaluations_to_a_report():
+    from rlgauntlet import evaluate
+
+    report = evaluate("zoo:cartpole-dqn", "CartPole-v1", suite="certified", eps_grid="0,0.02", episodes=2, n_envs=2)
+    specs = [e["spec"] for e in report.evaluations]
+    assert specs == ["clean", "gwc:eps=0", "gwc:eps=0.02"]
+    gwc0 = report.evaluations[1]
+    assert gwc0["returns"] == report.evaluations[0]["returns"] and gwc0["metrics"]["acr"]["value"] == 1.0
+    with pytest.raises(Exception, match="gives GWC for discrete agents"):
+        evaluate("zoo:pendulum-td3", "Pendulum-v1", suite="certified", eps="0.1", episodes=1)

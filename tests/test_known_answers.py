@@ -246,3 +246,23 @@ def test_episodes_draw_from_different_streams():
         assert not torch.equal(a, b) and not torch.equal(a, c)
     other = torch.rand(5, generator=episode_generator(0, 0, "policy"))
     assert not torch.equal(torch.rand(5, generator=episode_generator(0, 0, "threat")), other)
+
+
+def test_motion_blur_equals_the_clamped_shift_sum_written_out():
+    """imagecorruptions' motion blur: Σ_i w_i·x[clamp(r + dy_i), clamp(c + dx_i)] with
+    dy_i = ceil(i·sin θ − 1/2), dx_i = ceil(i·cos θ − 1/2), written with NumPy indexing."""
+    from rlgauntlet.threats.corruptions import motion_blur, motion_blur_kernel
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(3, 2, 17, 19, generator=g)
+    angles = torch.tensor([-45.0, 12.5, 44.0])
+    got = motion_blur(x, 5, 2.0, angles).numpy()
+    weights = motion_blur_kernel(5, 2.0).numpy()
+    rows, cols = np.arange(17)[:, None], np.arange(19)[None, :]
+    for b, angle in enumerate(angles.tolist()):
+        theta = math.radians(angle)
+        expected = np.zeros((2, 17, 19))
+        for i, weight in enumerate(weights):
+            dy, dx = math.ceil(i * math.sin(theta) - 0.5), math.ceil(i * math.cos(theta) - 0.5)
+            expected += weight * x[b].numpy()[:, np.clip(rows + dy, 0, 16), np.clip(cols + dx, 0, 18)]
+        np.testing.assert_allclose(got[b], expected, atol=1e-6)

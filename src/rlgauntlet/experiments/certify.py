@@ -37,7 +37,7 @@ from rlgauntlet.envs import make_env, restore, snapshot
 from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.store import ResultsStore, run_key
 from rlgauntlet.threats.spec import parse_value
-from rlgauntlet.victims.base import PolicyOutput, Victim
+from rlgauntlet.victims.base import DelegatingVictim, PolicyOutput, Victim
 
 
 def score_bounds(victim: Victim, x: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -60,19 +60,15 @@ def certified(nominal: torch.Tensor, lower: torch.Tensor, upper: torch.Tensor) -
     return lower.gather(-1, chosen[:, None]).squeeze(-1) > others
 
 
-class GreedyWorstCaseVictim(Victim):
+class GreedyWorstCaseVictim(DelegatingVictim):
     """The victim acting with its worst feasible action at ε (GWC's policy, Algorithm 2)."""
 
     def __init__(self, victim: Victim, eps: float) -> None:
         if not victim.is_discrete:
             raise UserError("GWC needs discrete actions; continuous agents get the certified action deviation")
-        self.victim, self.eps = victim, eps
-        for attr in ("kind", "observation_space", "action_space", "budget_space", "device", "dtype"):
-            setattr(self, attr, getattr(victim, attr))
+        super().__init__(victim)
+        self.eps = eps
         self.description = {**victim.description, "certified": f"gwc:eps={eps}"}
-
-    def preprocess(self, obs):
-        return self.victim.preprocess(obs)
 
     def forward(self, x: torch.Tensor) -> PolicyOutput:
         nominal, lower, upper = score_bounds(self.victim, x, self.eps)
@@ -80,26 +76,18 @@ class GreedyWorstCaseVictim(Victim):
         above = nominal.abs().max() * 2 + 1
         return PolicyOutput("q", q=torch.where(feasible_actions(lower, upper), nominal, above))
 
-    @property
-    def input_bounds(self):
-        return self.victim.input_bounds
-
     def actions(self, out: PolicyOutput, deterministic: bool = True, noise=None) -> torch.Tensor:
         return out.q.argmin(dim=-1)
 
 
-class _CertificationMeter(Victim):
+class _CertificationMeter(DelegatingVictim):
     """The victim acting as itself, counting along the way the steps whose action is certified
     (discrete) or summing the action box's half width (continuous)."""
 
     def __init__(self, victim: Victim, eps: float) -> None:
-        self.victim, self.eps = victim, eps
-        for attr in ("kind", "observation_space", "action_space", "budget_space", "device", "dtype", "description"):
-            setattr(self, attr, getattr(victim, attr))
+        super().__init__(victim)
+        self.eps = eps
         self.steps, self.certified, self.half_width = 0, 0, 0.0
-
-    def preprocess(self, obs):
-        return self.victim.preprocess(obs)
 
     def forward(self, x: torch.Tensor) -> PolicyOutput:
         out = self.victim.forward(x)
@@ -111,13 +99,6 @@ class _CertificationMeter(Victim):
             else:
                 self.half_width += float(((upper - lower) / 2).mean(dim=-1).sum())
         return out
-
-    @property
-    def input_bounds(self):
-        return self.victim.input_bounds
-
-    def actions(self, out: PolicyOutput, deterministic: bool = True, noise=None) -> torch.Tensor:
-        return self.victim.actions(out, deterministic, noise)
 
 
 def absolute_worst_case(victim: Victim, env: gym.Env, seed: int, eps: float, max_nodes: int) -> dict:
@@ -201,9 +182,10 @@ def certify(
                 summary = run_evaluation(results, env_fn, env_info, GreedyWorstCaseVictim(victim, value), None, episodes,
                                          seed, n_envs=n_envs, resume=True, label=f"gwc:eps={text}", kind="certification")
                 run_id = summary["run_id"]
-                row["gwc"] = {k: summary[k] for k in ("return_mean", "return_sem", "returns", "lengths")}
+                row["gwc"] = summary  # the evaluation summary of the GWC episodes
                 row["acr"] = meter.certified / meter.steps
                 results.add_metric(run_id, "acr", row["acr"], "fraction of clean-trajectory steps")
+                summary["metrics"] = results.metrics(run_id)
             else:
                 meta = {"agent": victim.description, "env": env_info, "eps": text, "seed": seed, "episodes": episodes}
                 run_id = results.create_run(run_key({**meta, "kind": "certification"}), meta, kind="certification")

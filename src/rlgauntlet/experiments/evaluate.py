@@ -330,12 +330,25 @@ def _evaluate(agent, env, threats, suite, eps, episodes, seed, n_envs, store, *,
                 resume=resume, perceptual=meter, action_change_every=action_change_every,
                 on_episode=None if on_episode is None else (lambda rec, label=label: on_episode(label, rec)),
             ))
+        if "certified" in suites:
+            report.evaluations += certified_evaluations(victim, env, eps, eps_grid, episodes, seed, n_envs, results)
         if impact:
             add_impact(report, results, victim, env_fn, episodes, seed, n_envs, deterministic, min_score)
     finally:
         if not isinstance(store, ResultsStore):
             results.close()
     return report
+
+
+def certified_evaluations(victim: Victim, env: str, eps: str | None, eps_grid: str | None, episodes: int, seed: int,
+                          n_envs: int, store: ResultsStore) -> list[dict]:
+    """``--suite certified``: one GWC evaluation per budget (``threat`` = ``gwc``), its ACR among
+    its metrics, as ``rlgauntlet certify`` computes them."""
+    from rlgauntlet.experiments.certify import certify
+
+    result = certify(victim, env, eps=eps, eps_grid=eps_grid, episodes=episodes, seed=seed, n_envs=n_envs,
+                     store=store)
+    return [{**row["gwc"], "threat": "gwc", "spec": f"gwc:eps={row['eps']}", "place": None} for row in result["rows"]]
 
 
 def add_impact(report: Report, store: ResultsStore, victim: Victim, env_fn: Callable[[], gym.Env], episodes: int,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from rlgauntlet.errors import UserError
-from rlgauntlet.victims.base import PolicyOutput, Victim
+from rlgauntlet.victims.base import DelegatingVictim, PolicyOutput, Victim
 
 ARGMIN_LABEL = "argmin_agent"
 
@@ -41,7 +41,7 @@ def impact(score_max: float, score_adv: float, score_min: float | None) -> float
     return (score_max - score_adv) / (score_max - score_min)
 
 
-class ArgminVictim(Victim):
+class ArgminVictim(DelegatingVictim):
     """The victim's network acting with its *worst* action: argmin of Q-values or logits.
 
     Only for discrete victims (the paper's Score_min agent); everything but the action
@@ -51,19 +51,7 @@ class ArgminVictim(Victim):
     def __init__(self, victim: Victim) -> None:
         if not victim.is_discrete:
             raise UserError("the argmin agent needs discrete actions; for continuous victims give --min-score")
-        self.victim = victim
-        for attr in ("kind", "observation_space", "action_space", "budget_space", "device", "description", "dtype"):
-            setattr(self, attr, getattr(victim, attr))
-
-    def preprocess(self, obs):
-        return self.victim.preprocess(obs)
-
-    def forward(self, x: torch.Tensor) -> PolicyOutput:
-        return self.victim.forward(x)
-
-    @property
-    def input_bounds(self):
-        return self.victim.input_bounds
+        super().__init__(victim)
 
     def actions(self, out: PolicyOutput, deterministic: bool = True, noise=None) -> torch.Tensor:
         return out.scores().argmin(dim=-1)

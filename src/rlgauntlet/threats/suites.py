@@ -6,7 +6,7 @@ from rlgauntlet.errors import UserError
 from rlgauntlet.threats.spec import parse_params, parse_value
 from rlgauntlet.victims.base import Victim
 
-SUITES = ("adversarial", "natural")
+SUITES = ("adversarial", "natural", "certified")
 
 #: Daylight's Pong settings (α,β = [1.7, 40], kernel 3, 3°, [2, 1], perspective norm 3), JPEG
 #: quality 10 (the paper gives none), and the common corruptions at severity 3.
@@ -83,6 +83,13 @@ def suite_specs(name: str, victim: Victim, eps: str | None, grid: bool = False, 
     """Threat specs of suite ``name`` for ``victim`` on ``env_id`` at budget ``eps`` (left open when ``grid``)."""
     if name not in SUITES:
         raise UserError(f"unknown suite {name!r}; choose one of: {', '.join(SUITES)}")
+    if name == "certified":  # not threats: figures from bounds, which the evaluation adds itself
+        if eps is None and not grid:
+            raise UserError("--suite certified needs a budget: add --eps VALUE (e.g. --eps 1/255) or --eps-grid")
+        if not victim.is_discrete:
+            raise UserError("--suite certified gives GWC for discrete agents; for continuous agents run "
+                            "`rlgauntlet certify` (certified action deviation)")
+        return []
     if name == "natural":
         if grid:
             raise UserError("--suite natural has fixed severities; --eps-grid applies to budgeted threats only")

@@ -67,6 +67,13 @@ class _RadialMixin:
     def _score_bounds(self, x: th.Tensor, eps: float) -> tuple[th.Tensor, th.Tensor]:
         return ibp(self._victim(), x, eps)
 
+    def _optimize(self, loss: th.Tensor) -> None:
+        """One optimizer step on ``loss``, gradients clipped as SB3 clips them."""
+        self.policy.optimizer.zero_grad()
+        loss.backward()
+        th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
+        self.policy.optimizer.step()
+
 
 class RadialDQN(_RadialMixin, DQN):
     """DQN with the RADIAL worst-case TD loss (see module docstring)."""
@@ -105,10 +112,7 @@ class RadialDQN(_RadialMixin, DQN):
                 loss = kappa * standard + (1 - kappa) * worst_case
                 wc_losses.append(worst_case.item())
             losses.append(loss.item())
-            self.policy.optimizer.zero_grad()
-            loss.backward()
-            th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
-            self.policy.optimizer.step()
+            self._optimize(loss)
         self._n_updates += gradient_steps
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
         self.logger.record("train/loss", np.mean(losses))
@@ -172,10 +176,7 @@ class RadialPPO(_RadialMixin, PPO):
                 loss = policy_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
                 pg.append(policy_loss.item())
                 vf.append(value_loss.item())
-                self.policy.optimizer.zero_grad()
-                loss.backward()
-                th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
-                self.policy.optimizer.step()
+                self._optimize(loss)
             self._n_updates += 1
         self.logger.record("train/policy_gradient_loss", np.mean(pg))
         self.logger.record("train/value_loss", np.mean(vf))

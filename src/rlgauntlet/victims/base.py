@@ -162,6 +162,32 @@ class Victim(ABC):
             )
 
 
+class DelegatingVictim(Victim):
+    """A victim acting through another one; subclasses override only what they change (the
+    argmin agent, GWC's worst feasible action, a meter counting certified steps)."""
+
+    def __init__(self, victim: Victim) -> None:
+        self.victim = victim
+        for attr in ("kind", "observation_space", "action_space", "budget_space", "device", "description", "dtype"):
+            setattr(self, attr, getattr(victim, attr))
+
+    def preprocess(self, obs: np.ndarray) -> torch.Tensor:
+        return self.victim.preprocess(obs)
+
+    def forward(self, x: torch.Tensor) -> PolicyOutput:
+        return self.victim.forward(x)
+
+    def layer_chain(self) -> list[nn.Module]:
+        return self.victim.layer_chain()
+
+    @property
+    def input_bounds(self) -> tuple[float, float] | None:
+        return self.victim.input_bounds
+
+    def actions(self, out: PolicyOutput, deterministic: bool = True, noise: torch.Tensor | None = None) -> torch.Tensor:
+        return self.victim.actions(out, deterministic, noise)
+
+
 def _observation_spaces_match(agent: gym.Space, env: gym.Space) -> bool:
     if not isinstance(agent, gym.spaces.Box) or not isinstance(env, gym.spaces.Box):
         return agent == env
