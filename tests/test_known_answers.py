@@ -266,3 +266,26 @@ def test_motion_blur_equals_the_clamped_shift_sum_written_out():
             dy, dx = math.ceil(i * math.sin(theta) - 0.5), math.ceil(i * math.cos(theta) - 0.5)
             expected += weight * x[b].numpy()[:, np.clip(rows + dy, 0, 16), np.clip(cols + dx, 0, 18)]
         np.testing.assert_allclose(got[b], expected, atol=1e-6)
+
+
+def test_a_continuous_action_changes_when_any_dimension_changes():
+    from rlgauntlet.engine.rollout import CONTINUOUS_ACTION_TOL, _actions_differ
+
+    chosen = torch.zeros(3, 3, dtype=torch.float64)
+    executed = torch.tensor([[0.0, 0.0, 0.5], [0.0, 0.0, 0.0], [0.1, -0.2, 0.3]], dtype=torch.float64)
+    assert _actions_differ(executed, chosen).tolist() == [True, False, True]
+    assert _actions_differ(chosen + CONTINUOUS_ACTION_TOL / 2, chosen).tolist() == [False] * 3
+    assert _actions_differ(torch.tensor([1, 2]), torch.tensor([1, 3])).tolist() == [False, True]
+
+
+def test_perceptual_metrics_are_sampled_every_tenth_step():
+    from rlgauntlet.engine.rollout import PERCEPTUAL_EVERY
+
+    env = make_env("PongNoFrameskip-v4")
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Flatten(), nn.Linear(4 * 84 * 84, 6))
+    victim = TorchVictim(net, "categorical", env.observation_space, env.action_space)
+    capped = lambda: gym.wrappers.TimeLimit(make_env("PongNoFrameskip-v4"), 21)  # noqa: E731
+    (rec,) = evaluate_episodes(capped, victim, parse_threat("brightness_contrast:alpha=1.2"), [0], seed=0)
+    assert PERCEPTUAL_EVERY == 10 and rec.length == 21 and rec.perceptual_steps == 3  # steps 0, 10, 20
+    assert 0 < rec.ssim_sum / rec.perceptual_steps < 1 and rec.mse_sum > 0

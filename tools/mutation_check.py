@@ -66,6 +66,15 @@ def apply(text: str, line: int, old: str, new: str) -> str:
     return "".join(lines)
 
 
+def _tests_fail(tests: list[str], timeout: int) -> bool:
+    try:
+        res = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-W", "ignore",
+                              *tests], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return True  # a mutant that hangs the tests is noticed
+    return res.returncode != 0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("module", type=Path)
@@ -75,18 +84,16 @@ def main() -> None:
     parser.add_argument("--timeout", type=int, default=600)
     args = parser.parse_args()
     original = args.module.read_text()
+    if _tests_fail(args.tests, args.timeout):
+        sys.exit("the tests fail without any mutation (or cannot run with this Python); fix that first, "
+                 "or every mutant would count as caught")
     candidates = mutants(original)
     random.Random(args.seed).shuffle(candidates)
     results = []
     try:
         for line, old, new in candidates[: args.max]:
             args.module.write_text(apply(original, line, old, new))
-            try:
-                res = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-W",
-                                      "ignore", *args.tests], capture_output=True, text=True, timeout=args.timeout)
-                caught = res.returncode != 0
-            except subprocess.TimeoutExpired:
-                caught = True  # a mutant that hangs the tests is noticed
+            caught = _tests_fail(args.tests, args.timeout)
             results.append({"line": line + 1, "from": old, "to": new, "caught": caught})
             print(f"{'caught  ' if caught else 'SURVIVED'} line {line + 1}: {new}", flush=True)
     finally:
