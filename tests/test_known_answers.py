@@ -289,3 +289,23 @@ def test_perceptual_metrics_are_sampled_every_tenth_step():
     (rec,) = evaluate_episodes(capped, victim, parse_threat("brightness_contrast:alpha=1.2"), [0], seed=0)
     assert PERCEPTUAL_EVERY == 10 and rec.length == 21 and rec.perceptual_steps == 3  # steps 0, 10, 20
     assert 0 < rec.ssim_sum / rec.perceptual_steps < 1 and rec.mse_sum > 0
+
+
+def test_continuous_action_change_tolerance_is_one_millionth():
+    from rlgauntlet.engine.rollout import _actions_differ
+
+    base = torch.zeros(2, 1, dtype=torch.float64)
+    assert _actions_differ(torch.tensor([[5e-7], [2e-6]], dtype=torch.float64), base).tolist() == [False, True]
+
+
+def test_a_plain_env_episode_ends_at_its_termination():
+    """Without the preset's real_done flag, a termination ends the episode (it is not a lost life)."""
+    env = make_env("CartPole-v1")
+    layer = nn.Linear(4, 2)
+    with torch.no_grad():
+        layer.weight.zero_()
+        layer.bias.copy_(torch.tensor([1.0, 0.0]))  # always push left: falls in about 10 steps
+    victim = TorchVictim(nn.Sequential(layer), "q", env.observation_space, env.action_space, budget_space="raw")
+    (plain,) = evaluate_episodes(lambda: gym.make("CartPole-v1"), victim, None, [0], seed=0)
+    (preset,) = evaluate_episodes(lambda: make_env("CartPole-v1"), victim, None, [0], seed=0)
+    assert plain.length == preset.length < 20 and plain.episode_return == preset.episode_return
