@@ -309,3 +309,18 @@ def test_a_plain_env_episode_ends_at_its_termination():
     (plain,) = evaluate_episodes(lambda: gym.make("CartPole-v1"), victim, None, [0], seed=0)
     (preset,) = evaluate_episodes(lambda: make_env("CartPole-v1"), victim, None, [0], seed=0)
     assert plain.length == preset.length < 20 and plain.episode_return == preset.episode_return
+
+
+def test_the_engine_acts_greedily_unless_asked_to_sample():
+    env = make_env("CartPole-v1")
+    layer = nn.Linear(4, 2)
+    with torch.no_grad():
+        layer.weight.zero_()
+        layer.bias.copy_(torch.tensor([0.1, 0.0]))  # argmax 0; sampling would pick 1 nearly half the time
+    victim = TorchVictim(nn.Sequential(layer), "categorical", env.observation_space, env.action_space,
+                         budget_space="raw")
+    default = evaluate_episodes(lambda: make_env("CartPole-v1"), victim, None, range(3), seed=0)
+    greedy = evaluate_episodes(lambda: make_env("CartPole-v1"), victim, None, range(3), seed=0, deterministic=True)
+    sampled = evaluate_episodes(lambda: make_env("CartPole-v1"), victim, None, range(3), seed=0, deterministic=False)
+    lengths = lambda recs: sorted((r.episode, r.length) for r in recs)  # noqa: E731
+    assert lengths(default) == lengths(greedy) != lengths(sampled)
