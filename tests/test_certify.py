@@ -146,3 +146,10 @@ def test_suite_certified_adds_gwc_evaluations_to_a_report():
     assert gwc0["returns"] == report.evaluations[0]["returns"] and gwc0["metrics"]["acr"]["value"] == 1.0
     with pytest.raises(Exception, match="gives GWC for discrete agents"):
         evaluate("zoo:pendulum-td3", "Pendulum-v1", suite="certified", eps="0.1", episodes=1)
+
+
+def test_awc_sums_rewards_on_a_plain_env_as_on_the_preset():
+    victim = load_victim("zoo:cartpole-dqn")
+    plain = absolute_worst_case(victim, gym.wrappers.TimeLimit(gym.make("CartPole-v1"), 6), 3, 0.02, 500)
+    preset = absolute_worst_case(victim, gym.wrappers.TimeLimit(make_env("CartPole-v1"), 6), 3, 0.02, 500)
+    assert plain == preset and plain["return"] > 0

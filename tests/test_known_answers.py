@@ -177,6 +177,9 @@ def test_sensor_bias_is_constant_within_an_episode_and_changes_between_episodes(
     first, second = deltas[:8], deltas[8:]
     assert all(torch.allclose(d, first[0]) for d in first) and all(torch.allclose(d, second[0]) for d in second)
     assert not torch.allclose(first[0], second[0])
+    # the offset is scale·b, b the episode's fixed normal draw (the sign matters: no clipping here)
+    expected = 0.5 * BatchRNG([episode_generator(0, 0, "threat")]).episode_normal((4,))[0]
+    assert torch.allclose(first[0], expected.to(first[0]), atol=1e-12)
 
 
 def test_recorded_l2_and_linf_are_the_norms_of_what_was_applied():
