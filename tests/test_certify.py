@@ -73,6 +73,7 @@ def test_certification_is_a_stored_run_with_its_metrics(tmp_path):
     assert [r for r, _ in runs] == [row["run_id"] for row in result["rows"]]
     zero, five = (store.metrics(row["run_id"]) for row in result["rows"])
     assert zero["acr"]["value"] == 1.0 and zero["awc_finished"]["value"] == 1.0  # at ε = 0 every action is certified
+    assert zero["awc"]["value"] == pytest.approx(np.mean(result["rows"][0]["awc"]["returns"]))  # a mean, not a sum
     assert 0.0 <= five["acr"]["value"] <= 1.0 and five["awc_nodes"]["value"] > 0
     assert len(store.episodes(result["rows"][1]["run_id"])) == 2
 
@@ -153,3 +154,32 @@ def test_awc_sums_rewards_on_a_plain_env_as_on_the_preset():
     plain = absolute_worst_case(victim, gym.wrappers.TimeLimit(gym.make("CartPole-v1"), 6), 3, 0.02, 500)
     preset = absolute_worst_case(victim, gym.wrappers.TimeLimit(make_env("CartPole-v1"), 6), 3, 0.02, 500)
     assert plain == preset and plain["return"] > 0
+
+
+def test_awc_metric_is_the_mean_of_finished_searches_and_none_when_nothing_ended():
+    result = certify("zoo:cartpole-dqn", "CartPole-v1", eps="0", episodes=2, n_envs=1, awc_max_nodes=50, awc_horizon=5)
+    row = result["rows"][0]
+    assert row["awc"]["returns"] == [5.0, 5.0] and all(row["awc"]["finished"])
+    victim = load_victim("zoo:cartpole-dqn")
+    cut = absolute_worst_case(victim, gym.wrappers.TimeLimit(make_env("CartPole-v1"), 50), 0, 0.02, max_nodes=3)
+    assert cut == {"return": None, "nodes": 3, "finished": False}
+
+
+def test_certify_reads_agent_files_as_data_by_default(tmp_path):
+    import json
+    import zipfile
+
+    from rlgauntlet.errors import UserError
+    from rlgauntlet.zoo import zoo_dir
+
+    src, evil = zoo_dir() / "cartpole-dqn.zip", tmp_path / "evil.zip"
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(evil, "w") as zout:
+        for item in zin.infolist():
+            data = zin.read(item.filename)
+            if item.filename == "data":
+                content = json.loads(data)
+                content["policy_class"] = {":type:": "<class 'type'>", ":serialized:": "gASV"}
+                data = json.dumps(content).encode()
+            zout.writestr(item, data)
+    with pytest.raises(UserError, match="--allow-pickle"):
+        certify(f"sb3:{evil}", "CartPole-v1", eps="0.01", episodes=1)
