@@ -183,3 +183,18 @@ def test_certify_reads_agent_files_as_data_by_default(tmp_path):
             zout.writestr(item, data)
     with pytest.raises(UserError, match="--allow-pickle"):
         certify(f"sb3:{evil}", "CartPole-v1", eps="0.01", episodes=1)
+
+
+def test_a_saved_radial_model_holds_its_network_once(tmp_path):
+    import json
+    import zipfile
+
+    from rlgauntlet.training.radial import RadialDQN
+
+    model = RadialDQN("MlpPolicy", "CartPole-v1", seed=0, radial_eps=0.1, learning_starts=10, train_freq=16,
+                      policy_kwargs=dict(net_arch=[16]))
+    model.learn(64)
+    model._victim()
+    model.save(tmp_path / "m.zip")
+    data = json.loads(zipfile.ZipFile(tmp_path / "m.zip").read("data"))
+    assert "_live_victim" not in data and data["radial_eps"] == 0.1

@@ -67,6 +67,10 @@ class _RadialMixin:
     def _score_bounds(self, x: th.Tensor, eps: float) -> tuple[th.Tensor, th.Tensor]:
         return ibp(self._victim(), x, eps)
 
+    def _excluded_save_params(self) -> list[str]:
+        # the live victim wraps the policy: saving it would store the network a second time
+        return [*super()._excluded_save_params(), "_live_victim"]
+
     def _optimize(self, loss: th.Tensor) -> None:
         """One optimizer step on ``loss``, gradients clipped as SB3 clips them."""
         self.policy.optimizer.zero_grad()
