@@ -69,6 +69,8 @@ CLASSIC = {
     "CartPoleEnv": {name: _attr(name, _cartpole_cache) for name in ("gravity", "masscart", "masspole", "length", "force_mag")},
     "PendulumEnv": {name: _attr(name) for name in ("g", "m", "l", "max_speed", "max_torque")},
 }
+
+
 def _get_path(obj, path: str):
     for part in path.split("."):
         obj = getattr(obj, part)
