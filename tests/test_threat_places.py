@@ -12,7 +12,7 @@ from rlgauntlet.common.seeding import BatchRNG, episode_generator
 from rlgauntlet.engine.rollout import evaluate_episodes
 from rlgauntlet.envs import make_env, restore, snapshot
 from rlgauntlet.errors import UserError
-from rlgauntlet.threats import Memory, parse_threat
+from rlgauntlet.threats import Memory, Threat, ThreatParams, parse_threat
 from rlgauntlet.victims import TorchVictim, load_victim
 
 
@@ -312,3 +312,42 @@ def test_new_threats_resume_in_the_store_without_loss_or_duplicates(tmp_path):
     strip = lambda r: [(e["spec"], e["returns"], e["lengths"], e["e_adv"], e.get("world_episodes")) for e in r.evaluations]  # noqa: E731
     assert strip(resumed) == strip(fresh)
     assert [e["run_id"] for e in resumed.evaluations] == [1, 2, 3, 4]  # the first runs, continued
+
+
+def test_records_carry_their_episode_seed():
+    victim = _victim("CartPole-v1", [1.0, 0.0], "q")
+    recs = evaluate_episodes(lambda: make_env("CartPole-v1"), victim, None, [0, 3, 7], seed=11, n_envs=2)
+    assert sorted((r.episode, r.seed) for r in recs) == [(0, 11), (3, 14), (7, 18)]
+
+
+def test_action_noise_records_the_largest_change_over_action_dimensions():
+    """Hopper's 3-D actions: the recorded ℓ∞ is the largest |executed − chosen| over the three
+    dimensions, the ℓ2 their norm (known answer from the episode's threat stream)."""
+    chosen = torch.tensor([0.5, -0.5, 0.0], dtype=torch.float64)
+    victim = _victim("Hopper-v5", chosen.tolist(), "deterministic")
+    capped = lambda: gym.wrappers.TimeLimit(make_env("Hopper-v5"), 10)  # noqa: E731
+    (rec,) = evaluate_episodes(capped, victim, parse_threat("action_noise:std=0.4"), [0], seed=2)
+    g = episode_generator(2, 0, "threat")
+    deltas = torch.stack([(chosen + 0.4 * torch.randn((3,), generator=g).double()).clamp(-1, 1) - chosen
+                          for _ in range(rec.length)])
+    assert rec.linf_sum == pytest.approx(float(deltas.abs().amax(dim=1).sum()), rel=1e-6)
+    assert rec.l2_sum == pytest.approx(float(deltas.norm(dim=1).sum()), rel=1e-6)
+
+
+class _OutOfRange(Threat):
+    """A broken action threat: the engine must refuse what it returns."""
+
+    name, place = "out_of_range_test", "action"
+
+    class Params(ThreatParams):
+        pass
+
+    def perturb_action(self, actions, victim, rng, memory):
+        return torch.full_like(actions, victim.action_space.n)  # one past the last action
+
+
+def test_an_action_threat_returning_an_impossible_action_is_caught():
+    threat = _OutOfRange(_OutOfRange.Params())
+    victim = _victim("CartPole-v1", [1.0, 0.0], "q")
+    with pytest.raises(RuntimeError, match="returned actions outside Discrete\\(2\\)"):
+        evaluate_episodes(lambda: make_env("CartPole-v1"), victim, threat, [0], seed=0)
