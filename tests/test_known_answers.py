@@ -327,3 +327,19 @@ def test_the_engine_acts_greedily_unless_asked_to_sample():
     sampled = evaluate_episodes(lambda: make_env("CartPole-v1"), victim, None, range(3), seed=0, deterministic=False)
     lengths = lambda recs: sorted((r.episode, r.length) for r in recs)  # noqa: E731
     assert lengths(default) == lengths(greedy) != lengths(sampled)
+
+
+def test_gaussian_noise_adds_std_times_the_streams_draw():
+    x = torch.zeros(2, 4, dtype=torch.float64)
+    vector = type("V", (), {"budget_space": "raw", "input_bounds": None})()
+    out = parse_threat("gaussian_noise:std=0.3").perturb(x, vector, _rng(2, seed=5))
+    draws = torch.stack([torch.randn((4,), generator=episode_generator(5, k, "threat")) for k in range(2)])
+    assert torch.allclose(out, 0.3 * draws.double(), atol=1e-7)
+
+
+@pytest.mark.parametrize("spec", ["gaussian_noise:severity=6", "impulse_noise:severity=0", "motion_blur:severity=6"])
+def test_corruption_severities_outside_1_to_5_are_refused(spec):
+    from rlgauntlet.errors import UserError
+
+    with pytest.raises(UserError, match="severity"):
+        parse_threat(spec)
