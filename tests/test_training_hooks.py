@@ -181,3 +181,22 @@ def test_zoo_lists_and_loads_from_a_built_wheel_installed_elsewhere(tmp_path):
     assert res.returncode == 0, res.stderr
     where, names, action = res.stdout.splitlines()
     assert where.startswith(str(target)) and "cartpole-ppo" in names and action in ("[0]", "[1]")
+
+
+def test_threat_on_image_training_envs_acts_in_pixel01_units():
+    """Atari frames: random:eps=2/255 moves every pixel by exactly 2 grey levels (0 where the
+    [0, 1] range clips it), and the learner still gets channel-last frames."""
+    from rlgauntlet.envs import make_train_vec_env
+    from rlgauntlet.threats import parse_threat
+    from rlgauntlet.training.threat_env import ThreatVecEnv
+
+    venv = make_train_vec_env("PongNoFrameskip-v4", 1, 0)
+    env = ThreatVecEnv(venv, parse_threat("random:eps=2/255"), seed=0)
+    env.attach(PPO("CnnPolicy", env, n_steps=64, seed=0))
+    seen = env.reset()
+    clean = venv.stacked_obs.stacked_obs.astype(np.float32)  # what the frame stack holds, uint8 → float
+    delta = np.abs(seen - clean)
+    assert seen.shape == clean.shape == (1, 84, 84, 4)
+    assert np.allclose(delta.max(), 2.0, atol=1e-3)
+    assert np.all(np.isclose(delta, 2.0, atol=1e-3) | np.isclose(delta, 0.0, atol=1e-3))
+    assert env.linf_max == pytest.approx(2 / 255, rel=1e-4)

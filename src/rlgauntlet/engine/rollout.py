@@ -298,14 +298,8 @@ def _perturb_actions(active: list[_Slot], victim: Victim, threat: Threat, action
         delta = (executed - chosen).double().reshape(chosen.shape[0], -1)
         linf, l2 = delta.abs().amax(dim=1), delta.norm(dim=1)
     rows = np.flatnonzero(mask.cpu().numpy())
-    for j, i in enumerate(rows):
-        rec = active[i].record
-        rec.perturbed_steps += 1
-        rec.action_checks += 1
-        rec.action_changes += int(changed[j])
-        rec.linf_sum += float(linf[j])
-        rec.linf_max = max(rec.linf_max, float(linf[j]))
-        rec.l2_sum += float(l2[j])
+    for j, (size_inf, size_2, change) in enumerate(zip(linf.tolist(), l2.tolist(), changed.tolist())):
+        _add_applied(active[rows[j]].record, size_inf, size_2, True, change)  # every action step is checked
     return out
 
 
@@ -321,6 +315,18 @@ def _check_in_action_space(threat: Threat, victim: Victim, executed: torch.Tenso
         ok = bool(torch.isfinite(executed).all() and ((executed >= low) & (executed <= high)).all())
     if not ok:
         raise RuntimeError(f"threat {threat.spec!r} returned actions outside {space}: a bug")
+
+
+def _add_applied(rec: EpisodeRecord, linf: float, l2: float, checked: bool, changed: bool) -> None:
+    """Count one perturbed step of an episode and the measured size of what was applied."""
+    rec.perturbed_steps += 1
+    rec.action_checks += int(checked)
+    rec.action_changes += int(changed)
+    rec.linf_sum += linf
+    rec.linf_max = max(rec.linf_max, linf)
+    rec.l2_sum += l2
+
+
 def _record(active, victim, meter, x, x_in, mask, check, changed) -> None:
     """Add the measured size (and perceptual distance) of each applied perturbation to its episode."""
     delta = (x_in[mask] - x[mask]).reshape(int(mask.sum()), -1)
@@ -335,12 +341,7 @@ def _record(active, victim, meter, x, x_in, mask, check, changed) -> None:
     checked, changed = check.tolist(), changed.tolist()
     for j, i in enumerate(rows):
         rec = active[i].record
-        rec.perturbed_steps += 1
-        rec.action_checks += int(checked[i])
-        rec.action_changes += int(changed[i])
-        rec.linf_sum += linf[j]
-        rec.linf_max = max(rec.linf_max, linf[j])
-        rec.l2_sum += l2[j]
+        _add_applied(rec, linf[j], l2[j], checked[i], changed[i])
         if j in perceptual:
             values = perceptual[j]
             rec.ssim_sum += values["ssim"]

@@ -201,10 +201,6 @@ def threat_specs(victim: Victim, threats: Sequence[str] = (), suite: Sequence[st
     ``eps_grid`` applied to those without ``eps``."""
     from rlgauntlet.threats.suites import expand_eps_grid, suite_specs
 
-    if eps is not None and eps_grid is not None:
-        raise UserError("give either --eps or --eps-grid, not both")
-    if eps is not None and not suite:
-        raise UserError("--eps is the budget of --suite; give it inside the spec instead (e.g. pgd:eps=1/255)")
     specs = expand_eps_grid(list(threats), eps_grid) if eps_grid else list(threats)
     for name in suite:
         items = suite_specs(name, victim, eps, grid=eps_grid is not None, env_id=env_id)
@@ -274,70 +270,57 @@ def evaluate(
             see ``rlgauntlet.common.threads``); the caller's setting is restored afterwards.
     """
     from rlgauntlet.common.threads import thread_policy
-
-    with thread_policy(threads):
-        return _evaluate(
-            agent, env, threats, suite, eps, episodes, seed, n_envs, store, eps_grid=eps_grid, resume=resume,
-            preset=preset, device=device, kind=kind, vecnormalize=vecnormalize, input_space=input_space,
-            precision=precision, deterministic=deterministic, impact=impact, min_score=min_score,
-            action_change_every=action_change_every, lpips_weights=lpips_weights, on_start=on_start,
-            on_episode=on_episode, allow_pickle=allow_pickle)
-
-
-def _evaluate(agent, env, threats, suite, eps, episodes, seed, n_envs, store, *, eps_grid, resume, preset, device,
-              kind, vecnormalize, input_space, precision, deterministic, impact, min_score, action_change_every,
-              lpips_weights, on_start, on_episode, allow_pickle) -> Report:
-    """:func:`evaluate` under the thread policy."""
     from rlgauntlet.envs import make_env
     from rlgauntlet.experiments.agents import load_for_env
     from rlgauntlet.metrics.perceptual import AlexLPIPS, PerceptualMeter
     from rlgauntlet.threats import parse_threat
-
-    check_seed(seed, episodes)
-    suites = [suite] if isinstance(suite, str) else list(suite or [])
-    eps = None if eps is None else str(eps)
     from rlgauntlet.threats.suites import expand_eps_grid
 
-    if eps is not None and eps_grid is not None:
-        raise UserError("give either --eps or --eps-grid, not both")
-    for s in expand_eps_grid(list(threats), eps_grid) if eps_grid else threats:
-        parse_threat(s)  # fail on a bad spec before loading anything
-    if eps is not None and not suites:
-        raise UserError("--eps is the budget of --suite; give it inside the spec instead (e.g. pgd:eps=1/255)")
-    victim, env_preset = load_for_env(agent, env, preset, device, kind, vecnormalize, input_space, precision,
-                                      allow_pickle)
-    specs = threat_specs(victim, threats, suites, eps, eps_grid, env)
-    plan = [parse_threat(s) for s in specs]
-    probe = make_env(env, env_preset)
-    try:
-        for t in plan:
-            t.check_victim(victim)
-            t.check_env(probe, env)
-    finally:
-        probe.close()
-    meter = PerceptualMeter(AlexLPIPS.from_file(lpips_weights)) if lpips_weights is not None else None
-    results = store if isinstance(store, ResultsStore) else ResultsStore(store if store is not None else ":memory:")
-    env_info = {"id": env, "preset": env_preset}
-    env_fn = lambda: make_env(env, env_preset)  # noqa: E731
-    report = Report(victim.description, env_info, [])
-    try:
-        for t in [None, *plan]:
-            label = t.spec if t is not None else "clean"
-            if on_start is not None:
-                on_start(label, episodes)
-            report.evaluations.append(run_evaluation(
-                results, env_fn, env_info, victim, t, episodes, seed, n_envs=n_envs, deterministic=deterministic,
-                resume=resume, perceptual=meter, action_change_every=action_change_every,
-                on_episode=None if on_episode is None else (lambda rec, label=label: on_episode(label, rec)),
-            ))
-        if "certified" in suites:
-            report.evaluations += certified_evaluations(victim, env, eps, eps_grid, episodes, seed, n_envs, results)
-        if impact:
-            add_impact(report, results, victim, env_fn, episodes, seed, n_envs, deterministic, min_score)
-    finally:
-        if not isinstance(store, ResultsStore):
-            results.close()
-    return report
+    with thread_policy(threads):
+        check_seed(seed, episodes)
+        suites = [suite] if isinstance(suite, str) else list(suite or [])
+        eps = None if eps is None else str(eps)
+        if eps is not None and eps_grid is not None:
+            raise UserError("give either --eps or --eps-grid, not both")
+        for s in expand_eps_grid(list(threats), eps_grid) if eps_grid else threats:
+            parse_threat(s)  # fail on a bad spec before loading anything
+        if eps is not None and not suites:
+            raise UserError("--eps is the budget of --suite; give it inside the spec instead (e.g. pgd:eps=1/255)")
+        victim, env_preset = load_for_env(agent, env, preset, device, kind, vecnormalize, input_space, precision,
+                                          allow_pickle)
+        specs = threat_specs(victim, threats, suites, eps, eps_grid, env)
+        plan = [parse_threat(s) for s in specs]
+        probe = make_env(env, env_preset)
+        try:
+            for t in plan:
+                t.check_victim(victim)
+                t.check_env(probe, env)
+        finally:
+            probe.close()
+        meter = PerceptualMeter(AlexLPIPS.from_file(lpips_weights)) if lpips_weights is not None else None
+        results = store if isinstance(store, ResultsStore) else \
+            ResultsStore(store if store is not None else ":memory:")
+        env_info = {"id": env, "preset": env_preset}
+        env_fn = lambda: make_env(env, env_preset)  # noqa: E731
+        report = Report(victim.description, env_info, [])
+        try:
+            for t in [None, *plan]:
+                label = t.spec if t is not None else "clean"
+                if on_start is not None:
+                    on_start(label, episodes)
+                report.evaluations.append(run_evaluation(
+                    results, env_fn, env_info, victim, t, episodes, seed, n_envs=n_envs, deterministic=deterministic,
+                    resume=resume, perceptual=meter, action_change_every=action_change_every,
+                    on_episode=None if on_episode is None else (lambda rec, label=label: on_episode(label, rec)),
+                ))
+            if "certified" in suites:
+                report.evaluations += certified_evaluations(victim, env, eps, eps_grid, episodes, seed, n_envs, results)
+            if impact:
+                add_impact(report, results, victim, env_fn, episodes, seed, n_envs, deterministic, min_score)
+        finally:
+            if not isinstance(store, ResultsStore):
+                results.close()
+        return report
 
 
 def certified_evaluations(victim: Victim, env: str, eps: str | None, eps_grid: str | None, episodes: int, seed: int,

@@ -69,12 +69,10 @@ class ThreatVecEnv(VecEnvWrapper):
         return self._perturb(obs), rewards, dones, infos
 
     def _to_input(self, obs: np.ndarray) -> torch.Tensor:
-        x = torch.as_tensor(obs, dtype=self.victim.dtype, device=self.victim.device)
-        if self.victim.is_image:
-            x = x / 255.0
-            if self.victim.channels_first and x.shape[1:] != self.victim.observation_space.shape:
-                x = x.permute(0, 3, 1, 2)
-        return x
+        if self.victim.is_image:  # pixels to [0, 1], channel-first: the victim's own preprocessing
+            return self.victim.preprocess(obs)
+        # vectors arrive already normalised (this wrapper sits after VecNormalize)
+        return torch.as_tensor(obs, dtype=self.victim.dtype, device=self.victim.device)
 
     def _from_input(self, x: torch.Tensor, like: np.ndarray) -> np.ndarray:
         if self.victim.is_image:
