@@ -18,6 +18,8 @@ import random
 import re
 import subprocess
 import sys
+import tokenize
+from io import StringIO
 from pathlib import Path
 
 #: (pattern, replacement) swaps tried on code lines (not comments or docstrings)
@@ -48,12 +50,30 @@ def code_lines(text: str) -> list[int]:
     return out
 
 
+def string_spans(text: str) -> dict[int, list[tuple[int, int]]]:
+    """Column spans of string literals per line index (messages and help text are not behaviour)."""
+    spans: dict[int, list[tuple[int, int]]] = {}
+    for tok in tokenize.generate_tokens(StringIO(text).readline):
+        if tok.type != tokenize.STRING:
+            continue
+        (row0, col0), (row1, col1) = tok.start, tok.end
+        for row in range(row0, row1 + 1):
+            start = col0 if row == row0 else 0
+            end = col1 if row == row1 else 10**9
+            spans.setdefault(row - 1, []).append((start, end))
+    return spans
+
+
 def mutants(text: str) -> list[tuple[int, str, str]]:
+    """Single-token changes on code lines; changes inside string literals are left out."""
     lines = text.splitlines()
+    strings = string_spans(text)
     found = []
     for i in code_lines(text):
         for pattern, repl in SWAPS:
             for m in re.finditer(pattern, lines[i]):
+                if any(a <= m.start() < b for a, b in strings.get(i, [])):
+                    continue
                 new = lines[i][:m.start()] + (repl(m) if callable(repl) else repl) + lines[i][m.end():]
                 if new != lines[i]:
                     found.append((i, lines[i].strip(), new.strip()))
@@ -82,6 +102,7 @@ def main() -> None:
     parser.add_argument("--max", type=int, default=30, help="mutants tried (a random sample when there are more)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=int, default=600)
+    parser.add_argument("--out", type=Path, default=None, help="JSON written (default benchmarks/results/mutation_MODULE.json)")
     args = parser.parse_args()
     original = args.module.read_text()
     if _tests_fail(args.tests, args.timeout):
@@ -102,7 +123,7 @@ def main() -> None:
     summary = {"module": str(args.module), "tests": args.tests, "mutants": len(results), "caught": caught,
                "score": round(caught / len(results), 3) if results else None, "results": results}
     print(json.dumps({k: v for k, v in summary.items() if k != "results"}))
-    out = Path("benchmarks/results") / f"mutation_{args.module.stem}.json"
+    out = args.out or Path("benchmarks/results") / f"mutation_{args.module.stem}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=2) + "\n")
 

@@ -6,6 +6,7 @@ Every command reports bad input as one line on stderr and exits with status 2.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -174,6 +175,47 @@ def train(
         command = " ".join(["rlgauntlet train --preset", preset, *changed])
         entry = register_zoo_agent(preset, ckpt, zoo_name=zoo_name, command=command)
         console.print(f"zoo/{entry['file']}: clean return {entry['clean_return']['mean']:.1f} ± {entry['clean_return']['std']:.1f} over 20 episodes")
+
+
+@app.command("attack-train")
+def attack_train(
+    method: str = typer.Option(..., help="paad (PA-AD director + gradient actor) or sarl (the perturbation learned directly). Example: --method paad"),
+    agent: str = typer.Option(..., help="the victim (frozen). Example: --agent zoo:cartpole-dqn"),
+    env: str = typer.Option(..., help="Gymnasium id the victim plays. Example: --env CartPole-v1"),
+    eps: str = typer.Option(..., help="l-inf budget in the victim's budget space (number or fraction). Example: --eps 0.1"),
+    steps: int = typer.Option(..., min=1, help="director training steps (agent steps over all envs). Example: --steps 100000"),
+    run_dir: Path = typer.Option(..., help="attacker folder (checkpoints, attacker.zip, manifest.json); resumed if it holds a checkpoint. Example: --run-dir runs/paad-cartpole"),
+    seed: int = typer.Option(0, help="training seed; also the seed of the final evaluation. Example: --seed 3"),
+    variant: Optional[str] = typer.Option(None, help="PA-AD variant: stochastic or deterministic (discrete agents), directional or continuous (continuous agents). Example: --variant deterministic"),
+    actor_steps: int = typer.Option(1, min=1, help="PA-AD actor gradient steps (1 = FGSM, the paper's default). Example: --actor-steps 30"),
+    lam: float = typer.Option(1.0, min=0.0, help="PA-AD lambda of the cosine term. Example: --lam 0.5"),
+    loss: str = typer.Option("hinge", help="deterministic PA-AD actor loss: hinge or ce. Example: --loss ce"),
+    eval_episodes: int = typer.Option(20, min=1, help="episodes of the final strength evaluation. Example: --eval-episodes 50"),
+    vecnormalize: Optional[Path] = typer.Option(None, help="the victim's VecNormalize statistics file. Example: --vecnormalize agent.vecnormalize.pkl"),
+    device: str = typer.Option("cpu", help="torch device. Example: --device cuda"),
+    threads: Optional[int] = typer.Option(None, min=1, help="torch CPU threads (default: the thread policy). Example: --threads 2"),
+) -> None:
+    """Train a learned attacker (PA-AD or SA-RL) against an agent, resumably, and measure it.
+
+    Example: rlgauntlet attack-train --method paad --agent zoo:cartpole-dqn --env CartPole-v1 --eps 0.1 --steps 50000 --run-dir runs/paad-dqn
+    """
+    from rlgauntlet.experiments.attackers import train_attacker
+    from rlgauntlet.threats.spec import parse_value
+
+    if method not in ("paad", "sarl"):
+        raise UserError(f"--method {method}: choose paad or sarl")
+    if loss not in ("hinge", "ce"):
+        raise UserError(f"--loss {loss}: choose hinge or ce")
+    budget = parse_value(eps, f"eps={eps}", "eps")
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not math.isfinite(budget) or budget <= 0:
+        raise UserError(f"--eps {eps}: give a positive number or fraction, e.g. --eps 0.1 or --eps 1/255")
+    _KEPT["note"] = f"the last checkpoint in {run_dir} is kept; run the same command to resume from it"
+    manifest = train_attacker(agent, env, method, budget, steps, run_dir, seed=seed, variant=variant,
+                              actor_steps=actor_steps, lam=lam, loss=loss, eval_episodes=eval_episodes, device=device,
+                              vecnormalize=vecnormalize, threads=threads, log=lambda s: console.print(s),
+                              show_progress=console.is_terminal)
+    console.print(f"wrote {run_dir / 'attacker.zip'} and {run_dir / 'manifest.json'}; use it with "
+                  f"--threat {method}:attacker={run_dir},eps={eps}  (strength: {manifest['strength']['attacked_mean']:.1f})")
 
 
 @app.command()

@@ -1,0 +1,80 @@
+"""Train a learned attacker for an agent and measure what it does: ``rlgauntlet attack-train``.
+
+:func:`train_attacker` loads the victim, trains the director on its attack MDP (resumable,
+see :mod:`rlgauntlet.training.attack_train`), then writes the attacker folder: ``attacker.zip``
+(the director) and ``manifest.json`` (method, variant, ε and its budget space, env, the
+victim's sha256 and VecNormalize sha256, actor settings, steps, seed, learning curve,
+training wall time) and evaluates the attacker through the engine on ``eval_episodes``
+episodes, recording its final strength (mean return of the victim under attack) in the
+manifest.
+
+Example:
+    >>> from rlgauntlet.experiments.attackers import train_attacker   # doctest: +SKIP
+    >>> train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", eps=0.1, steps=100_000,
+    ...                run_dir="runs/paad-dqn")                         # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Callable
+
+from rlgauntlet.common.threads import thread_policy
+from rlgauntlet.experiments.agents import load_for_env
+from rlgauntlet.threats.learned.base import ATTACKER_FILE, MANIFEST
+
+
+def train_attacker(agent: str, env: str, method: str, eps: float, steps: int, run_dir: str | Path, seed: int = 0,
+                   variant: str | None = None, actor_steps: int = 1, lam: float = 1.0, loss: str = "hinge",
+                   eval_episodes: int = 20, device: str = "cpu", vecnormalize: str | Path | None = None,
+                   threads: int | None = None, checkpoint_every: int | None = None, hyperparams: dict | None = None,
+                   log: Callable[[str], None] = print, show_progress: bool = False) -> dict:
+    """Train (or resume) an attacker and write its folder; returns the manifest.
+
+    Args:
+        agent: the victim (``zoo:NAME``, ``sb3:PATH.zip``, ...); it is frozen.
+        env: Gymnasium id the victim plays.
+        method: ``paad`` or ``sarl``.
+        eps: ℓ∞ budget in the victim's budget space.
+        steps: director training steps (agent steps over all envs).
+        run_dir: the attacker folder (checkpoints, then ``attacker.zip`` and ``manifest.json``).
+        variant: PA-AD variant (``stochastic``, ``deterministic``, ``continuous``, ``directional``).
+        actor_steps, lam, loss: the PA-AD actor (FGSM, λ = 1, hinge by default).
+        eval_episodes: episodes of the final evaluation (episode k uses seed ``seed + k``).
+    """
+    from rlgauntlet.experiments.evaluate import evaluate
+    from rlgauntlet.training.attack_train import attacker_config, learn_attacker
+
+    run_dir = Path(run_dir)
+    with thread_policy(threads):
+        victim, _ = load_for_env(agent, env, device=device, vecnormalize=vecnormalize)
+        config = attacker_config(method, env, eps, seed, variant, victim, actor_steps, lam, loss)
+        config["victim"] = {"agent": agent, "sha256": victim.description.get("sha256"),
+                            "vecnormalize_sha256": (victim.description.get("vecnormalize") or {}).get("sha256")}
+        ckpt, progress = learn_attacker(victim, config, steps, run_dir, device=device,
+                                        checkpoint_every=checkpoint_every, hyperparams=hyperparams, log=log,
+                                        show_progress=show_progress)
+        shutil.copyfile(ckpt / "model.zip", run_dir / ATTACKER_FILE)
+        manifest = {**config, "steps": int(progress["history"][-1]["steps"]) if progress["history"] else 0,
+                    "train_seconds": round(progress.get("train_seconds", 0.0), 1),
+                    "learning_curve": progress["history"], "applied_in_training": progress.get("applied")}
+        (run_dir / MANIFEST).write_text(json.dumps(manifest, indent=2))
+        spec = f"{method}:attacker={_quoted(run_dir)},eps={eps!r}"
+        report = evaluate(victim, env, [spec], episodes=eval_episodes, seed=seed, impact=False, device=device,
+                          n_envs=min(8, eval_episodes))
+    clean, attacked = report.evaluations[0], report.evaluations[1]
+    manifest["strength"] = {"episodes": eval_episodes, "seed": seed, "clean_mean": clean["return_mean"],
+                            "attacked_mean": attacked["return_mean"], "attacked_std": attacked["return_std"],
+                            "attacked_returns": attacked["returns"],
+                            "action_change_rate": attacked["action_change_rate"], "linf_max": attacked["linf_max"]}
+    (run_dir / MANIFEST).write_text(json.dumps(manifest, indent=2))
+    log(f"[{method}] victim return {clean['return_mean']:.1f} clean, {attacked['return_mean']:.1f} ± "
+        f"{attacked['return_std']:.1f} under the attacker (eps {eps:g}, {eval_episodes} episodes)")
+    return manifest
+
+
+def _quoted(path: Path) -> str:
+    text = str(path)
+    return f'"{text}"' if any(c in text for c in ',:="|') else text

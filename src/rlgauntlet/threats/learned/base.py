@@ -1,0 +1,146 @@
+"""A trained attacker used as an observation threat (the shared half of ``paad`` and ``sarl``).
+
+An attacker folder, written by ``rlgauntlet attack-train``, holds ``attacker.zip`` (the SB3
+director) and ``manifest.json``: the method, variant, ε and its budget space, the env, the
+victim's sha256 (and its VecNormalize file's), the actor's settings, the training steps and
+seed. At each step the director reads the victim's clean network input ``x`` and acts
+deterministically (its mean action); the actor turns that action into ``x̃`` (see
+:mod:`rlgauntlet.threats.learned.actor`). The director is fed forward, so the threat has no
+per-episode state.
+
+An attacker is trained for one victim, one env and one ε: using it on anything else is an
+error naming both values. ``attacker=`` may also name a folder of attacker folders, one per
+ε, so that ``--eps-grid`` finds the right one for each budget.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from functools import cached_property
+from pathlib import Path
+from typing import ClassVar
+
+import gymnasium as gym
+import torch
+from pydantic import Field
+
+from rlgauntlet.common.seeding import BatchRNG
+from rlgauntlet.errors import UserError
+from rlgauntlet.threats.base import Threat, ThreatParams
+from rlgauntlet.threats.learned.actor import AttackActor
+from rlgauntlet.victims.base import Victim
+
+MANIFEST = "manifest.json"
+ATTACKER_FILE = "attacker.zip"
+
+
+class LearnedParams(ThreatParams):
+    attacker: str = Field(description="attacker folder written by `rlgauntlet attack-train` (or a folder of them, one per ε)")
+    eps: float = Field(ge=0.0, description="budget; must equal the ε the attacker was trained for")
+
+
+def read_manifest(folder: Path) -> dict:
+    path = folder / MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UserError(f"cannot read the attacker manifest {path} ({type(exc).__name__}); "
+                        "give a folder written by `rlgauntlet attack-train`") from None
+    if not isinstance(manifest, dict) or not {"method", "variant", "eps", "victim", "env"} <= manifest.keys():
+        raise UserError(f"{path} is not an attacker manifest; give a folder written by `rlgauntlet attack-train`")
+    return manifest
+
+
+def find_attacker(path: str, eps: float, method: str) -> tuple[Path, dict]:
+    """The attacker folder for ``eps``: ``path`` itself, or the one of its sub-folders whose
+    manifest has this ε. Raises a :class:`UserError` naming what was found otherwise."""
+    root = Path(path)
+    if not root.is_dir():
+        raise UserError(f"attacker={path}: no such folder; give a folder written by `rlgauntlet attack-train`")
+    if (root / MANIFEST).exists():
+        candidates = [root]
+    else:
+        candidates = sorted(p.parent for p in root.glob(f"*/{MANIFEST}"))
+        if not candidates:
+            raise UserError(f"attacker={path} holds no {MANIFEST}; give a folder written by `rlgauntlet attack-train`")
+    found = []
+    for folder in candidates:
+        manifest = read_manifest(folder)
+        if manifest["method"] != method:
+            raise UserError(f"attacker={folder} holds a {manifest['method']} attacker; use the threat "
+                            f"{manifest['method']}:attacker=... for it")
+        if math.isclose(float(manifest["eps"]), eps, rel_tol=1e-9, abs_tol=1e-12):
+            return folder, manifest
+        found.append(f"{float(manifest['eps']):g}")
+    raise UserError(f"attacker={path} was trained for eps={', '.join(found)}, not eps={eps:g}; an attacker "
+                    "only holds for the budget it was trained with: train one for this eps with "
+                    "`rlgauntlet attack-train`")
+
+
+class LearnedAttack(Threat):
+    """Base of the trained-attacker threats; subclasses set ``name`` and ``method``."""
+
+    Params = LearnedParams
+    budget_params = ("eps",)
+    white_box = True
+    method: ClassVar[str]
+
+    @cached_property
+    def _loaded(self) -> tuple[Path, dict]:
+        return find_attacker(self.params.attacker, self.params.eps, self.method)
+
+    @property
+    def manifest(self) -> dict:
+        return self._loaded[1]
+
+    @cached_property
+    def director(self) -> Victim:
+        """The trained director, loaded as data (an SB3 policy acting on the victim's input)."""
+        from rlgauntlet.victims.sb3 import load_sb3
+
+        folder = self._loaded[0]
+        director = load_sb3(folder / ATTACKER_FILE, precision="float32")
+        return director
+
+    @cached_property
+    def actor(self) -> AttackActor:
+        actor = self.manifest.get("actor", {})
+        return AttackActor(self.manifest["variant"], self.params.eps, steps=int(actor.get("steps", 1)),
+                           step=actor.get("step"), lam=float(actor.get("lam", 1.0)), loss=actor.get("loss", "hinge"))
+
+    def check_victim(self, victim: Victim) -> None:
+        super().check_victim(victim)
+        trained = self.manifest["victim"]
+        mine = victim.description.get("sha256")
+        if trained.get("sha256") != mine:
+            raise UserError(f"{self.name}: the attacker was trained against the agent with sha256 "
+                            f"{str(trained.get('sha256'))[:12]} ({trained.get('agent')}), but this agent's is "
+                            f"{str(mine)[:12]}; train an attacker for this agent")
+        stats = (victim.description.get("vecnormalize") or {}).get("sha256")
+        if trained.get("vecnormalize_sha256") != stats:
+            raise UserError(f"{self.name}: the attacker was trained with VecNormalize statistics "
+                            f"{str(trained.get('vecnormalize_sha256'))[:12]}, but this agent has {str(stats)[:12]}; "
+                            "give the agent's own VecNormalize file")
+        if self.manifest.get("budget_space") != victim.budget_space:
+            raise UserError(f"{self.name}: the attacker's eps is in {self.manifest.get('budget_space')} units but this "
+                            f"agent's input is {victim.budget_space}; use the --input-space it was trained with")
+
+    def check_env(self, env: gym.Env, env_id: str) -> None:
+        if self.manifest["env"] != env_id:
+            raise UserError(f"{self.name}: the attacker was trained on {self.manifest['env']}, not {env_id}; "
+                            "give the env it was trained on")
+
+    def director_actions(self, x: torch.Tensor) -> torch.Tensor:
+        """The director's deterministic actions for clean inputs ``x`` (B, *input_shape)."""
+        with torch.no_grad():
+            director = self.director
+            shape = tuple(director.observation_space.shape)
+            if x[0].numel() != math.prod(shape):
+                raise UserError(f"{self.name}: the attacker observes inputs of shape {shape}, this agent's are "
+                                f"{tuple(x.shape[1:])}; train an attacker for this agent")
+            z = x.to(director.device, director.dtype).reshape(x.shape[0], *director.observation_space.shape)
+            return director.actions(director.forward(z), deterministic=True)
+
+    def perturb(self, x: torch.Tensor, victim: Victim, rng: BatchRNG) -> torch.Tensor:
+        return self.actor.perturb(x, victim, self.director_actions(x), rng)

@@ -1,0 +1,160 @@
+"""The attacker's MDPs as ordinary environments: PA-AD's PAMDP and SA-RL's SA-MDP.
+
+The attacker observes what the victim's network sees (the network input ``x``: normalised
+for VecNormalize agents, pixels in [0, 1] for Atari, raw otherwise), chooses an action
+(a policy direction, a target action, or the perturbation itself; see
+:mod:`rlgauntlet.threats.learned.actor`), the actor turns it into ``x̃`` inside the ε-ball,
+the victim acts on ``x̃`` (deterministically, as it is evaluated) and the real env steps with
+that action. The attacker's reward is the negated victim reward.
+
+Two forms share one step:
+
+* :class:`PAMDP` and :class:`SAMDP` wrap one Gymnasium env and are Gymnasium envs themselves
+  (they pass Gymnasium's env checker and work with any SB3 algorithm);
+* :class:`AttackVecEnv` wraps an SB3 ``VecEnv`` of the victim's env and runs the actor and
+  the victim once per step for all envs together (what ``attack-train`` uses).
+
+Example:
+    >>> from rlgauntlet.experiments.agents import load_for_env
+    >>> from rlgauntlet.envs import make_env
+    >>> victim, _ = load_for_env("zoo:cartpole-dqn", "CartPole-v1")
+    >>> env = PAMDP(make_env("CartPole-v1"), victim, eps=0.1)
+    >>> obs, info = env.reset(seed=0)
+    >>> obs.shape, env.action_space.shape
+    ((4,), (1,))
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from stable_baselines3.common.vec_env import VecEnvWrapper
+
+from rlgauntlet.common.seeding import BatchRNG, episode_generator
+from rlgauntlet.threats.learned.actor import AttackActor, default_variant, director_action_space
+from rlgauntlet.victims.base import Victim
+
+
+class AttackCore:
+    """What both forms share: the spaces, and one batched step from clean inputs and
+    director actions to the victim's actions.
+
+    Args:
+        victim: the agent under attack (frozen).
+        actor: turns director actions into perturbed inputs.
+        sample_obs: one env observation (unbatched), to learn the shape of ``x``.
+    """
+
+    def __init__(self, victim: Victim, actor: AttackActor, sample_obs: np.ndarray) -> None:
+        self.victim, self.actor = victim, actor
+        x = victim.preprocess(np.asarray(sample_obs)[None])
+        self.input_shape = tuple(x.shape[1:])
+        low, high = victim.input_bounds or (-np.inf, np.inf)
+        self.observation_space = gym.spaces.Box(low, high, self.input_shape, np.float32)
+        self.action_space = director_action_space(actor.variant, victim, self.input_shape)
+        #: what was applied so far: steps, steps whose victim action changed, largest ℓ∞
+        self.steps, self.changed, self.linf_max = 0, 0, 0.0
+
+    def to_obs(self, x: torch.Tensor) -> np.ndarray:
+        """The attacker's observation: ``x`` as float32 NumPy, inside the observation box."""
+        return x.detach().to(torch.float32).cpu().numpy()
+
+    def victim_actions(self, x: torch.Tensor, director_actions: np.ndarray, rng: BatchRNG) -> np.ndarray:
+        """The victim's deterministic actions on the actor's ``x̃`` for each row."""
+        acts = torch.as_tensor(np.asarray(director_actions))
+        x_adv = self.actor.perturb(x, self.victim, acts, rng)
+        with torch.no_grad():
+            chosen = self.victim.actions(self.victim.forward(x_adv))
+            clean = self.victim.actions(self.victim.forward(x))
+        self.steps += x.shape[0]
+        if self.victim.is_discrete:
+            self.changed += int((chosen != clean).sum())
+        else:
+            self.changed += int((chosen - clean).abs().amax(dim=-1).gt(1e-6).sum())
+        self.linf_max = max(self.linf_max, float((x_adv - x).abs().amax()) if x.numel() else 0.0)
+        return chosen.cpu().numpy()
+
+
+def _actor(victim: Victim, eps: float, variant: str | None, steps: int, lam: float, loss: str) -> AttackActor:
+    return AttackActor(variant or default_variant(victim), eps, steps=steps, lam=lam, loss=loss)
+
+
+class PAMDP(gym.Env):
+    """PA-AD's Policy-Adversary MDP over one env (see the module docstring).
+
+    Args:
+        env: the victim's env, with the wrappers the victim expects.
+        victim: the agent under attack.
+        eps: ℓ∞ budget in the victim's budget space.
+        variant: ``stochastic`` / ``deterministic`` (discrete victims), ``continuous`` /
+            ``directional`` (continuous victims); default as :func:`default_variant`.
+        steps, lam, loss: the actor's settings (FGSM, λ = 1, hinge by default).
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(self, env: gym.Env, victim: Victim, eps: float, variant: str | None = None, steps: int = 1,
+                 lam: float = 1.0, loss: str = "hinge", seed: int = 0) -> None:
+        self.env = env
+        self.core = AttackCore(victim, _actor(victim, eps, variant, steps, lam, loss), env.observation_space.sample())
+        self.observation_space, self.action_space = self.core.observation_space, self.core.action_space
+        self._rng = BatchRNG([episode_generator(seed, 0, "threat")])
+        self._x: torch.Tensor | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._x = self.core.victim.preprocess(np.asarray(obs)[None])
+        return self.core.to_obs(self._x)[0], info
+
+    def step(self, action):
+        acts = self.core.victim_actions(self._x, np.asarray(action)[None], self._rng)
+        obs, reward, terminated, truncated, info = self.env.step(acts[0])
+        self._x = self.core.victim.preprocess(np.asarray(obs)[None])
+        return self.core.to_obs(self._x)[0], -float(reward), terminated, truncated, info
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class SAMDP(PAMDP):
+    """SA-RL's state-adversary MDP over one env: the action is the perturbation itself,
+    δ ∈ [−1, 1]^{dim x}, applied as x̃ = x + ε·δ (flattened for images)."""
+
+    def __init__(self, env: gym.Env, victim: Victim, eps: float, seed: int = 0) -> None:
+        super().__init__(env, victim, eps, variant="sarl", seed=seed)
+
+
+class AttackVecEnv(VecEnvWrapper):
+    """The attacker's MDP over an SB3 ``VecEnv`` of the victim's env, batched over its envs.
+
+    ``terminal_observation`` in ``infos`` is converted to the attacker's observation too, so
+    SB3 bootstraps truncated episodes from the right value.
+    """
+
+    def __init__(self, venv, victim: Victim, actor: AttackActor, seed: int = 0) -> None:
+        sample = venv.observation_space.sample()
+        self.core = AttackCore(victim, actor, sample)
+        super().__init__(venv, observation_space=self.core.observation_space, action_space=self.core.action_space)
+        self._rng = BatchRNG([episode_generator(seed, i, "threat") for i in range(venv.num_envs)])
+        self._x: torch.Tensor | None = None
+        self._actions: np.ndarray | None = None
+
+    def reset(self):
+        self._x = self.core.victim.preprocess(self.venv.reset())
+        return self.core.to_obs(self._x)
+
+    def step_async(self, actions: np.ndarray) -> None:
+        self.venv.step_async(self.core.victim_actions(self._x, actions, self._rng))
+
+    def step_wait(self):
+        obs, rewards, dones, infos = self.venv.step_wait()
+        for info in infos:
+            if "terminal_observation" in info:
+                terminal = self.core.victim.preprocess(np.asarray(info["terminal_observation"])[None])
+                info["terminal_observation"] = self.core.to_obs(terminal)[0]
+        self._x = self.core.victim.preprocess(obs)
+        return self.core.to_obs(self._x), -rewards, dones, infos

@@ -1,0 +1,119 @@
+"""Resumable SB3 training of a learned attacker's director (PA-AD, SA-RL) on its attack MDP.
+
+The director is an SB3 PPO policy trained on :class:`~rlgauntlet.training.attack_mdp.AttackVecEnv`
+(the victim's env, batched, with the actor and the frozen victim inside). Training runs in
+chunks with the same atomic checkpoints as ``rlgauntlet train`` (policy and optimizer state,
+``progress.json`` with the learning curve: the victim's mean training-episode return under
+attack after each chunk); started again on the same folder it resumes.
+
+Default PPO settings per env family (``ATTACKER_HYPERPARAMS``): the paper tunes its
+attackers per env and reports the best of many; ours are one documented setting per family
+(docs/decisions.md), overridable from Python.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from rlgauntlet.envs.presets import make_train_vec_env, resolve_preset
+from rlgauntlet.errors import UserError
+from rlgauntlet.threats.learned.actor import AttackActor, check_variant, default_variant
+from rlgauntlet.training.attack_mdp import AttackVecEnv
+from rlgauntlet.training.presets import TrainPreset
+from rlgauntlet.training.sb3_train import _build_model, _CheckpointCallback
+from rlgauntlet.victims.base import Victim
+
+#: PPO settings of the director per env family (n_envs, then SB3 PPO keyword arguments)
+ATTACKER_HYPERPARAMS: dict[str, dict[str, Any]] = {
+    "classic": dict(n_envs=8, policy="MlpPolicy", n_steps=256, batch_size=256, n_epochs=10, learning_rate=3e-4,
+                    gamma=0.99, gae_lambda=0.95, ent_coef=0.0, clip_range=0.2,
+                    policy_kwargs=dict(net_arch=[64, 64])),
+    # the official MuJoCo attack code's PPO: 2048 steps per update, 10 epochs, 32 minibatches
+    "mujoco": dict(n_envs=4, policy="MlpPolicy", n_steps=512, batch_size=64, n_epochs=10, learning_rate=3e-4,
+                   gamma=0.99, gae_lambda=0.95, ent_coef=0.0, clip_range=0.2,
+                   policy_kwargs=dict(net_arch=[64, 64])),
+    # the paper's robust-Atari director: PPO, lr 5e-4, clip 0.1; inputs already in [0, 1]
+    "atari": dict(n_envs=8, policy="CnnPolicy", n_steps=128, batch_size=256, n_epochs=4, learning_rate=5e-4,
+                  gamma=0.99, gae_lambda=0.95, ent_coef=0.01, clip_range=0.1,
+                  policy_kwargs=dict(normalize_images=False)),
+}
+
+
+def attacker_config(method: str, env_id: str, eps: float, seed: int, variant: str | None, victim: Victim,
+                    actor_steps: int = 1, lam: float = 1.0, loss: str = "hinge") -> dict:
+    """The settings that define an attacker (compared on resume, recorded in its manifest)."""
+    if method not in ("paad", "sarl"):
+        raise UserError(f"unknown attack method {method!r}; choose paad or sarl")
+    if method == "sarl":
+        if variant not in (None, "sarl"):
+            raise UserError("--variant is for PA-AD; SA-RL's action is the perturbation itself")
+        variant = "sarl"
+    else:
+        variant = variant or default_variant(victim)
+        check_variant(variant, victim)
+    if not eps > 0:
+        raise UserError(f"--eps {eps}: an attacker needs a positive budget")
+    return {"method": method, "variant": variant, "env": env_id, "eps": float(eps), "seed": int(seed),
+            "budget_space": victim.budget_space,
+            "actor": {"steps": int(actor_steps), "lam": float(lam), "loss": loss} if method == "paad" else {}}
+
+
+def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str | Path, device: str = "cpu",
+                   checkpoint_every: int | None = None, hyperparams: dict | None = None,
+                   log: Callable[[str], None] = print, show_progress: bool = False) -> tuple[Path, dict]:
+    """Train (or resume) the director defined by ``config`` (see :func:`attacker_config`).
+
+    Returns the checkpoint folder (``model.zip``) and the training record (learning curve,
+    wall time, what the actor applied).
+    """
+    from stable_baselines3 import PPO
+
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    family = resolve_preset(config["env"])
+    settings = dict(hyperparams or ATTACKER_HYPERPARAMS.get(family, ATTACKER_HYPERPARAMS["classic"]))
+    n_envs = settings.pop("n_envs")
+    every = checkpoint_every or max(10_000, total_steps // 10)
+    preset = TrainPreset(name=f"{config['method']}-attacker", env_id=config["env"], algo="ppo",
+                         total_timesteps=total_steps, n_envs=n_envs, seed=config["seed"], hyperparams=settings,
+                         target_return=0.0, checkpoint_every=every, stop_at_target=False)
+    actor = AttackActor(config["variant"], config["eps"], steps=config["actor"].get("steps", 1),
+                        lam=config["actor"].get("lam", 1.0), loss=config["actor"].get("loss", "hinge"))
+    env = AttackVecEnv(make_train_vec_env(config["env"], n_envs, config["seed"]), victim, actor, seed=config["seed"])
+    ckpt = run_dir / "checkpoint"
+    progress: dict = {"config": config, "history": [], "train_seconds": 0.0}
+    if (ckpt / "model.zip").exists():
+        progress = json.loads((ckpt / "progress.json").read_text())
+        if progress.get("config") != config:
+            raise UserError(f"{run_dir} holds an attacker trained with {_differences(progress.get('config'), config)}; "
+                            "resume it with the same settings, or give a new --run-dir")
+        model = PPO.load(ckpt / "model.zip", env=env, device=device)
+        log(f"[{preset.name}] resuming at {model.num_timesteps} steps")
+    else:
+        model = _build_model(preset, env, device)
+        log(f"[{preset.name}] starting: {config['variant']} attacker on {config['env']}, eps {config['eps']:g}, "
+            f"{total_steps} steps, seed {config['seed']}")
+    callback = _CheckpointCallback(preset, env, run_dir, progress, None, log, budget=total_steps,
+                                   show_progress=show_progress)
+    started = time.perf_counter()
+    if model.num_timesteps < total_steps:
+        model.learn(total_timesteps=total_steps - model.num_timesteps, reset_num_timesteps=False, callback=callback)
+        progress["train_seconds"] = progress.get("train_seconds", 0.0) + time.perf_counter() - started
+        if model.num_timesteps != callback.last_steps:
+            callback.save()
+    core = env.core
+    progress["applied"] = {"steps": core.steps, "victim_action_changed": core.changed, "linf_max": core.linf_max}
+    progress["finished"] = True
+    (ckpt / "progress.json").write_text(json.dumps(progress, indent=2))
+    env.close()
+    return ckpt, progress
+
+
+def _differences(old: dict | None, new: dict) -> str:
+    old = old or {}
+    diffs = [f"{k}={old.get(k)!r} (now {new[k]!r})" for k in new if old.get(k) != new[k]]
+    return ", ".join(diffs) or "other settings"
+
