@@ -1,0 +1,356 @@
+"""Learned attackers (PA-AD, SA-RL): the paper's theory checks, the actors' known answers, the
+attack MDPs as environments, and trained attackers beating the heuristics on real agents."""
+
+import json
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+from gymnasium.utils.env_checker import check_env
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rlgauntlet import evaluate
+from rlgauntlet.common.seeding import BatchRNG, episode_generator
+from rlgauntlet.envs import make_env
+from rlgauntlet.errors import UserError
+from rlgauntlet.experiments.agents import load_for_env
+from rlgauntlet.threats import parse_threat
+from rlgauntlet.threats.learned.actor import AttackActor, director_action_space, zero_sum_direction
+from rlgauntlet.training.attack_mdp import PAMDP, SAMDP, AttackVecEnv
+from rlgauntlet.victims import TorchVictim
+
+
+def _rng(n):
+    return BatchRNG([episode_generator(0, k, "threat") for k in range(n)])
+
+
+def _linear_victim(kind, weight, budget_space="raw", action_space=None):
+    env = make_env("CartPole-v1")
+    layer = nn.Linear(4, len(weight), bias=False)
+    with torch.no_grad():
+        layer.weight.copy_(torch.as_tensor(weight))
+    return TorchVictim(nn.Sequential(layer), kind, env.observation_space, action_space or gym.spaces.Discrete(len(weight)),
+                       budget_space=budget_space)
+
+
+# -- digest §8: the theory checks ----------------------------------------------------------------------
+def test_stochastic_director_action_is_a_zero_sum_direction_with_one_free_coordinate_less():
+    free = torch.tensor([[0.5, -0.2, 0.9], [1.0, 1.0, 1.0]])
+    d = zero_sum_direction(free)
+    assert d.shape == (2, 4)
+    assert torch.allclose(d.sum(dim=1), torch.zeros(2), atol=1e-7)
+    assert torch.equal(d[:, :3], free)
+    victim = _linear_victim("categorical", [[1.0, 0, 0, 0], [0, 1.0, 0, 0], [0, 0, 1.0, 0]])
+    assert director_action_space("stochastic", victim, (4,)).shape == (2,)
+
+
+def test_deterministic_director_acts_in_the_victims_own_action_space():
+    victim = _linear_victim("q", [[1.0, 0, 0, 0], [0, 1.0, 0, 0], [0, 0, 1.0, 0]])
+    assert director_action_space("deterministic", victim, (4,)) == gym.spaces.Discrete(3)
+    box = gym.spaces.Box(-2.0, 3.0, (2,), np.float32)
+    cont = _linear_victim("deterministic", [[1.0, 0, 0, 0], [0, 1.0, 0, 0]], action_space=box)
+    space = director_action_space("continuous", cont, (4,))
+    assert space.shape == box.shape and np.array_equal(space.low, box.low) and np.array_equal(space.high, box.high)
+    with pytest.raises(UserError, match="discrete"):
+        director_action_space("continuous", victim, (4,))
+
+
+@settings(max_examples=30, deadline=None)
+@given(variant=st.sampled_from(["stochastic", "deterministic", "sarl"]), eps=st.floats(0.001, 0.5),
+       seed=st.integers(0, 1000), steps=st.sampled_from([1, 5]))
+def test_every_actor_output_is_inside_the_eps_ball_and_the_input_range(variant, eps, seed, steps):
+    """Pixel inputs near 0 and 1, so the range clips; ‖x̃ − x‖∞ ≤ ε and x̃ ∈ [0, 1] always."""
+    g = torch.Generator().manual_seed(seed)
+    victim = _linear_victim("categorical", torch.randn(3, 4, generator=g).tolist(), budget_space="pixel01")
+    x = torch.rand(6, 4, generator=g, dtype=torch.float64).round()  # corners of [0, 1]^4
+    space = director_action_space(variant, victim, (4,))
+    space.seed(seed)
+    acts = torch.as_tensor(np.stack([space.sample() for _ in range(6)]))
+    out = AttackActor(variant, eps, steps=steps).perturb(x, victim, acts, _rng(6))
+    assert (out - x).abs().max() <= eps + 1e-12
+    assert out.min() >= 0.0 and out.max() <= 1.0
+
+
+def test_fgsm_actor_lands_on_the_boundary_as_in_algorithm_1():
+    """One FGSM step from x moves every coordinate with a non-zero gradient by exactly ε."""
+    victim = _linear_victim("categorical", [[1.0, -2.0, 0.5, 3.0], [-1.0, 1.0, 2.0, 2.5], [0.3, 0.2, -1.0, 0.0]])
+    x = torch.tensor([[0.1, 0.2, -0.3, 0.4]], dtype=torch.float64)
+    out = AttackActor("stochastic", 0.05).perturb(x, victim, torch.tensor([[0.7, -0.4]]), _rng(1))
+    assert torch.allclose((out - x).abs(), torch.full_like(x, 0.05), atol=1e-12)
+
+
+def test_stochastic_actor_step_is_the_sign_of_the_softmax_jacobian_times_the_direction():
+    """Known answer: at x̃ = x the gradient of ‖π̃−π‖ + λ·cos(π̃−π, d) is Jᵀd/(‖d‖·0+) with
+    J = (diag p − p pᵀ) W, so FGSM gives x + ε·sign(Wᵀ(diag p − p pᵀ) d). A director pushing
+    the other way (−d) moves every coordinate the other way."""
+    weight = np.array([[1.0, -2.0, 0.5, 3.0], [-1.0, 1.0, 2.0, 2.5], [0.3, 0.2, -1.0, 0.0]])
+    victim = _linear_victim("categorical", weight.tolist())
+    x = np.array([0.1, 0.2, -0.3, 0.4])
+    free = np.array([0.7, -0.4])
+    d = np.array([0.7, -0.4, -0.3])
+    logits = weight @ x
+    p = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
+    expected = x + 0.05 * np.sign(weight.T @ ((np.diag(p) - np.outer(p, p)) @ d))
+    actor = AttackActor("stochastic", 0.05)
+    out = actor.perturb(torch.tensor(x)[None], victim, torch.tensor(free)[None], _rng(1))
+    assert np.allclose(out[0].numpy(), expected, atol=1e-12)
+    back = actor.perturb(torch.tensor(x)[None], victim, -torch.tensor(free)[None], _rng(1))
+    assert np.allclose(back[0].numpy() - x, -(expected - x), atol=1e-12)
+
+
+def test_directional_actor_on_a_continuous_victim_moves_the_action_mean_along_the_direction():
+    box = gym.spaces.Box(-5.0, 5.0, (2,), np.float32)
+    weight = [[1.0, -2.0, 0.5, 3.0], [-1.0, 1.0, 2.0, 2.5]]
+    victim = _linear_victim("deterministic", weight, action_space=box)
+    x = torch.tensor([[0.1, 0.2, -0.3, 0.4]], dtype=torch.float64)
+    d = torch.tensor([[1.0, -1.0]])
+    out = AttackActor("directional", 0.05).perturb(x, victim, d, _rng(1))
+    w = torch.tensor(weight, dtype=torch.float64)
+    assert torch.allclose(out, x + 0.05 * torch.sign(w.T @ d[0].double()), atol=1e-12)  # sign(Wᵀd)
+    change = (out - x) @ w.T
+    assert float(change @ d[0].double()) > 0  # the mean moved along d
+
+
+def test_continuous_actor_pulls_the_action_toward_the_target():
+    box = gym.spaces.Box(-5.0, 5.0, (2,), np.float32)
+    weight = [[1.0, -2.0, 0.5, 3.0], [-1.0, 1.0, 2.0, 2.5]]
+    victim = _linear_victim("deterministic", weight, action_space=box)
+    x = torch.tensor([[0.1, 0.2, -0.3, 0.4]], dtype=torch.float64)
+    target = torch.tensor([[3.0, -3.0]], dtype=torch.float64)
+    out = AttackActor("continuous", 0.05).perturb(x, victim, target, _rng(1))
+    w = torch.tensor(weight, dtype=torch.float64)
+    # gradient of −‖Wx − t‖² is −2Wᵀ(Wx − t): FGSM is x + ε·sign(Wᵀ(t − Wx))
+    assert torch.allclose(out, x + 0.05 * torch.sign(w.T @ (target[0] - w @ x[0])), atol=1e-12)
+
+
+def test_deterministic_actor_reaches_every_target_that_some_point_of_the_ball_reaches():
+    """Prop. 24: if a point of the ball makes â the argmax, the actor's solution does too
+    (PGD-30, step ε/10, as the paper's robust-Atari setting); checked against brute force
+    over the ball's corners and random interior points."""
+    g = torch.Generator().manual_seed(3)
+    victim = _linear_victim("q", torch.randn(3, 4, generator=g).tolist())
+    actor = AttackActor("deterministic", 0.3, steps=30)
+    corners = torch.tensor(list(np.ndindex(*(2,) * 4)), dtype=torch.float64) * 2 - 1
+    checked = 0
+    for _ in range(20):
+        x = torch.randn(1, 4, generator=g, dtype=torch.float64)
+        probes = torch.cat([x + 0.3 * corners, x + 0.3 * (2 * torch.rand(500, 4, generator=g, dtype=torch.float64) - 1)])
+        reachable = set(victim.forward(probes).q.argmax(dim=1).tolist())
+        for target in reachable:
+            out = actor.perturb(x, victim, torch.tensor([target]), _rng(1))
+            assert int(victim.forward(out).q.argmax()) == target
+            checked += 1
+    assert checked > 20
+
+
+def test_sarl_actor_adds_eps_times_the_clipped_action():
+    victim = _linear_victim("q", [[1.0, 0, 0, 0], [0, 1.0, 0, 0]])
+    x = torch.tensor([[0.1, 0.2, -0.3, 0.4]], dtype=torch.float64)
+    action = torch.tensor([[0.5, -2.0, 1.0, 0.0]])
+    out = AttackActor("sarl", 0.1).perturb(x, victim, action, _rng(1))
+    assert torch.allclose(out, x + 0.1 * torch.tensor([[0.5, -1.0, 1.0, 0.0]], dtype=torch.float64), atol=1e-12)
+
+
+# -- digest §6 / App. F.1: the 2-state, 3-action toy MDP ------------------------------------------------
+TOY_GAMMA, TOY_RADIUS = 0.8, 0.2
+TOY_R = np.array([-0.1, -1.0, 0.1, 0.4, 1.5, 0.1]).reshape(2, 3)
+TOY_P = np.array([[.9, .1], [.2, .8], [.7, .3], [.05, .95], [.25, .75], [.3, .7]]).reshape(2, 3, 2)
+TOY_PI = np.array([[.215, .429, .356], [.271, .592, .137]])
+
+
+def toy_values(pi):
+    """V^π = (I − γP^π)^{-1} R^π."""
+    p_pi, r_pi = np.einsum("sa,sat->st", pi, TOY_P), (pi * TOY_R).sum(axis=1)
+    return np.linalg.solve(np.eye(2) - TOY_GAMMA * p_pi, r_pi)
+
+
+def toy_perturbed(free):
+    """The exact PA-AD actor in policy space: π(s1) + ρ·d/‖d‖ on the ℓ2 sphere (inside the simplex here)."""
+    d = zero_sum_direction(torch.as_tensor(np.asarray(free), dtype=torch.float64)[None])[0].numpy()
+    norm = np.linalg.norm(d)
+    return TOY_PI[0] if norm < 1e-12 else TOY_PI[0] + TOY_RADIUS * d / norm
+
+
+class ToyPAMDP(gym.Env):
+    """The toy MDP's PAMDP (Def. 6): the director picks a direction at s1; R̂ and P̂ are the
+    expectations under the perturbed policy; at s2 the victim is left alone."""
+
+    def __init__(self):
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (2,), np.float32)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.state, self.t = 0, 0
+        return np.eye(2, dtype=np.float32)[self.state], {}
+
+    def step(self, action):
+        pi = toy_perturbed(action) if self.state == 0 else TOY_PI[1]
+        reward = -float(pi @ TOY_R[self.state])
+        self.state = int(self.np_random.choice(2, p=pi @ TOY_P[self.state]))
+        self.t += 1
+        return np.eye(2, dtype=np.float32)[self.state], reward, False, self.t >= 30, {}
+
+
+def test_toy_mdp_values_match_the_digest():
+    assert np.allclose(toy_values(TOY_PI), [1.5607, 3.4881], atol=1e-4)
+
+
+def test_toy_mdp_pa_ad_reaches_the_minimum_of_the_policy_ball_where_the_heuristics_do_not():
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+
+    check_env(ToyPAMDP(), skip_render_check=True)
+    # brute force over the disc (ρ ≤ 0.2) in the simplex plane: the true minimum of V(s1)
+    e1, e2 = np.array([1, -1, 0]) / math.sqrt(2), np.array([1, 1, -2]) / math.sqrt(6)
+    angles = np.linspace(0, 2 * np.pi, 3600, endpoint=False)
+    points = [TOY_PI[0] + r * (math.cos(a) * e1 + math.sin(a) * e2) for r in np.linspace(0, TOY_RADIUS, 21) for a in angles]
+    points = np.array([p for p in points if (p >= 0).all()])
+
+    def v1(p):
+        pi = TOY_PI.copy()
+        pi[0] = p
+        return toy_values(pi)[0]
+
+    values = np.array([v1(p) for p in points])
+    v_min = values.min()
+    boundary = np.isclose(np.linalg.norm(points - TOY_PI[0], axis=1), TOY_RADIUS)
+    q = TOY_R + TOY_GAMMA * np.einsum("sat,t->sa", TOY_P, toy_values(TOY_PI))
+    heuristics = {
+        "MinBest": values[boundary][points[boundary][:, TOY_PI[0].argmax()].argmin()],
+        "MaxWorst": values[boundary][points[boundary][:, q[0].argmin()].argmax()],
+        "MaxDiff": values[boundary][(points[boundary] * np.log(points[boundary] / TOY_PI[0])).sum(1).argmax()],
+    }
+    for name, value in heuristics.items():
+        assert value > v_min * 1.02, name  # none is within 2% (App. F.1)
+    env = make_vec_env(ToyPAMDP, n_envs=8, seed=0)
+    model = PPO("MlpPolicy", env, gamma=TOY_GAMMA, n_steps=240, batch_size=240, learning_rate=3e-3, seed=0,
+                policy_kwargs=dict(net_arch=[16]), device="cpu")
+    model.learn(16_000)
+    action, _ = model.predict(np.array([1.0, 0.0], np.float32), deterministic=True)
+    assert v1(toy_perturbed(action)) <= v_min * 1.02
+
+
+# -- the attack MDPs ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("variant", ["stochastic", "deterministic"])
+def test_pamdp_passes_gymnasiums_checker_and_pays_the_negated_victim_reward(variant):
+    victim, _ = load_for_env("zoo:cartpole-dqn", "CartPole-v1")
+    env = PAMDP(make_env("CartPole-v1"), victim, eps=0.1, variant=variant)
+    check_env(env, skip_render_check=True)
+    obs, _ = env.reset(seed=3)
+    assert np.allclose(obs, victim.preprocess(make_env("CartPole-v1").reset(seed=3)[0][None])[0].numpy(), atol=1e-6)
+    _, reward, *_ = env.step(env.action_space.sample())
+    assert reward == -1.0
+
+
+def test_samdp_passes_gymnasiums_checker_on_a_vecnormalize_agent_and_observes_the_normalised_input():
+    victim, _ = load_for_env("zoo:hopper-ppo", "Hopper-v5")
+    env = SAMDP(make_env("Hopper-v5"), victim, eps=0.075)
+    check_env(env, skip_render_check=True)
+    raw, _ = make_env("Hopper-v5").reset(seed=1)
+    obs, _ = env.reset(seed=1)
+    stats = victim.vecnormalize
+    expected = np.clip((raw - stats.mean) / np.sqrt(stats.var + stats.epsilon), -stats.clip, stats.clip)
+    assert np.allclose(obs, expected, atol=1e-5)
+    assert env.action_space.shape == (11,)
+
+
+def test_attack_vecenv_equals_the_single_env_pamdp_row_by_row():
+    from stable_baselines3.common.env_util import make_vec_env
+
+    victim, _ = load_for_env("zoo:cartpole-dqn", "CartPole-v1")
+    actor = AttackActor("stochastic", 0.1)
+    venv = AttackVecEnv(make_vec_env("CartPole-v1", n_envs=3, seed=5), victim, actor)
+    singles = [PAMDP(make_env("CartPole-v1"), victim, eps=0.1) for _ in range(3)]
+    obs = venv.reset()
+    for i, env in enumerate(singles):
+        assert np.allclose(env.reset(seed=5 + i)[0], obs[i], atol=1e-6)
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        acts = rng.uniform(-1, 1, (3, 1)).astype(np.float32)
+        obs, rewards, dones, _ = venv.step(acts)
+        for i, env in enumerate(singles):
+            o, r, term, trunc, _ = env.step(acts[i])
+            assert r == rewards[i]
+            if not (term or trunc):
+                assert np.allclose(o, obs[i], atol=1e-6)
+            else:
+                assert dones[i]
+                singles[i] = None
+        if any(s is None for s in singles):
+            break
+
+
+# -- trained attackers through the engine ------------------------------------------------------------
+@pytest.fixture(scope="module")
+def paad_dqn(tmp_path_factory):
+    """A PA-AD attacker on zoo cartpole-dqn at ε = 0.1 (20k director steps, about 15 s)."""
+    from rlgauntlet.experiments.attackers import train_attacker
+
+    run_dir = tmp_path_factory.mktemp("paad") / "paad-dqn"
+    manifest = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", eps=0.1, steps=20_000, run_dir=run_dir,
+                              eval_episodes=5, checkpoint_every=10_000, log=lambda s: None)
+    return run_dir, manifest
+
+
+def test_trained_pa_ad_beats_pgd_minbest_and_random_noise_on_cartpole_dqn(paad_dqn):
+    """The issue's target: PA-AD ≤ 50 at ε = 0.1 where PGD-10 MinBest leaves about 281."""
+    run_dir, manifest = paad_dqn
+    assert manifest["variant"] == "stochastic" and manifest["eps"] == 0.1
+    assert manifest["victim"]["sha256"] and manifest["budget_space"] == "raw"
+    assert [h["steps"] for h in manifest["learning_curve"]] == [10240, 20480]
+    report = evaluate("zoo:cartpole-dqn", "CartPole-v1",
+                      [f"paad:attacker={run_dir},eps=0.1", "pgd:eps=0.1,objective=minbest", "random:eps=0.1"],
+                      episodes=5, impact=False)
+    clean, paad, pgd, noise = (e["return_mean"] for e in report.evaluations)
+    assert paad <= 50 and paad < pgd and paad < noise and clean == 500
+    attacked = report.evaluations[1]
+    assert attacked["linf_max"] <= 0.1 + 1e-9 and attacked["perturbed_fraction"] == 1.0
+    assert manifest["strength"]["attacked_mean"] == pytest.approx(paad)  # same 5 episodes, same seeds
+
+
+def test_trained_attacker_results_do_not_depend_on_n_envs(paad_dqn):
+    run_dir, _ = paad_dqn
+    spec = f"paad:attacker={run_dir},eps=0.1"
+    one = evaluate("zoo:cartpole-dqn", "CartPole-v1", [spec], episodes=3, n_envs=1, impact=False)
+    three = evaluate("zoo:cartpole-dqn", "CartPole-v1", [spec], episodes=3, n_envs=3, impact=False)
+    assert one.evaluations[1]["returns"] == three.evaluations[1]["returns"]
+
+
+def test_attacker_refuses_another_eps_victim_env_or_method(paad_dqn, tmp_path):
+    run_dir, _ = paad_dqn
+    with pytest.raises(UserError, match="trained for eps=0.1, not eps=0.05"):
+        evaluate("zoo:cartpole-dqn", "CartPole-v1", [f"paad:attacker={run_dir},eps=0.05"], episodes=1, impact=False)
+    with pytest.raises(UserError, match="trained against the agent with sha256"):
+        evaluate("zoo:cartpole-ppo", "CartPole-v1", [f"paad:attacker={run_dir},eps=0.1"], episodes=1, impact=False)
+    with pytest.raises(UserError, match="sarl attacker|paad attacker"):
+        parse_threat(f"sarl:attacker={run_dir},eps=0.1").manifest
+    folder = tmp_path / "by-eps"
+    (folder / "a").mkdir(parents=True)
+    (folder / "a" / "manifest.json").write_text((run_dir / "manifest.json").read_text())
+    (folder / "a" / "attacker.zip").write_bytes((run_dir / "attacker.zip").read_bytes())
+    assert parse_threat(f"paad:attacker={folder},eps=0.1").manifest["eps"] == 0.1  # a folder of attackers
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "manifest.json").write_text(json.dumps({"not": "a manifest"}))
+    with pytest.raises(UserError, match="not an attacker manifest"):
+        parse_threat(f"paad:attacker={broken},eps=0.1").manifest
+
+
+def test_attack_train_resumes_and_refuses_other_settings(tmp_path):
+    from rlgauntlet.experiments.attackers import train_attacker
+
+    run_dir = tmp_path / "sarl"
+    first = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "sarl", eps=0.1, steps=2048, run_dir=run_dir,
+                           eval_episodes=1, checkpoint_every=2048, log=lambda s: None)
+    assert first["steps"] == 2048 and first["variant"] == "sarl"
+    resumed = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "sarl", eps=0.1, steps=4096, run_dir=run_dir,
+                             eval_episodes=1, checkpoint_every=2048, log=lambda s: None)
+    assert [h["steps"] for h in resumed["learning_curve"]] == [2048, 4096]
+    with pytest.raises(UserError, match="eps=0.1"):
+        train_attacker("zoo:cartpole-dqn", "CartPole-v1", "sarl", eps=0.2, steps=4096, run_dir=run_dir,
+                       eval_episodes=1, log=lambda s: None)
