@@ -343,3 +343,80 @@ def test_corruption_severities_outside_1_to_5_are_refused(spec):
 
     with pytest.raises(UserError, match="severity"):
         parse_threat(spec)
+
+
+# -- third audit's survivors -------------------------------------------------------------------------
+@pytest.mark.parametrize("ti,tj", [(2, 0), (-2, 0), (0, 3), (0, -3), (-1, 2)])
+def test_shift_with_zero_fill_equals_numpy_roll_with_the_wrapped_band_zeroed(ti, tj):
+    x = torch.rand(1, 2, 6, 7, generator=torch.Generator().manual_seed(0))
+    out = parse_threat(f"shift:ti={ti},tj={tj},fill=zeros").perturb(x, _Images(), _rng(1))
+    expected = np.roll(x.numpy(), shift=(tj, ti), axis=(2, 3))
+    if ti > 0:
+        expected[..., :ti] = 0
+    elif ti < 0:
+        expected[..., ti:] = 0
+    if tj > 0:
+        expected[..., :tj, :] = 0
+    elif tj < 0:
+        expected[..., tj:, :] = 0
+    assert np.allclose(out.numpy(), expected)
+
+
+def test_l2_projection_shrinks_radially_onto_the_ball():
+    from rlgauntlet.threats.attacks.base import EpsBall
+
+    x = torch.zeros(2, 3, dtype=torch.float64)
+    ball = EpsBall(x, 0.5, "l2", _linear_q_victim([[1.0, 0, 0, 0], [0, 1.0, 0, 0]]))
+    far = torch.tensor([[3.0, 4.0, 0.0], [0.1, 0.2, 0.2]], dtype=torch.float64)  # norms 5 and 0.3
+    out = ball.project(far)
+    assert torch.allclose(out[0], torch.tensor([0.3, 0.4, 0.0], dtype=torch.float64))  # 0.5 · (3, 4, 0)/5
+    assert torch.allclose(out[1], far[1])  # inside: unchanged
+
+
+def test_random_starts_are_uniform_in_the_linf_box_and_inside_the_l2_ball():
+    from rlgauntlet.threats.attacks.base import random_in_ball
+
+    box = random_in_ball(_rng(200), (50,), 0.1, "linf")
+    assert box.abs().max() <= 0.1 and box.abs().max() > 0.099
+    assert box.abs().mean() == pytest.approx(0.05, abs=0.002)  # uniform on [−ε, ε]: mean |δ| = ε/2
+    ball = random_in_ball(_rng(200), (50,), 0.1, "l2")
+    norms = ball.norm(dim=1)
+    assert norms.max() <= 0.1 + 1e-7
+    assert norms.median() == pytest.approx(0.1 * 0.5 ** (1 / 50), abs=0.002)  # r = ε·U^{1/d}
+
+
+def test_a_rows_attack_does_not_depend_on_the_rest_of_its_batch():
+    """MaxDiff's SGLD noise is added to each row's own gradient: a batch-averaged loss would
+    shrink the gradient against the noise and change the result."""
+    victim = _linear_q_victim([[1.0, -2.0, 0.5, 3.0], [-1.0, 1.0, 2.0, 2.5]])
+    x = torch.tensor([[0.1, 0.2, -0.3, 0.4], [0.3, -0.1, 0.2, 0.0], [1.0, 0.5, 0.2, -0.4]], dtype=torch.float64)
+    attack = parse_threat("maxdiff:eps=0.1,steps=5")
+    together = attack.perturb(x, victim, _rng(3))
+    for k in range(3):
+        alone = attack.perturb(x[k:k + 1], victim, BatchRNG([episode_generator(0, k, "threat")]))
+        assert torch.allclose(alone[0], together[k], atol=1e-12)
+
+
+def test_deterministic_divergence_is_the_squared_action_distance():
+    out = PolicyOutput("deterministic", action=torch.tensor([[1.0, -2.0]]))
+    ref = PolicyOutput("deterministic", action=torch.tensor([[0.5, 1.0]]))
+    assert policy_divergence(out, ref).item() == pytest.approx(0.25 + 9.0)
+
+
+def test_targeted_refuses_the_first_index_past_the_last_action():
+    from rlgauntlet.errors import UserError
+
+    victim = _linear_q_victim([[1.0, 0, 0, 0], [0, 1.0, 0, 0]])
+    parse_threat("targeted:eps=0.1,action=1").check_victim(victim)
+    with pytest.raises(UserError, match="action=2 but the agent has 2 actions"):
+        parse_threat("targeted:eps=0.1,action=2").check_victim(victim)
+
+
+def test_corruption_severity_constants_are_hendrycks_and_dietterichs():
+    """The published ImageNet-C constants (imagecorruptions), typed here from the reference."""
+    from rlgauntlet.threats import corruptions
+
+    assert corruptions.GAUSSIAN_STD == (0.08, 0.12, 0.18, 0.26, 0.38)
+    assert corruptions.IMPULSE_AMOUNT == (0.03, 0.06, 0.09, 0.17, 0.27)
+    assert corruptions.MOTION_BLUR == ((10, 3), (15, 5), (15, 8), (15, 12), (20, 15))
+    assert corruptions.PIXELATE_FACTOR == (0.6, 0.5, 0.4, 0.3, 0.25)

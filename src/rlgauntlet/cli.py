@@ -106,14 +106,17 @@ def evaluate(
     lpips_weights: Optional[Path] = typer.Option(None, help="LPIPS (AlexNet) weights to add LPIPS to SSIM/PSNR for image agents; nothing is downloaded. Example: --lpips-weights lpips_alex.pt"),
     threads: Optional[int] = typer.Option(None, min=1, help="torch CPU threads for the networks (default $RLGAUNTLET_THREADS or 1: safe on a busy machine; 2 may speed up image agents on an idle one). Example: --threads 2"),
     allow_pickle: bool = typer.Option(False, "--allow-pickle", help="unpickle the SB3 agent file as SB3 does: runs code stored in it, so only for files you trust (needed for custom policy classes or activation functions). Example: --allow-pickle"),
+    strongest_of: List[str] = typer.Option([], "--strongest-of", help="attacks whose lowest mean return per budget is reported with the attack that achieved it (comma-separated specs; with --eps-grid, each at every budget). Example: --strongest-of random,maxdiff,paad:attacker=runs/paad --eps-grid 0.1"),
 ) -> None:
     """Evaluate an agent clean and under every --threat; print a table, store episodes, write JSON.
 
     Example: rlgauntlet evaluate --agent zoo:cartpole-ppo --env CartPole-v1 --threat uniform_noise:eps=0.1 --episodes 20 --out cartpole.json
     """
     from rlgauntlet.experiments.evaluate import evaluate as run
+    from rlgauntlet.threats.spec import split_spec_list
 
     _check_writable(out)
+    strongest = [spec for text in strongest_of for spec in split_spec_list(text)]
     store_path = store or ((out.parent if out else Path(".")) / DEFAULT_STORE_NAME)
     _KEPT["note"] = (f"finished episodes are kept in {store_path}; run the same command with --resume to run "
                      "only the missing ones")
@@ -127,11 +130,16 @@ def evaluate(
             action_change_every=action_change_every, lpips_weights=lpips_weights,
             on_start=lambda label, total: tasks.__setitem__(label, progress.add_task(label, total=total)),
             on_episode=lambda label, rec: progress.advance(tasks[label]), threads=threads, allow_pickle=allow_pickle,
+            strongest_of=strongest,
         )
         for task in tasks.values():
             progress.update(task, completed=episodes)
     data = report.to_dict()
     print_table(data)
+    for row in data.get("strongest_of", []):
+        budget = "" if row["eps"] is None else f" at eps {row['eps']:g}"
+        console.print(f"strongest of {len(row['attacks'])}{budget}: {row['return_mean']:.4g} ± {row['return_sem']:.2g} "
+                      f"by {row['winner']}")
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(data, indent=2) + "\n")

@@ -185,11 +185,14 @@ class Report:
     score_min: float | None = None
     min_score_fixed: float | None = None
     impact: bool = False
+    strongest_of: list[dict] = field(default_factory=list)
     version: str = field(default_factory=lambda: rlgauntlet.__version__)
 
     def to_dict(self) -> dict:
         out = {"rlgauntlet_version": self.version, "agent": self.agent, "env": self.env,
                "evaluations": self.evaluations}
+        if self.strongest_of:
+            out["strongest_of"] = self.strongest_of
         if self.impact:
             out.update(score_max=self.score_max, score_min=self.score_min, min_score_fixed=self.min_score_fixed)
         return out
@@ -249,6 +252,7 @@ def evaluate(
     on_episode: Callable[[str, EpisodeRecord], None] | None = None,
     threads: int | None = None,
     allow_pickle: bool = False,
+    strongest_of: Sequence[str] = (),
 ) -> Report:
     """Evaluate an agent clean and under every threat; the library form of ``rlgauntlet evaluate``.
 
@@ -266,6 +270,10 @@ def evaluate(
         on_start, on_episode: progress callbacks, with the evaluation's label.
         allow_pickle: unpickle an SB3 agent file as SB3 does (runs code stored in it; default:
             read it as data).
+        strongest_of: attacks (specs; with ``eps_grid``, each at every budget) whose minimum
+            mean return per budget is reported with the attack that achieved it (the
+            robust-RL evaluation protocol); they run like ``threats`` and are stored as
+            ``strongest_of`` runs.
         threads: torch intra-op threads while it runs (default: ``$RLGAUNTLET_THREADS`` or 1;
             see ``rlgauntlet.common.threads``); the caller's setting is restored afterwards.
     """
@@ -282,13 +290,18 @@ def evaluate(
         eps = None if eps is None else str(eps)
         if eps is not None and eps_grid is not None:
             raise UserError("give either --eps or --eps-grid, not both")
-        for s in expand_eps_grid(list(threats), eps_grid) if eps_grid else threats:
+        strongest = expand_eps_grid(list(strongest_of), eps_grid) if eps_grid else list(strongest_of)
+        for s in [*(expand_eps_grid(list(threats), eps_grid) if eps_grid else threats), *strongest]:
             parse_threat(s)  # fail on a bad spec before loading anything
+        if len(strongest_of) == 1:
+            raise UserError("--strongest-of compares several attacks; give at least two, e.g. "
+                            "--strongest-of random:eps=0.1,pgd:eps=0.1,maxdiff:eps=0.1")
         if eps is not None and not suites:
             raise UserError("--eps is the budget of --suite; give it inside the spec instead (e.g. pgd:eps=1/255)")
         victim, env_preset = load_for_env(agent, env, preset, device, kind, vecnormalize, input_space, precision,
                                           allow_pickle)
         specs = threat_specs(victim, threats, suites, eps, eps_grid, env)
+        specs += [s for s in strongest if s not in specs]
         plan = [parse_threat(s) for s in specs]
         probe = make_env(env, env_preset)
         try:
@@ -313,6 +326,8 @@ def evaluate(
                     resume=resume, perceptual=meter, action_change_every=action_change_every,
                     on_episode=None if on_episode is None else (lambda rec, label=label: on_episode(label, rec)),
                 ))
+            if strongest:
+                report.strongest_of = strongest_rows(report.evaluations, strongest, results, seed)
             if "certified" in suites:
                 report.evaluations += certified_evaluations(victim, env, eps, eps_grid, episodes, seed, n_envs, results)
             if impact:
@@ -321,6 +336,34 @@ def evaluate(
             if not isinstance(store, ResultsStore):
                 results.close()
         return report
+
+
+def strongest_rows(evaluations: list[dict], specs: list[str], store: ResultsStore, seed: int) -> list[dict]:
+    """The strongest-of protocol: per budget, the lowest mean return among the evaluations of
+    ``specs`` and the attack that achieved it (ties: the first listed). Each row is stored as a
+    ``strongest_of`` run whose meta names its member runs, with the minimum as metrics."""
+    from rlgauntlet.threats import parse_threat
+
+    by_spec = {ev["spec"]: ev for ev in evaluations}
+    groups: dict[float | None, list[dict]] = {}
+    for spec in specs:
+        budget = getattr(parse_threat(spec).params, "eps", None)
+        groups.setdefault(budget, []).append(by_spec[spec])
+    rows = []
+    for budget, members in groups.items():
+        best = min(members, key=lambda ev: ev["return_mean"])
+        row = {"eps": budget, "attacks": [ev["spec"] for ev in members], "return_mean": best["return_mean"],
+               "return_std": best["return_std"], "return_sem": best["return_sem"], "winner": best["spec"],
+               "winner_run_id": best["run_id"], "episodes": best["episodes"], "seed": seed,
+               "by_attack": {ev["spec"]: ev["return_mean"] for ev in members}}
+        meta = {"strongest_of": row["attacks"], "eps": budget, "members": {ev["spec"]: ev["run_id"] for ev in members},
+                "winner": best["spec"]}
+        run_id = store.create_run(run_key(meta), meta, kind="strongest_of")
+        store.add_metric(run_id, "return_mean", best["return_mean"], "mean return under the strongest attack")
+        store.add_metric(run_id, "winner_run_id", best["run_id"], "run id of the attack that achieved the minimum")
+        row["run_id"] = run_id
+        rows.append(row)
+    return rows
 
 
 def certified_evaluations(victim: Victim, env: str, eps: str | None, eps_grid: str | None, episodes: int, seed: int,

@@ -2,7 +2,8 @@
 run-level metrics beside them.
 
 A run is one evaluation (agent × env × threat spec × seed × acting mode), or a calibration,
-certification, OOD or training run (``runs.kind``). Its ``key`` hashes what determines its
+certification, OOD, training or strongest-of run (``runs.kind``; a strongest-of run
+names its member evaluations in its meta and holds the minimum as metrics). Its ``key`` hashes what determines its
 results, so ``--resume`` finds the latest run with the same key and runs only the episodes
 it lacks: a killed evaluation loses nothing that finished, and a resumed one duplicates
 nothing (``(run_id, episode)`` is the primary key). Results that are not episodes (an
@@ -75,7 +76,7 @@ EPISODE_FIELDS = (
     "world",
 )
 #: the kinds of run a store holds
-RUN_KINDS = ("evaluation", "calibration", "certification", "ood", "training")
+RUN_KINDS = ("evaluation", "calibration", "certification", "ood", "training", "strongest_of")
 
 
 #: columns added after the first release: (table, name, type and default, SQL filling old rows)

@@ -105,6 +105,28 @@ def split_items(text: str, spec: str) -> list[str]:
     return [] if not text.strip() else split_outside_quotes(text, ",", spec)
 
 
+def split_spec_list(text: str) -> list[str]:
+    """Several specs written with commas, as ``--strongest-of`` takes them: an item with no
+    ``=``, or with a ``:`` before its first ``=``, starts a new spec; any other item is one more
+    parameter of the spec before it.
+
+    Example:
+        >>> split_spec_list("random,pgd:eps=0.1,steps=30,maxdiff:eps=0.1")
+        ['random', 'pgd:eps=0.1,steps=30', 'maxdiff:eps=0.1']
+    """
+    specs: list[str] = []
+    for item in split_outside_quotes(text, ",", text, "list"):
+        item = item.strip()
+        if not item:
+            continue
+        head = item.split("=", 1)[0]
+        if "=" not in item or ":" in head or not specs:
+            specs.append(item)
+        else:
+            specs[-1] += "," + item
+    return specs
+
+
 def parse_params(text: str, spec: str | None = None) -> dict:
     """Parse ``key=value,key=value`` into a dict (see :func:`parse_value`)."""
     spec = spec if spec is not None else text
