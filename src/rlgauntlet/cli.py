@@ -187,11 +187,11 @@ def train(
 
 @app.command("attack-train")
 def attack_train(
-    method: str = typer.Option(..., help="paad (PA-AD director + gradient actor) or sarl (the perturbation learned directly). Example: --method paad"),
+    method: str = typer.Option(..., help="paad (PA-AD director + gradient actor), sarl (the perturbation learned directly) or robust-sarsa (a smoothed Q function of a continuous-action agent, attacked with MinQ). Example: --method paad"),
     agent: str = typer.Option(..., help="the victim (frozen). Example: --agent zoo:cartpole-dqn"),
     env: str = typer.Option(..., help="Gymnasium id the victim plays. Example: --env CartPole-v1"),
-    eps: str = typer.Option(..., help="l-inf budget in the victim's budget space (number or fraction). Example: --eps 0.1"),
-    steps: int = typer.Option(..., min=1, help="director training steps (agent steps over all envs). Example: --steps 100000"),
+    eps: str = typer.Option(..., help="l-inf budget in the victim's budget space (number or fraction); for robust-sarsa the budget of the final strength check. Example: --eps 0.1"),
+    steps: int = typer.Option(..., min=1, help="director training steps (agent steps over all envs); for robust-sarsa the agent transitions Q learns from. Example: --steps 100000"),
     run_dir: Path = typer.Option(..., help="attacker folder (checkpoints, attacker.zip, manifest.json); resumed if it holds a checkpoint. Example: --run-dir runs/paad-cartpole"),
     seed: int = typer.Option(0, help="training seed; also the seed of the final evaluation. Example: --seed 3"),
     variant: Optional[str] = typer.Option(None, help="PA-AD variant: stochastic or deterministic (discrete agents), directional or continuous (continuous agents). Example: --variant deterministic"),
@@ -202,16 +202,18 @@ def attack_train(
     vecnormalize: Optional[Path] = typer.Option(None, help="the victim's VecNormalize statistics file. Example: --vecnormalize agent.vecnormalize.pkl"),
     device: str = typer.Option("cpu", help="torch device. Example: --device cuda"),
     threads: Optional[int] = typer.Option(None, min=1, help="torch CPU threads (default: the thread policy). Example: --threads 2"),
+    sarsa_eps: float = typer.Option(0.02, min=0.0, help="robust-sarsa: radius of the robustness regulariser on [x, a]. Example: --sarsa-eps 0.05"),
+    sarsa_reg: float = typer.Option(0.1, min=0.0, help="robust-sarsa: weight of the robustness regulariser. Example: --sarsa-reg 1.0"),
 ) -> None:
-    """Train a learned attacker (PA-AD or SA-RL) against an agent, resumably, and measure it.
+    """Train a learned attacker (PA-AD, SA-RL, Robust Sarsa) against an agent and measure it.
 
     Example: rlgauntlet attack-train --method paad --agent zoo:cartpole-dqn --env CartPole-v1 --eps 0.1 --steps 50000 --run-dir runs/paad-dqn
     """
     from rlgauntlet.experiments.attackers import train_attacker
     from rlgauntlet.threats.spec import parse_value
 
-    if method not in ("paad", "sarl"):
-        raise UserError(f"--method {method}: choose paad or sarl")
+    if method not in ("paad", "sarl", "robust-sarsa"):
+        raise UserError(f"--method {method}: choose paad, sarl or robust-sarsa")
     if loss not in ("hinge", "ce"):
         raise UserError(f"--loss {loss}: choose hinge or ce")
     budget = parse_value(eps, f"eps={eps}", "eps")
@@ -221,9 +223,9 @@ def attack_train(
     manifest = train_attacker(agent, env, method, budget, steps, run_dir, seed=seed, variant=variant,
                               actor_steps=actor_steps, lam=lam, loss=loss, eval_episodes=eval_episodes, device=device,
                               vecnormalize=vecnormalize, threads=threads, log=lambda s: console.print(s),
-                              show_progress=console.is_terminal)
-    console.print(f"wrote {run_dir / 'attacker.zip'} and {run_dir / 'manifest.json'}; use it with "
-                  f"--threat {method}:attacker={run_dir},eps={eps}  (strength: {manifest['strength']['attacked_mean']:.1f})")
+                              show_progress=console.is_terminal, sarsa_eps=sarsa_eps, sarsa_reg=sarsa_reg)
+    spec = f"robust_sarsa:q={run_dir},eps={eps}" if method == "robust-sarsa" else f"{method}:attacker={run_dir},eps={eps}"
+    console.print(f"wrote {run_dir}; use it with --threat {spec}  (strength: {manifest['strength']['attacked_mean']:.1f})")
 
 
 @app.command()

@@ -30,15 +30,20 @@ def train_attacker(agent: str, env: str, method: str, eps: float, steps: int, ru
                    variant: str | None = None, actor_steps: int = 1, lam: float = 1.0, loss: str = "hinge",
                    eval_episodes: int = 20, device: str = "cpu", vecnormalize: str | Path | None = None,
                    threads: int | None = None, checkpoint_every: int | None = None, hyperparams: dict | None = None,
-                   log: Callable[[str], None] = print, show_progress: bool = False) -> dict:
+                   log: Callable[[str], None] = print, show_progress: bool = False, sarsa_eps: float = 0.02,
+                   sarsa_reg: float = 0.1) -> dict:
     """Train (or resume) an attacker and write its folder; returns the manifest.
 
     Args:
         agent: the victim (``zoo:NAME``, ``sb3:PATH.zip``, ...); it is frozen.
         env: Gymnasium id the victim plays.
-        method: ``paad`` or ``sarl``.
-        eps: ℓ∞ budget in the victim's budget space.
-        steps: director training steps (agent steps over all envs).
+        method: ``paad``, ``sarl`` or ``robust-sarsa`` (continuous agents: a Q function of the
+            victim, then MinQ with it).
+        eps: ℓ∞ budget in the victim's budget space (for ``robust-sarsa`` only the budget of the
+            final strength evaluation: one Q function serves every ε).
+        steps: director training steps (agent steps over all envs); for ``robust-sarsa`` the
+            victim transitions Q is trained on (in iterations of 2048).
+        sarsa_eps, sarsa_reg: Robust Sarsa's regulariser radius and weight (official defaults).
         run_dir: the attacker folder (checkpoints, then ``attacker.zip`` and ``manifest.json``).
         variant: PA-AD variant (``stochastic``, ``deterministic``, ``continuous``, ``directional``).
         actor_steps, lam, loss: the PA-AD actor (FGSM, λ = 1, hinge by default).
@@ -50,28 +55,52 @@ def train_attacker(agent: str, env: str, method: str, eps: float, steps: int, ru
     run_dir = Path(run_dir)
     with thread_policy(threads):
         victim, _ = load_for_env(agent, env, device=device, vecnormalize=vecnormalize)
-        config = attacker_config(method, env, eps, seed, variant, victim, actor_steps, lam, loss)
-        config["victim"] = {"agent": agent, "sha256": victim.description.get("sha256"),
-                            "vecnormalize_sha256": (victim.description.get("vecnormalize") or {}).get("sha256")}
-        ckpt, progress = learn_attacker(victim, config, steps, run_dir, device=device,
-                                        checkpoint_every=checkpoint_every, hyperparams=hyperparams, log=log,
-                                        show_progress=show_progress)
-        shutil.copyfile(ckpt / "model.zip", run_dir / ATTACKER_FILE)
-        manifest = {**config, "steps": int(progress["history"][-1]["steps"]) if progress["history"] else 0,
-                    "train_seconds": round(progress.get("train_seconds", 0.0), 1),
-                    "learning_curve": progress["history"], "applied_in_training": progress.get("applied")}
-        (run_dir / MANIFEST).write_text(json.dumps(manifest, indent=2))
-        spec = f"{method}:attacker={_quoted(run_dir)},eps={eps!r}"
+        identity = {"agent": agent, "sha256": victim.description.get("sha256"),
+                    "vecnormalize_sha256": (victim.description.get("vecnormalize") or {}).get("sha256")}
+        if method == "robust-sarsa":
+            manifest = _train_q_function(victim, identity, env, steps, run_dir, seed, sarsa_eps, sarsa_reg, log)
+            spec = f"robust_sarsa:q={_quoted(run_dir)},eps={eps!r}"
+        else:
+            config = attacker_config(method, env, eps, seed, variant, victim, actor_steps, lam, loss)
+            config["victim"] = identity
+            ckpt, progress = learn_attacker(victim, config, steps, run_dir, device=device,
+                                            checkpoint_every=checkpoint_every, hyperparams=hyperparams, log=log,
+                                            show_progress=show_progress)
+            shutil.copyfile(ckpt / "model.zip", run_dir / ATTACKER_FILE)
+            manifest = {**config, "steps": int(progress["history"][-1]["steps"]) if progress["history"] else 0,
+                        "train_seconds": round(progress.get("train_seconds", 0.0), 1),
+                        "learning_curve": progress["history"], "applied_in_training": progress.get("applied")}
+            (run_dir / MANIFEST).write_text(json.dumps(manifest, indent=2))
+            spec = f"{method}:attacker={_quoted(run_dir)},eps={eps!r}"
         report = evaluate(victim, env, [spec], episodes=eval_episodes, seed=seed, impact=False, device=device,
                           n_envs=min(8, eval_episodes))
     clean, attacked = report.evaluations[0], report.evaluations[1]
-    manifest["strength"] = {"episodes": eval_episodes, "seed": seed, "clean_mean": clean["return_mean"],
+    manifest["strength"] = {"eps": eps, "episodes": eval_episodes, "seed": seed, "clean_mean": clean["return_mean"],
                             "attacked_mean": attacked["return_mean"], "attacked_std": attacked["return_std"],
                             "attacked_returns": attacked["returns"],
                             "action_change_rate": attacked["action_change_rate"], "linf_max": attacked["linf_max"]}
     (run_dir / MANIFEST).write_text(json.dumps(manifest, indent=2))
     log(f"[{method}] victim return {clean['return_mean']:.1f} clean, {attacked['return_mean']:.1f} ± "
         f"{attacked['return_std']:.1f} under the attacker (eps {eps:g}, {eval_episodes} episodes)")
+    return manifest
+
+
+def _train_q_function(victim, identity: dict, env: str, steps: int, run_dir: Path, seed: int, sarsa_eps: float,
+                      sarsa_reg: float, log: Callable[[str], None]) -> dict:
+    """Robust Sarsa: train Q^π (one run, not resumable: minutes) and write its manifest."""
+    from rlgauntlet.errors import UserError
+    from rlgauntlet.training.robust_sarsa import train_robust_sarsa
+
+    if not (sarsa_eps >= 0 and sarsa_reg >= 0):
+        raise UserError("--sarsa-eps and --sarsa-reg must be non-negative")
+    config = {"method": "robust-sarsa", "variant": "robust-sarsa", "env": env, "eps": float(sarsa_eps),
+              "sarsa_eps": float(sarsa_eps), "sarsa_reg": float(sarsa_reg), "seed": int(seed),
+              "budget_space": victim.budget_space, "victim": identity}
+    record = train_robust_sarsa(victim, config, run_dir, iterations=max(3, steps // 2048), log=log)
+    manifest = {**config, "steps": record["transitions"], "train_seconds": record["train_seconds"],
+                "input_dim": record["input_dim"], "hidden": record["hidden"], "reward_scale": record["reward_scale"],
+                "gamma": record["gamma"], "learning_curve": record["history"]}
+    (run_dir / MANIFEST).write_text(json.dumps(manifest, indent=2))
     return manifest
 
 

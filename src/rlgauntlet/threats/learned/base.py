@@ -78,6 +78,25 @@ def find_attacker(path: str, eps: float, method: str) -> tuple[Path, dict]:
                     "`rlgauntlet attack-train`")
 
 
+def check_trained_for(name: str, manifest: dict, victim: Victim) -> None:
+    """Raise a :class:`UserError` unless ``victim`` is the agent (and VecNormalize file) the
+    attacker of ``manifest`` was trained against, in the same budget space."""
+    trained = manifest["victim"]
+    mine = victim.description.get("sha256")
+    if trained.get("sha256") != mine:
+        raise UserError(f"{name}: the attacker was trained against the agent with sha256 "
+                        f"{str(trained.get('sha256'))[:12]} ({trained.get('agent')}), but this agent's is "
+                        f"{str(mine)[:12]}; train an attacker for this agent")
+    stats = (victim.description.get("vecnormalize") or {}).get("sha256")
+    if trained.get("vecnormalize_sha256") != stats:
+        raise UserError(f"{name}: the attacker was trained with VecNormalize statistics "
+                        f"{str(trained.get('vecnormalize_sha256'))[:12]}, but this agent has {str(stats)[:12]}; "
+                        "give the agent's own VecNormalize file")
+    if manifest.get("budget_space") != victim.budget_space:
+        raise UserError(f"{name}: the attacker's inputs are in {manifest.get('budget_space')} units but this "
+                        f"agent's are {victim.budget_space}; use the --input-space it was trained with")
+
+
 class LearnedAttack(Threat):
     """Base of the trained-attacker threats; subclasses set ``name`` and ``method``."""
 
@@ -111,20 +130,7 @@ class LearnedAttack(Threat):
 
     def check_victim(self, victim: Victim) -> None:
         super().check_victim(victim)
-        trained = self.manifest["victim"]
-        mine = victim.description.get("sha256")
-        if trained.get("sha256") != mine:
-            raise UserError(f"{self.name}: the attacker was trained against the agent with sha256 "
-                            f"{str(trained.get('sha256'))[:12]} ({trained.get('agent')}), but this agent's is "
-                            f"{str(mine)[:12]}; train an attacker for this agent")
-        stats = (victim.description.get("vecnormalize") or {}).get("sha256")
-        if trained.get("vecnormalize_sha256") != stats:
-            raise UserError(f"{self.name}: the attacker was trained with VecNormalize statistics "
-                            f"{str(trained.get('vecnormalize_sha256'))[:12]}, but this agent has {str(stats)[:12]}; "
-                            "give the agent's own VecNormalize file")
-        if self.manifest.get("budget_space") != victim.budget_space:
-            raise UserError(f"{self.name}: the attacker's eps is in {self.manifest.get('budget_space')} units but this "
-                            f"agent's input is {victim.budget_space}; use the --input-space it was trained with")
+        check_trained_for(self.name, self.manifest, victim)
 
     def check_env(self, env: gym.Env, env_id: str) -> None:
         if self.manifest["env"] != env_id:
