@@ -354,3 +354,77 @@ def test_attack_train_resumes_and_refuses_other_settings(tmp_path):
     with pytest.raises(UserError, match="eps=0.1"):
         train_attacker("zoo:cartpole-dqn", "CartPole-v1", "sarl", eps=0.2, steps=4096, run_dir=run_dir,
                        eval_episodes=1, log=lambda s: None)
+
+
+# -- Robust Sarsa ------------------------------------------------------------------------------------
+def _linear_rs_folder(tmp_path, victim, w_x, w_a, env="CartPole-v1"):
+    """A Robust Sarsa folder holding a linear Q(x, a) = w_x·x + w_a·a (hidden layers: none)."""
+    from rlgauntlet.training.robust_sarsa import Q_FILE, q_network
+
+    net = q_network(len(w_x) + len(w_a), ())
+    with torch.no_grad():
+        net[0].weight.copy_(torch.tensor([list(w_x) + list(w_a)]))
+        net[0].bias.zero_()
+    folder = tmp_path / "rs"
+    folder.mkdir()
+    torch.save(net.state_dict(), folder / Q_FILE)
+    manifest = {"method": "robust-sarsa", "variant": "robust-sarsa", "eps": 0.02, "env": env,
+                "budget_space": victim.budget_space, "input_dim": len(w_x) + len(w_a), "hidden": [],
+                "victim": {"agent": "test", "sha256": victim.description.get("sha256"), "vecnormalize_sha256": None}}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return folder
+
+
+def test_robust_sarsa_descends_q_of_the_true_state_and_the_perturbed_action(tmp_path):
+    """Known answer: with Q = w_x·x + w_a·a and a = W x̃, minimising Q over the ball is
+    x̃ = x − ε·sign(Wᵀ w_a): 10 sign steps of ε/10 from x reach that corner exactly; from the
+    default random start within ±ε/10 they end within ε/10 of it."""
+    box = gym.spaces.Box(-5.0, 5.0, (2,), np.float32)
+    weight = [[1.0, -2.0, 0.5, 3.0], [-1.0, 1.0, 2.0, 2.5]]
+    victim = _linear_victim("deterministic", weight, action_space=box)
+    victim.description["sha256"] = "abc"
+    w_a = [0.7, -0.2]
+    folder = _linear_rs_folder(tmp_path, victim, [5.0, -3.0, 2.0, 1.0], w_a)
+    threat = parse_threat(f"robust_sarsa:q={folder},eps=0.05,random_start=false")
+    threat.check_victim(victim)
+    x = torch.tensor([[0.1, 0.2, -0.3, 0.4]], dtype=torch.float64)
+    out = threat.perturb(x, victim, _rng(1))
+    w = torch.tensor(weight, dtype=torch.float64)
+    expected = x - 0.05 * torch.sign(w.T @ torch.tensor(w_a, dtype=torch.float64))
+    assert torch.allclose(out, expected, atol=1e-12)  # the w_x term (true state) does not move x̃
+    started = parse_threat(f"robust_sarsa:q={folder},eps=0.05").perturb(x, victim, _rng(1))
+    assert (started - expected).abs().max() <= 0.005 + 1e-12 and (started - x).abs().max() <= 0.05 + 1e-12
+
+
+def test_robust_sarsa_refuses_discrete_agents_and_foreign_victims(tmp_path):
+    box = gym.spaces.Box(-5.0, 5.0, (2,), np.float32)
+    victim = _linear_victim("deterministic", [[1.0, 0, 0, 0], [0, 1.0, 0, 0]], action_space=box)
+    victim.description["sha256"] = "abc"
+    folder = _linear_rs_folder(tmp_path, victim, [0.0] * 4, [1.0, 1.0])
+    other = _linear_victim("deterministic", [[1.0, 0, 0, 0], [0, 1.0, 0, 0]], action_space=box)
+    other.description["sha256"] = "def"
+    with pytest.raises(UserError, match="trained against the agent"):
+        parse_threat(f"robust_sarsa:q={folder},eps=0.05").check_victim(other)
+    discrete = _linear_victim("q", [[1.0, 0, 0, 0], [0, 1.0, 0, 0]])
+    with pytest.raises(UserError, match="does not apply to a q policy"):
+        parse_threat(f"robust_sarsa:q={folder},eps=0.05").check_victim(discrete)
+
+
+def test_robust_sarsa_regulariser_schedule_and_lr_annealing():
+    from rlgauntlet.training.robust_sarsa import _lr_factor, _schedule
+
+    assert [_schedule(i, 30, 0.1) for i in (0, 9, 10, 15, 20, 29)] == pytest.approx([0, 0, 0, 0.05, 0.1, 0.1])
+    assert [_lr_factor(i, 30) for i in (0, 19, 20, 25, 30)] == pytest.approx([1, 1, 1, 0.5, 0])
+
+
+def test_robust_sarsa_on_hopper_beats_random_noise(tmp_path):
+    """A short Q training (3 iterations of 2048 transitions) already makes MinQ stronger than
+    Random (ε·sign(N)) at ε = 0.075 on the same episodes."""
+    from rlgauntlet.experiments.attackers import train_attacker
+
+    manifest = train_attacker("zoo:hopper-ppo", "Hopper-v5", "robust-sarsa", eps=0.075, steps=3 * 2048,
+                              run_dir=tmp_path / "rs", eval_episodes=2, log=lambda s: None)
+    assert manifest["steps"] == 3 * 2048 and manifest["learning_curve"][-1]["sarsa_eps"] == 0.02
+    report = evaluate("zoo:hopper-ppo", "Hopper-v5", ["random:eps=0.075"], episodes=2, impact=False)
+    assert manifest["strength"]["attacked_mean"] < report.evaluations[1]["return_mean"] - 300
+    assert manifest["strength"]["linf_max"] <= 0.075 + 1e-9
