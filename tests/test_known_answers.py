@@ -434,3 +434,32 @@ def test_the_random_streams_are_stable_across_releases():
     assert torch.allclose(rng.episode_normal((3,), salt=1), torch.tensor([[-0.17621094, -0.51378042, 0.90218103]]), atol=1e-6)
     policy = BatchRNG([episode_generator(7, 2, "policy")]).uniform((2,))
     assert torch.allclose(policy, torch.tensor([[0.65477842, 0.14855224]]), atol=1e-6)
+
+
+def test_lpips_backbone_is_alexnets_published_feature_stack():
+    """AlexNet's features (Krizhevsky et al. 2012 as torchvision defines them, the backbone the
+    lpips package slices): kernel, stride and padding per conv, checked through the feature-map
+    sizes on a 64×64 input (15, 7, 3, 3, 3) and the layer table."""
+    from rlgauntlet.metrics.perceptual import AlexLPIPS
+
+    net = AlexLPIPS().net
+    convs = [m for m in net.modules() if isinstance(m, nn.Conv2d)]
+    table = [(c.in_channels, c.out_channels, c.kernel_size[0], c.stride[0], c.padding[0]) for c in convs]
+    assert table == [(3, 64, 11, 4, 2), (64, 192, 5, 1, 2), (192, 384, 3, 1, 1), (384, 256, 3, 1, 1), (256, 256, 3, 1, 1)]
+    h = torch.zeros(1, 3, 64, 64)
+    sizes = []
+    for block in (net.slice1, net.slice2, net.slice3, net.slice4, net.slice5):
+        h = block(h)
+        sizes.append(h.shape[-1])
+    assert sizes == [15, 7, 3, 3, 3]
+
+
+def test_lpips_scales_pixels_to_minus_one_one_then_by_the_packages_constants():
+    from rlgauntlet.metrics.perceptual import AlexLPIPS
+
+    gray = torch.full((1, 3, 2, 2), 0.5)  # 2·0.5 − 1 = 0
+    out = AlexLPIPS()._images(gray)
+    shift, scale = torch.tensor([-0.030, -0.088, -0.188]), torch.tensor([0.458, 0.448, 0.450])
+    assert torch.allclose(out[0, :, 0, 0], -shift / scale)
+    white = AlexLPIPS()._images(torch.ones(1, 3, 2, 2))
+    assert torch.allclose(white[0, :, 0, 0], (1 - shift) / scale)
