@@ -428,3 +428,31 @@ def test_robust_sarsa_on_hopper_beats_random_noise(tmp_path):
     report = evaluate("zoo:hopper-ppo", "Hopper-v5", ["random:eps=0.075"], episodes=2, impact=False)
     assert manifest["strength"]["attacked_mean"] < report.evaluations[1]["return_mean"] - 300
     assert manifest["strength"]["linf_max"] <= 0.075 + 1e-9
+
+
+def test_cli_attack_train_and_mismatched_attacker_exit_2_with_one_line(paad_dqn, tmp_path, cli_env):
+    import subprocess
+    import sys
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "rlgauntlet.cli", *args], capture_output=True, text=True,
+                              env=cli_env, cwd=tmp_path)
+
+    run_dir, _ = paad_dqn
+    for args, message in [
+        (["evaluate", "--agent", "zoo:cartpole-dqn", "--env", "CartPole-v1", "--threat",
+          f"paad:attacker={run_dir},eps=0.05", "--episodes", "1"], "not eps=0.05"),
+        (["evaluate", "--agent", "zoo:cartpole-ppo", "--env", "CartPole-v1", "--threat",
+          f"paad:attacker={run_dir},eps=0.1", "--episodes", "1"], "sha256"),
+        (["attack-train", "--method", "paad", "--agent", "zoo:cartpole-dqn", "--env", "CartPole-v1", "--eps", "0.1",
+          "--steps", "100", "--run-dir", "x", "--variant", "continuous"], "variant continuous is for continuous"),
+        (["attack-train", "--method", "magic", "--agent", "zoo:cartpole-dqn", "--env", "CartPole-v1", "--eps", "0.1",
+          "--steps", "100", "--run-dir", "x"], "choose paad, sarl or robust-sarsa"),
+        (["attack-train", "--method", "robust-sarsa", "--agent", "zoo:cartpole-dqn", "--env", "CartPole-v1", "--eps",
+          "0.1", "--steps", "100", "--run-dir", "x"], "continuous-action agents"),
+    ]:
+        res = run(*args)
+        assert res.returncode == 2, res.stderr
+        assert message in res.stderr and len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+    res = run("attack-train", "--help")
+    assert res.returncode == 0 and res.stdout.count("Example") >= 15
