@@ -463,3 +463,30 @@ def test_lpips_scales_pixels_to_minus_one_one_then_by_the_packages_constants():
     assert torch.allclose(out[0, :, 0, 0], -shift / scale)
     white = AlexLPIPS()._images(torch.ones(1, 3, 2, 2))
     assert torch.allclose(white[0, :, 0, 0], (1 - shift) / scale)
+
+
+@pytest.mark.parametrize("move,shift", [((2.0, 0.0), (0, 1)), ((0.0, -3.0), (-1, 0))])
+def test_perspective_with_equal_corner_moves_is_a_whole_pixel_translation(move, shift):
+    """Every corner moved by the same vector, scaled so the longest move is ``norm`` = 1 px:
+    the homography is a translation, so the warp equals numpy's shift with zero fill."""
+    from rlgauntlet.threats.natural import Perspective
+
+    threat = Perspective(Perspective.Params(norm=1.0), displacements=torch.tensor([list(move)] * 4))
+    x = torch.rand(1, 2, 6, 7, generator=torch.Generator().manual_seed(1))
+    out = threat.transform(x)
+    expected = np.roll(x.numpy(), shift=shift, axis=(2, 3))
+    if shift[1] > 0:
+        expected[..., :, :shift[1]] = 0
+    if shift[0] < 0:
+        expected[..., shift[0]:, :] = 0
+    assert np.allclose(out.numpy(), expected, atol=1e-5)
+
+
+def test_jpeg_accepts_every_quality_from_1_to_100():
+    from rlgauntlet.errors import UserError
+
+    for q in (1, 100):
+        parse_threat(f"jpeg:quality={q}")
+    for q in (0, 101):
+        with pytest.raises(UserError):
+            parse_threat(f"jpeg:quality={q}")
