@@ -490,3 +490,22 @@ def test_jpeg_accepts_every_quality_from_1_to_100():
     for q in (0, 101):
         with pytest.raises(UserError):
             parse_threat(f"jpeg:quality={q}")
+
+
+def test_motion_blur_kernel_is_a_one_sided_gaussian_over_2r_plus_1_taps():
+    from rlgauntlet.threats.corruptions import motion_blur_kernel
+
+    taps = np.arange(11.0)
+    expected = np.exp(-taps**2 / (2 * 2.0**2))
+    assert np.allclose(motion_blur_kernel(5, 2.0).numpy(), expected / expected.sum(), atol=1e-12)
+
+
+def test_corruptions_take_a_severity_or_an_explicit_value_but_not_both():
+    from rlgauntlet.errors import UserError
+
+    for spec in ("impulse_noise:amount=0.05", "impulse_noise:severity=2", "motion_blur:radius=5,sigma=2",
+                 "pixelate:factor=0.5"):
+        parse_threat(spec)
+    for spec in ("impulse_noise:severity=2,amount=0.05", "impulse_noise", "pixelate:severity=1,factor=0.5"):
+        with pytest.raises(UserError):
+            parse_threat(spec)
