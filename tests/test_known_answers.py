@@ -509,3 +509,16 @@ def test_corruptions_take_a_severity_or_an_explicit_value_but_not_both():
     for spec in ("impulse_noise:severity=2,amount=0.05", "impulse_noise", "pixelate:severity=1,factor=0.5"):
         with pytest.raises(UserError):
             parse_threat(spec)
+
+
+@pytest.mark.parametrize("i", [0, 3])
+def test_maxdiff_sgld_noise_is_sqrt_2_step_over_i_plus_2(i):
+    """Zhang et al. 2020 Alg. 3: g + √(2·step)/(i+2)·ξ with ξ from the row's stream; the ℓ2
+    step makes the move depend continuously on the noise scale."""
+    attack = parse_threat("maxdiff:eps=0.5,steps=5,norm=l2")
+    grad = torch.full((2, 4), 0.3, dtype=torch.float64)
+    move = attack.iteration_move(grad, i, _rng(2))
+    xi = torch.stack([torch.randn(4, generator=episode_generator(0, k, "threat")) for k in range(2)]).double()
+    noisy = grad + math.sqrt(2 * 0.1) / (i + 2) * xi
+    expected = 0.1 * noisy / noisy.norm(dim=1, keepdim=True)
+    assert torch.allclose(move, expected, atol=1e-7)
