@@ -522,3 +522,13 @@ def test_maxdiff_sgld_noise_is_sqrt_2_step_over_i_plus_2(i):
     noisy = grad + math.sqrt(2 * 0.1) / (i + 2) * xi
     expected = 0.1 * noisy / noisy.norm(dim=1, keepdim=True)
     assert torch.allclose(move, expected, atol=1e-7)
+
+
+def test_observation_spaces_match_by_equality_shape_or_channel_order():
+    from rlgauntlet.victims.base import _observation_spaces_match
+
+    assert _observation_spaces_match(gym.spaces.Discrete(3), gym.spaces.Discrete(3))
+    assert not _observation_spaces_match(gym.spaces.Discrete(3), gym.spaces.Discrete(4))
+    frames = gym.spaces.Box(0, 255, (84, 84, 4), np.uint8)
+    assert _observation_spaces_match(gym.spaces.Box(0, 255, (4, 84, 84), np.uint8), frames)  # SB3 stores channel-first
+    assert not _observation_spaces_match(gym.spaces.Box(0, 255, (84, 4, 84), np.uint8), frames)
