@@ -31,9 +31,10 @@ ATTACKER_HYPERPARAMS: dict[str, dict[str, Any]] = {
     "classic": dict(n_envs=8, policy="MlpPolicy", n_steps=256, batch_size=256, n_epochs=10, learning_rate=3e-4,
                     gamma=0.99, gae_lambda=0.95, ent_coef=0.0, clip_range=0.2,
                     policy_kwargs=dict(net_arch=[64, 64])),
-    # the official MuJoCo attack code's PPO: 2048 steps per update, 10 epochs, 32 minibatches
+    # the official MuJoCo attack code's PPO: 2048 steps per update, 10 epochs, 32 minibatches;
+    # rewards scaled by a running std of the discounted return (MuJoCo returns reach -3000)
     "mujoco": dict(n_envs=4, policy="MlpPolicy", n_steps=512, batch_size=64, n_epochs=10, learning_rate=3e-4,
-                   gamma=0.99, gae_lambda=0.95, ent_coef=0.0, clip_range=0.2,
+                   gamma=0.99, gae_lambda=0.95, ent_coef=0.0, clip_range=0.2, normalize_reward=True,
                    policy_kwargs=dict(net_arch=[64, 64])),
     # the paper's robust-Atari director: PPO, lr 5e-4, clip 0.1; inputs already in [0, 1]
     "atari": dict(n_envs=8, policy="CnnPolicy", n_steps=128, batch_size=256, n_epochs=4, learning_rate=5e-4,
@@ -75,20 +76,32 @@ def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str 
     run_dir.mkdir(parents=True, exist_ok=True)
     family = resolve_preset(config["env"])
     settings = dict(hyperparams or ATTACKER_HYPERPARAMS.get(family, ATTACKER_HYPERPARAMS["classic"]))
+    recorded = json.loads(json.dumps(settings))
     n_envs = settings.pop("n_envs")
+    normalize_reward = settings.pop("normalize_reward", False)
     every = checkpoint_every or max(10_000, total_steps // 10)
     preset = TrainPreset(name=f"{config['method']}-attacker", env_id=config["env"], algo="ppo",
                          total_timesteps=total_steps, n_envs=n_envs, seed=config["seed"], hyperparams=settings,
                          target_return=0.0, checkpoint_every=every, stop_at_target=False)
     actor = AttackActor(config["variant"], config["eps"], steps=config["actor"].get("steps", 1),
                         lam=config["actor"].get("lam", 1.0), loss=config["actor"].get("loss", "hinge"))
-    env = AttackVecEnv(make_train_vec_env(config["env"], n_envs, config["seed"]), victim, actor, seed=config["seed"])
+    attack_env = AttackVecEnv(make_train_vec_env(config["env"], n_envs, config["seed"]), victim, actor,
+                              seed=config["seed"])
+    env = attack_env
     ckpt = run_dir / "checkpoint"
-    progress: dict = {"config": config, "history": [], "train_seconds": 0.0}
+    progress: dict = {"config": config, "hyperparams": recorded, "history": [], "train_seconds": 0.0}
+    if normalize_reward:
+        from stable_baselines3.common.vec_env import VecNormalize
+
+        stats = ckpt / "vecnormalize.pkl"
+        env = VecNormalize.load(str(stats), attack_env) if (ckpt / "model.zip").exists() and stats.exists() else \
+            VecNormalize(attack_env, norm_obs=False, norm_reward=True, gamma=settings.get("gamma", 0.99))
     if (ckpt / "model.zip").exists():
         progress = json.loads((ckpt / "progress.json").read_text())
-        if progress.get("config") != config:
-            raise UserError(f"{run_dir} holds an attacker trained with {_differences(progress.get('config'), config)}; "
+        if progress.get("config") != config or progress.get("hyperparams", recorded) != recorded:
+            old = {**(progress.get("config") or {}), "hyperparams": progress.get("hyperparams", recorded)}
+            raise UserError(f"{run_dir} holds an attacker trained with "
+                            f"{_differences(old, {**config, 'hyperparams': recorded})}; "
                             "resume it with the same settings, or give a new --run-dir")
         model = PPO.load(ckpt / "model.zip", env=env, device=device)
         log(f"[{preset.name}] resuming at {model.num_timesteps} steps")
@@ -104,7 +117,7 @@ def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str 
         progress["train_seconds"] = progress.get("train_seconds", 0.0) + time.perf_counter() - started
         if model.num_timesteps != callback.last_steps:
             callback.save()
-    core = env.core
+    core = attack_env.core
     progress["applied"] = {"steps": core.steps, "victim_action_changed": core.changed, "linf_max": core.linf_max}
     progress["finished"] = True
     (ckpt / "progress.json").write_text(json.dumps(progress, indent=2))
