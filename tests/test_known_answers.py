@@ -532,3 +532,11 @@ def test_observation_spaces_match_by_equality_shape_or_channel_order():
     frames = gym.spaces.Box(0, 255, (84, 84, 4), np.uint8)
     assert _observation_spaces_match(gym.spaces.Box(0, 255, (4, 84, 84), np.uint8), frames)  # SB3 stores channel-first
     assert not _observation_spaces_match(gym.spaces.Box(0, 255, (84, 4, 84), np.uint8), frames)
+
+
+def test_an_l2_pgd_step_moves_exactly_step_along_the_gradient():
+    attack = parse_threat("pgd:eps=1.0,norm=l2,step=0.2")
+    grad = torch.tensor([[3.0, 4.0, 0.0], [1.0, -1.0, 2.0]], dtype=torch.float64)
+    move = attack.ascent_step(grad)
+    assert torch.allclose(move.norm(dim=1), torch.full((2,), 0.2, dtype=torch.float64))
+    assert torch.allclose(move[0], torch.tensor([0.12, 0.16, 0.0], dtype=torch.float64))

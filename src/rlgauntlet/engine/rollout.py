@@ -207,7 +207,7 @@ def _memory(active: list[_Slot], device) -> Memory:
 @torch.no_grad()
 def _batched_actions(
     active: list[_Slot], victim: Victim, threat: Threat | None, deterministic: bool, discrete: bool,
-    meter: PerceptualMeter, action_change_every: int = 1, on_inputs=None,
+    meter: PerceptualMeter, action_change_every: int, on_inputs=None,
 ) -> list | None:
     """One batched step: preprocess, perturb the input, act, perturb the action, record what was
     applied. None when ``on_inputs`` asked to stop."""
