@@ -70,7 +70,8 @@ def train_attacker(agent: str, env: str, method: str, eps: float, steps: int, ru
             manifest = {**config, "steps": int(progress["history"][-1]["steps"]) if progress["history"] else 0,
                         "train_seconds": round(progress.get("train_seconds", 0.0), 1),
                         "learning_curve": progress["history"], "applied_in_training": progress.get("applied"),
-                        "hyperparams": progress.get("hyperparams")}
+                        "hyperparams": progress.get("hyperparams"), "input_shape": progress["input_shape"],
+                        "input_bounds": progress["input_bounds"]}
             (run_dir / MANIFEST).write_text(json.dumps(manifest, indent=2))
             spec = f"{method}:attacker={_quoted(run_dir)},eps={eps!r}"
         report = evaluate(victim, env, [spec], episodes=eval_episodes, seed=seed, impact=False, device=device,

@@ -121,6 +121,8 @@ def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str 
             callback.save()
     core = attack_env.core
     progress["applied"] = {"steps": core.steps, "victim_action_changed": core.changed, "linf_max": core.linf_max}
+    progress["input_shape"] = list(core.input_shape)
+    progress["input_bounds"] = None if victim.input_bounds is None else list(victim.input_bounds)
     progress["finished"] = True
     (ckpt / "progress.json").write_text(json.dumps(progress, indent=2))
     env.close()

@@ -273,6 +273,7 @@ def load_sb3(
     vecnormalize: str | Path | None = None,
     precision: str = "auto",
     allow_pickle: bool = False,
+    observation_space: gym.Space | None = None,
 ) -> SB3Victim:
     """Load an SB3 ``.zip`` as a victim, reading it as data (see ``victims.sb3_files``).
 
@@ -284,6 +285,8 @@ def load_sb3(
         precision: ``auto`` (float64 for vector inputs, float32 for images), ``float32`` or ``float64``.
         allow_pickle: unpickle the zip's Python objects as SB3 does (needed for custom policy
             classes or activation functions); this runs code stored in the file.
+        observation_space: the policy's observation space when the caller knows it from its own
+            records (a learned attacker's manifest): large boxes are stored only in pickled form.
     """
     from rlgauntlet.victims import sb3_files
 
@@ -310,7 +313,7 @@ def load_sb3(
     else:
         data, state = sb3_files.read_sb3_zip(path)
         policy_class = sb3_files.policy_class(data["policy_class"], path)
-        obs_space = sb3_files.space(data.get("observation_space"), "observation space", path)
+        obs_space = observation_space or sb3_files.space(data.get("observation_space"), "observation space", path)
         act_space = sb3_files.space(data.get("action_space"), "action space", path)
         kwargs = sb3_files.policy_kwargs(data.get("policy_kwargs"), path)
         module = policy_class.__module__

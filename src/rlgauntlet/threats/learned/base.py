@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import gymnasium as gym
+import numpy as np
 import torch
 from pydantic import Field
 
@@ -118,9 +119,12 @@ class LearnedAttack(Threat):
         """The trained director, loaded as data (an SB3 policy acting on the victim's input)."""
         from rlgauntlet.victims.sb3 import load_sb3
 
-        folder = self._loaded[0]
-        director = load_sb3(folder / ATTACKER_FILE, precision="float32")
-        return director
+        folder, manifest = self._loaded
+        space = None
+        if "input_shape" in manifest:  # written by attack-train: large boxes are only pickled in the zip
+            low, high = manifest.get("input_bounds") or (-np.inf, np.inf)
+            space = gym.spaces.Box(low, high, tuple(manifest["input_shape"]), np.float32)
+        return load_sb3(folder / ATTACKER_FILE, precision="float32", observation_space=space)
 
     @cached_property
     def actor(self) -> AttackActor:
