@@ -540,3 +540,18 @@ def test_an_l2_pgd_step_moves_exactly_step_along_the_gradient():
     move = attack.ascent_step(grad)
     assert torch.allclose(move.norm(dim=1), torch.full((2,), 0.2, dtype=torch.float64))
     assert torch.allclose(move[0], torch.tensor([0.12, 0.16, 0.0], dtype=torch.float64))
+
+
+def test_perspective_maps_each_image_corner_onto_its_moved_position():
+    """Known answer of a homography warp: the output at each moved corner is the input at the
+    image's corner (pixel centres, align_corners); here one corner moves 2 px left."""
+    from rlgauntlet.threats.natural import Perspective
+
+    moves = torch.tensor([[0.0, 0.0], [-2.0, 0.0], [0.0, 0.0], [0.0, 0.0]])  # top-left, top-right, bottom-right, bottom-left
+    threat = Perspective(Perspective.Params(norm=2.0), displacements=moves)
+    x = torch.rand(1, 1, 9, 11, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    out = threat.transform(x)[0, 0]
+    h, w = 9, 11
+    for (col, row), (dc, dr) in zip([(0, 0), (w - 1, 0), (w - 1, h - 1), (0, h - 1)], moves.tolist()):
+        assert float(out[int(row + dr), int(col + dc)]) == pytest.approx(float(x[0, 0, row, col]), abs=1e-6)
+    assert float(out[h // 2, w // 2]) != pytest.approx(float(x[0, 0, h // 2, w // 2]), abs=1e-6)  # the inside moved
