@@ -555,3 +555,9 @@ def test_perspective_maps_each_image_corner_onto_its_moved_position():
     for (col, row), (dc, dr) in zip([(0, 0), (w - 1, 0), (w - 1, h - 1), (0, h - 1)], moves.tolist()):
         assert float(out[int(row + dr), int(col + dc)]) == pytest.approx(float(x[0, 0, row, col]), abs=1e-6)
     assert float(out[h // 2, w // 2]) != pytest.approx(float(x[0, 0, h // 2, w // 2]), abs=1e-6)  # the inside moved
+
+
+def test_default_step_sizes_are_eps_for_one_step_and_madrys_for_pgd():
+    assert parse_threat("fgsm:eps=0.1").step_size == pytest.approx(0.1)
+    assert parse_threat("pgd:eps=0.1,steps=2").step_size == pytest.approx(0.125)  # 2.5·ε/steps
+    assert parse_threat("pgd:eps=0.1,steps=10").step_size == pytest.approx(0.025)
