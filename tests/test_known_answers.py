@@ -561,3 +561,12 @@ def test_default_step_sizes_are_eps_for_one_step_and_madrys_for_pgd():
     assert parse_threat("fgsm:eps=0.1").step_size == pytest.approx(0.1)
     assert parse_threat("pgd:eps=0.1,steps=2").step_size == pytest.approx(0.125)  # 2.5·ε/steps
     assert parse_threat("pgd:eps=0.1,steps=10").step_size == pytest.approx(0.025)
+
+
+def test_targeted_margin_and_hinge_in_closed_form():
+    from rlgauntlet.threats.attacks.targeted import hinge, margin
+
+    scores = torch.tensor([[1.0, 3.0, 2.5, -1.0]])
+    target = torch.tensor([2])
+    assert margin(scores, target).item() == pytest.approx(2.5 - 3.0)  # s_t − max over the others
+    assert hinge(scores, target, 0.1).item() == pytest.approx(max(0, 1.0 - 2.5 + 0.1) + (3.0 - 2.5 + 0.1) + 0)
