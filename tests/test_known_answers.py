@@ -570,3 +570,10 @@ def test_targeted_margin_and_hinge_in_closed_form():
     target = torch.tensor([2])
     assert margin(scores, target).item() == pytest.approx(2.5 - 3.0)  # s_t − max over the others
     assert hinge(scores, target, 0.1).item() == pytest.approx(max(0, 1.0 - 2.5 + 0.1) + (3.0 - 2.5 + 0.1) + 0)
+
+
+def test_affine_layer_is_x_times_scale_plus_offset():
+    from rlgauntlet.victims.base import Affine
+
+    layer = Affine(torch.tensor([2.0, -1.0]), torch.tensor([0.5, 3.0]))
+    assert torch.allclose(layer(torch.tensor([[1.0, 4.0]])), torch.tensor([[2.5, -1.0]]))
