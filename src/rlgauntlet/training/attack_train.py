@@ -112,12 +112,10 @@ def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str 
         model = _build_model(preset, env, device)
         log(f"[{preset.name}] starting: {config['variant']} attacker on {config['env']}, eps {config['eps']:g}, "
             f"{total_steps} steps, seed {config['seed']}")
-    callback = _CheckpointCallback(preset, env, run_dir, progress, None, log, budget=total_steps,
-                                   show_progress=show_progress)
-    started = time.perf_counter()
+    callback = _TimedCheckpoint(preset, env, run_dir, progress, None, log, budget=total_steps,
+                                show_progress=show_progress)
     if model.num_timesteps < total_steps:
         model.learn(total_timesteps=total_steps - model.num_timesteps, reset_num_timesteps=False, callback=callback)
-        progress["train_seconds"] = progress.get("train_seconds", 0.0) + time.perf_counter() - started
         if model.num_timesteps != callback.last_steps:
             callback.save()
     core = attack_env.core
@@ -128,6 +126,19 @@ def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str 
     (ckpt / "progress.json").write_text(json.dumps(progress, indent=2))
     env.close()
     return ckpt, progress
+
+
+class _TimedCheckpoint(_CheckpointCallback):
+    """Checkpoints that also carry the training wall time so far (kept across resumes and
+    interruptions: the time of every saved chunk is in its ``progress.json``)."""
+
+    def _on_training_start(self) -> None:
+        super()._on_training_start()
+        self.base_seconds, self.started = self.progress.get("train_seconds", 0.0), time.perf_counter()
+
+    def save(self) -> None:
+        self.progress["train_seconds"] = round(self.base_seconds + time.perf_counter() - self.started, 1)
+        super().save()
 
 
 def _differences(old: dict | None, new: dict) -> str:
