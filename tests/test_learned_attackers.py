@@ -351,6 +351,7 @@ def test_attack_train_resumes_and_refuses_other_settings(tmp_path):
     resumed = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "sarl", eps=0.1, steps=4096, run_dir=run_dir,
                              eval_episodes=1, checkpoint_every=2048, log=lambda s: None)
     assert [h["steps"] for h in resumed["learning_curve"]] == [2048, 4096]
+    assert 0 < first["train_seconds"] < resumed["train_seconds"]  # the first run's time is kept
     with pytest.raises(UserError, match="eps=0.1"):
         train_attacker("zoo:cartpole-dqn", "CartPole-v1", "sarl", eps=0.2, steps=4096, run_dir=run_dir,
                        eval_episodes=1, log=lambda s: None)
