@@ -424,8 +424,8 @@ def test_corruption_severity_constants_are_hendrycks_and_dietterichs():
 
 def test_the_random_streams_are_stable_across_releases():
     """Every recorded number depends on these streams: a change to the seeding scheme changes
-    every cited result, so it must be deliberate (update these values and say so in the
-    changelog). Pinned: the first draws of (seed 0, episode 0, threat), its episode-constant
+    every cited result, so it must be deliberate (update these values and say why in
+    docs/decisions.md). Pinned: the first draws of (seed 0, episode 0, threat), its episode-constant
     draws for salts 0 and 1, and (seed 7, episode 2, policy)."""
     first = BatchRNG([episode_generator(0, 0, "threat")]).normal((3,))
     assert torch.allclose(first, torch.tensor([[0.27942848, -1.45220292, 1.95966327]]), atol=1e-6)
