@@ -457,3 +457,34 @@ def test_cli_attack_train_and_mismatched_attacker_exit_2_with_one_line(paad_dqn,
         assert message in res.stderr and len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
     res = run("attack-train", "--help")
     assert res.returncode == 0 and res.stdout.count("Example") >= 15
+
+
+def test_attack_train_interrupted_keeps_its_checkpoint_and_resumes(tmp_path, cli_env):
+    """Ctrl-C: exit 130, the message names the kept checkpoint; the same command resumes from it."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    run_dir = tmp_path / "paad"
+    cmd = [sys.executable, "-m", "rlgauntlet.cli", "attack-train", "--method", "paad", "--agent", "zoo:cartpole-dqn",
+           "--env", "CartPole-v1", "--eps", "0.1", "--steps", "200000", "--checkpoint-every", "2048",
+           "--run-dir", str(run_dir), "--eval-episodes", "1"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env, cwd=tmp_path)
+    progress = run_dir / "checkpoint" / "progress.json"
+    deadline = time.time() + 120
+    while time.time() < deadline and not progress.exists():
+        time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert f"the last checkpoint in {run_dir} is kept" in err.strip().splitlines()[-1]
+    kept = json.loads(progress.read_text())
+    steps = kept["history"][-1]["steps"]
+    assert steps >= 2048 and kept["train_seconds"] > 0
+    resumed = subprocess.run([*cmd[:cmd.index("--steps") + 1], str(steps + 2048), *cmd[cmd.index("--steps") + 2:]],
+                             capture_output=True, text=True, env=cli_env, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resuming at {steps} steps" in resumed.stdout + resumed.stderr  # progress goes to stderr
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["steps"] >= steps + 2048 and manifest["train_seconds"] > kept["train_seconds"]
