@@ -212,7 +212,7 @@ def _batched_actions(
     """One batched step: preprocess, perturb the input, act, perturb the action, record what was
     applied. None when ``on_inputs`` asked to stop."""
     x = victim.preprocess(np.stack([s.obs for s in active]))
-    if not torch.isfinite(x).all():
+    if not _all_finite(x):
         bad = [s.record.episode for s, ok in zip(active, torch.isfinite(x).reshape(len(active), -1).all(1)) if not ok]
         raise UserError(
             f"the env returned non-finite observations (NaN or inf) in episode(s) {bad}; "
@@ -254,7 +254,7 @@ def _batched_actions(
 def _check_finite_output(out, threat: Threat | None) -> None:
     """A network that returns inf or NaN would act on garbage: stop with the reason."""
     values = [t for t in (out.q, out.logits, out.mean, out.log_std, out.action) if t is not None]
-    if all(bool(torch.isfinite(t).all()) for t in values):
+    if all(_all_finite(t) for t in values):
         return
     if threat is not None:
         raise UserError(f"the agent's network returned inf or NaN on inputs changed by {threat.spec}: the change is "
@@ -274,7 +274,7 @@ def _perturb(active: list[_Slot], victim: Victim, threat: Threat, x: torch.Tenso
     schedule_rng, rng = _threat_rngs(active, x.device)
     scheduled = threat.schedule.mask(schedule_rng)
     x_in, acted = threat.apply(x, victim, rng, memory, scheduled)
-    if x_in.shape != x.shape or acted.shape != scheduled.shape or not torch.isfinite(x_in).all():
+    if x_in.shape != x.shape or acted.shape != scheduled.shape or not _all_finite(x_in):
         raise RuntimeError(f"threat {threat.spec!r} returned a bad perturbation (shape or NaN): a bug")
     return x_in.detach(), acted
 
@@ -327,16 +327,28 @@ def _add_applied(rec: EpisodeRecord, linf: float, l2: float, checked: bool, chan
     rec.l2_sum += l2
 
 
+def _all_finite(t: torch.Tensor) -> bool:
+    """True when no element is NaN or ±inf. One min/max pass (both carry NaN and the
+    infinities) instead of ``isfinite(t).all()``, which is about 10× slower on a batch of frames."""
+    if t.numel() == 0 or not t.is_floating_point():
+        return True
+    lowest, highest = torch.aminmax(t)
+    return bool(torch.isfinite(lowest) & torch.isfinite(highest))
+
+
 def _record(active, victim, meter, x, x_in, mask, check, changed) -> None:
     """Add the measured size (and perceptual distance) of each applied perturbation to its episode."""
-    delta = (x_in[mask] - x[mask]).reshape(int(mask.sum()), -1)
+    every_row = bool(mask.all())
+    if not every_row:  # a boolean index copies: only when some rows were left alone
+        x, x_in = x[mask], x_in[mask]
+    delta = (x_in - x).reshape(x.shape[0], -1)
     linf = delta.abs().amax(dim=1)
     l2 = delta.norm(dim=1)
     if not (torch.isfinite(linf).all() and torch.isfinite(l2).all()):
         raise UserError("a perturbation is too large to measure (its norm overflows); use a smaller value")
     linf, l2 = linf.tolist(), l2.tolist()
     rows = np.flatnonzero(mask.cpu().numpy())
-    perceptual = _perceptual(meter, x[mask], x_in[mask], [active[i].record.length for i in rows]) \
+    perceptual = _perceptual(meter, x, x_in, [active[i].record.length for i in rows]) \
         if victim.budget_space == "pixel01" and x.ndim == 4 else {}
     checked, changed = check.tolist(), changed.tolist()
     for j, i in enumerate(rows):
