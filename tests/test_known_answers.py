@@ -577,3 +577,15 @@ def test_affine_layer_is_x_times_scale_plus_offset():
 
     layer = Affine(torch.tensor([2.0, -1.0]), torch.tensor([0.5, 3.0]))
     assert torch.allclose(layer(torch.tensor([[1.0, 4.0]])), torch.tensor([[2.5, -1.0]]))
+
+
+def test_the_engines_finiteness_check_sees_nan_and_both_infinities_anywhere():
+    from rlgauntlet.engine.rollout import _all_finite
+
+    x = torch.rand(8, 4, 84, 84)
+    assert _all_finite(x) and _all_finite(torch.empty(0)) and _all_finite(torch.zeros(3, dtype=torch.long))
+    for bad in (float("nan"), float("inf"), float("-inf")):
+        for index in ((0, 0, 0, 0), (7, 3, 83, 83), (3, 2, 40, 41)):
+            y = x.clone()
+            y[index] = bad
+            assert not _all_finite(y), (bad, index)
