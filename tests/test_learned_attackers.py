@@ -488,3 +488,13 @@ def test_attack_train_interrupted_keeps_its_checkpoint_and_resumes(tmp_path, cli
     assert f"resuming at {steps} steps" in resumed.stdout + resumed.stderr  # progress goes to stderr
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["steps"] >= steps + 2048 and manifest["train_seconds"] > kept["train_seconds"]
+
+
+@pytest.mark.parametrize("folder", ["runs/a", "runs/a,b", 'runs/x"y', "runs/e=1|2"])
+def test_attacker_folders_round_trip_through_the_spec_grammar(folder):
+    from pathlib import Path
+
+    from rlgauntlet.experiments.attackers import _quoted
+    from rlgauntlet.threats.spec import parse_params
+
+    assert parse_params(f"attacker={_quoted(Path(folder))},eps=0.1") == {"attacker": folder, "eps": 0.1}

@@ -107,5 +107,7 @@ def _train_q_function(victim, identity: dict, env: str, steps: int, run_dir: Pat
 
 
 def _quoted(path: Path) -> str:
+    """``path`` as a spec value: quoted (inner quotes escaped, as ``threats.spec`` reads them)
+    when it holds a character the spec grammar gives a meaning."""
     text = str(path)
-    return f'"{text}"' if any(c in text for c in ',:="|') else text
+    return '"' + text.replace('"', '\\"') + '"' if any(c in text for c in ',:="|\'') else text
