@@ -27,6 +27,8 @@ app = typer.Typer(
 )
 zoo_app = typer.Typer(no_args_is_help=True, help="Reference agents trained by this project.")
 app.add_typer(zoo_app, name="zoo")
+ood_app = typer.Typer(no_args_is_help=True, help="Out-of-distribution detection benchmark (shift grids, AUROC).")
+app.add_typer(ood_app, name="ood")
 console = Console(stderr=True)
 # Piped output (logs, CI) gets a wide table rather than one cropped to 80 columns.
 out_console = Console() if sys.stdout.isatty() else Console(width=160)
@@ -176,9 +178,23 @@ def train(
     suffix = "".join(f"-{k}" for k in (f"seed{seed}" if seed is not None else None, zoo_name) if k)
     _KEPT["note"] = (f"the last checkpoint in {run_dir or Path('runs') / (preset + suffix)} is kept; run the same "
                      "command to resume from it")
-    ckpt = train_preset(preset, run_dir or Path("runs") / f"{preset}{suffix}", device=device, total_timesteps=steps,
-                        threads=threads, stop_at_target=stop_at_target, log=lambda s: console.print(s),
-                        show_progress=console.is_terminal, seed=seed, init_from=init_from, threat=threat)
+    options = dict(device=device, total_timesteps=steps, threads=threads, stop_at_target=stop_at_target,
+                   log=lambda s: console.print(s), show_progress=console.is_terminal, seed=seed, init_from=init_from,
+                   threat=threat)
+    if get_preset(preset).members > 1:
+        from rlgauntlet.training.register import register_zoo_ensemble
+        from rlgauntlet.training.sb3_train import train_ensemble
+
+        if init_from is not None or threat is not None:
+            raise UserError("an ensemble preset trains its members from scratch; drop --init-from and --threat")
+        ckpts = train_ensemble(preset, run_dir or Path("runs") / f"{preset}{suffix}", **options)
+        if register:
+            command = " ".join(["rlgauntlet train --preset", preset, *changed])
+            entry = register_zoo_ensemble(preset, ckpts, command=command, zoo_name=zoo_name)
+            console.print(f"zoo ensemble {zoo_name or preset}: clean return {entry['clean_return']['mean']:.1f} ± "
+                          f"{entry['clean_return']['std']:.1f} over 20 episodes")
+        return
+    ckpt = train_preset(preset, run_dir or Path("runs") / f"{preset}{suffix}", **options)
     if register:
         command = " ".join(["rlgauntlet train --preset", preset, *changed])
         entry = register_zoo_agent(preset, ckpt, zoo_name=zoo_name, command=command)
@@ -414,6 +430,118 @@ def certify(
         console.print(f"wrote {out} (runs stored in {store})")
 
 
+def _ood_progress():
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    return Progress(*columns, console=console, transient=True)
+
+
+def _ood_callbacks(progress):
+    tasks: dict = {}
+    return (lambda label, total: tasks.__setitem__(label, progress.add_task(label, total=total)),
+            lambda label, rec: progress.advance(tasks[label]))
+
+
+def _ood_common(out: Optional[Path], store: Optional[Path]) -> Path:
+    _check_writable(out)
+    store_path = store or ((out.parent if out else Path(".")) / DEFAULT_STORE_NAME)
+    _KEPT["note"] = (f"finished episodes are kept in {store_path}; run the same command with --resume to run "
+                     "only the missing ones")
+    return store_path
+
+
+def _write_json(out: Optional[Path], data: dict, store_path: Path) -> None:
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(data, indent=2) + "\n")
+        console.print(f"wrote {out} (episodes stored in {store_path})")
+
+
+_OOD_AGENT = typer.Option(..., help="zoo:NAME | sb3:PATH.zip[:ALGO]. Example: --agent zoo:cartpole-dqn-ensemble")
+_OOD_ENV = typer.Option(..., help="Gymnasium id. Example: --env CartPole-v1")
+_OOD_SUITE = typer.Option(None, help="shift grid: ood-cartpole, ood-pendulum or ood-pong. Example: --suite ood-cartpole")
+_OOD_SHIFT = typer.Option([], help="a shift (threat spec), repeatable, instead of or beside --suite. Example: --shift physics:param=length,scale=4")
+_OOD_EPISODES = typer.Option(10, min=1, help="episodes per set; episode k uses seed SEED+k. Example: --episodes 20")
+_OOD_SEED = typer.Option(0, min=0, help="evaluation seed. Example: --seed 100")
+_OOD_NENVS = typer.Option(4, "--n-envs", min=1, help="envs stepped side by side (results do not depend on it). Example: --n-envs 8")
+_OOD_FAIL = typer.Option(0.5, help="a shift fails when (R − R_random)/(R_clean − R_random) is below this. Example: --fail-below 0.3")
+_OOD_OUT = typer.Option(None, help="write the JSON result here. Example: --out results/ood.json")
+_OOD_STORE = typer.Option(None, help=f"SQLite results store (default {DEFAULT_STORE_NAME} beside --out, or here). Example: --store runs.sqlite")
+_OOD_RESUME = typer.Option(False, help="continue the latest matching runs in the store. Example: --resume")
+_OOD_THREADS = typer.Option(None, min=1, help="torch CPU threads (default $RLGAUNTLET_THREADS or 1). Example: --threads 2")
+
+
+@ood_app.command("scan")
+def ood_scan_command(
+    agent: str = _OOD_AGENT, env: str = _OOD_ENV, suite: Optional[str] = _OOD_SUITE, shift: List[str] = _OOD_SHIFT,
+    episodes: int = _OOD_EPISODES, seed: int = _OOD_SEED, n_envs: int = _OOD_NENVS, fail_below: float = _OOD_FAIL,
+    out: Optional[Path] = _OOD_OUT, store: Optional[Path] = _OOD_STORE, resume: bool = _OOD_RESUME,
+    threads: Optional[int] = _OOD_THREADS,
+) -> None:
+    """Evaluate an agent over a shift grid and mark the shifts where it fails (step 1 of the protocol).
+
+    Example: rlgauntlet ood scan --agent zoo:cartpole-dqn --env CartPole-v1 --suite ood-cartpole
+    """
+    from rlgauntlet.experiments.ood import ood_scan
+
+    store_path = _ood_common(out, store)
+    with _ood_progress() as progress:
+        on_start, on_episode = _ood_callbacks(progress)
+        result = ood_scan(agent, env, suite, shift, episodes, seed, n_envs, store_path, resume=resume,
+                          fail_below=fail_below, threads=threads, on_start=on_start, on_episode=on_episode)
+    table = Table(title=f"{agent} on {env}: clean {result['clean']['return_mean']:.4g}, random policy "
+                        f"{result['random_policy']['return_mean']:.4g}, fails below {fail_below:g} normalised")
+    for col in ("shift", "return", "±sem", "normalised", "fails"):
+        table.add_column(col, justify="left" if col == "shift" else "right")
+    for row in result["rows"]:
+        norm = row["normalised_return"]
+        table.add_row(row["spec"], _fmt(row["return_mean"]), _fmt(row["return_sem"]),
+                      "-" if norm is None else f"{norm:.2f}", "FAILS" if row["fails"] else "")
+    out_console.print(table)
+    console.print(f"{len(result['failing'])} of {len(result['rows'])} shifts fail")
+    _write_json(out, result, store_path)
+
+
+@ood_app.command("bench")
+def ood_bench_command(
+    agent: str = _OOD_AGENT, env: str = _OOD_ENV, suite: Optional[str] = _OOD_SUITE, shift: List[str] = _OOD_SHIFT,
+    trials: int = typer.Option(5, min=1, help="trials per shift (fresh episodes each). Example: --trials 5"),
+    episodes: int = _OOD_EPISODES, seed: int = _OOD_SEED, n_envs: int = _OOD_NENVS,
+    reduce: str = typer.Option("mean", help="per-step score over actions: mean or max of the per-action std. Example: --reduce max"),
+    fail_below: float = _OOD_FAIL, out: Optional[Path] = _OOD_OUT, store: Optional[Path] = _OOD_STORE,
+    resume: bool = _OOD_RESUME, threads: Optional[int] = _OOD_THREADS,
+    plot: Optional[Path] = typer.Option(None, help="write the per-step score plot (PNG) here. Example: --plot results/ood.png"),
+) -> None:
+    """AUROC and FPR at 95% TPR of the agent's own uncertainty, nominal against each failing shift.
+
+    Example: rlgauntlet ood bench --agent zoo:cartpole-dqn-ensemble --env CartPole-v1 --suite ood-cartpole --trials 5
+    """
+    from rlgauntlet.experiments.ood import ood_bench
+
+    store_path = _ood_common(out, store)
+    _check_writable(plot)
+    with _ood_progress() as progress:
+        on_start, on_episode = _ood_callbacks(progress)
+        result = ood_bench(agent, env, suite, shift, trials, episodes, seed, n_envs, store_path, reduce=reduce,
+                           resume=resume, fail_below=fail_below, threads=threads, on_start=on_start,
+                           on_episode=on_episode)
+    table = Table(title=f"{agent} on {env}: {result['detector']} ({result['reduce']} over actions), "
+                        f"{trials} trials × {episodes} episodes")
+    for col in ("shift", "AUROC mean ± std", "best", "FPR@95TPR", "OOD return"):
+        table.add_column(col, justify="left" if col == "shift" else "right")
+    for row in result["rows"]:
+        a, f = row["auroc"], row["fpr95"]
+        table.add_row(row["spec"], f"{a['mean']:.3f} ± {a['std']:.3f}", f"{a['best']:.3f}", f"{f['mean']:.3f}",
+                      _fmt(sum(row["return_mean"]) / len(row["return_mean"])))
+    out_console.print(table)
+    if not result["rows"]:
+        console.print("the agent failed none of the shifts: nothing to detect")
+    if plot is not None and result["rows"]:
+        from rlgauntlet.report.ood import plot_ood_scores
+
+        console.print(f"wrote {plot_ood_scores(result, plot)}")
+    _write_json(out, result, store_path)
+
+
 @zoo_app.command("list")
 def zoo_list() -> None:
     """List the zoo agents with their env, algorithm and clean return.
@@ -428,7 +556,8 @@ def zoo_list() -> None:
     for name, e in load_manifest().items():
         cr = e.get("clean_return", {})
         table.add_row(name, e["env"], e["algorithm"], f"{cr.get('mean', float('nan')):.1f} ± {cr.get('std', float('nan')):.1f}",
-                      str(cr.get("target", "")), str(e.get("total_timesteps", "")), e["file"])
+                      str(cr.get("target", "")), str(e.get("total_timesteps", "")),
+                      e.get("file") or f"{len(e.get('members', []))} members")
     out_console.print(table)
 
 

@@ -12,11 +12,12 @@ from typing import Sequence
 import numpy as np
 import torch
 
-STREAMS = {"threat": 1, "schedule": 2, "policy": 3}
+STREAMS = {"threat": 1, "schedule": 2, "policy": 3, "uncertainty": 4}
 
 
 def episode_generator(seed: int, episode: int, stream: str) -> torch.Generator:
-    """A CPU generator for one episode and one stream (``threat``, ``schedule``, ``policy``)."""
+    """A CPU generator for one episode and one stream (``threat``, ``schedule``, ``policy``,
+    ``uncertainty``: the MC masks of an agent scoring its own uncertainty)."""
     entropy = np.random.SeedSequence([seed, episode, STREAMS[stream]]).generate_state(2, dtype=np.uint32)
     g = torch.Generator(device="cpu")
     g.manual_seed(int(entropy[0]) << 32 | int(entropy[1]))

@@ -51,7 +51,10 @@ class EpisodeRecord:
     whose index is a multiple of ``PERCEPTUAL_EVERY`` also add their SSIM (11×11 Gaussian
     window, averaged over the frames of the stack), mean squared error and, when the
     evaluation has LPIPS weights, LPIPS to ``ssim_sum``/``mse_sum``/``lpips_sum``
-    (``perceptual_steps`` counts them).
+    (``perceptual_steps`` counts them). When the evaluation asks an uncertainty-aware agent
+    for its score (OOD detection), every step adds it to ``uncertainty_sum`` and
+    ``uncertainty_max`` (``uncertainty_steps`` counts them) and, if asked, to
+    ``uncertainty_series`` (one score per step, in order).
     """
 
     episode: int
@@ -70,6 +73,10 @@ class EpisodeRecord:
     perceptual_steps: int = 0
     wall_seconds: float = 0.0
     world: dict | None = None
+    uncertainty_sum: float = 0.0
+    uncertainty_max: float = 0.0
+    uncertainty_steps: int = 0
+    uncertainty_series: list[float] | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -89,7 +96,7 @@ class _Slot:
 
     def start(self, episode: int, seed: int, threat: Threat | None) -> None:
         self.record = EpisodeRecord(episode=episode, seed=seed + episode, episode_return=0.0, length=0)
-        self.generators = {s: episode_generator(seed, episode, s) for s in ("threat", "schedule", "policy")}
+        self.generators = {s: episode_generator(seed, episode, s) for s in ("threat", "schedule", "policy", "uncertainty")}
         self.threat_state = threat.new_state() if threat is not None else None
         if threat is not None and threat.place == "world":
             self.world_changed = bool(threat.schedule.mask(BatchRNG([self.generators["schedule"]]))[0])
@@ -128,6 +135,8 @@ def evaluate_episodes(
     perceptual: PerceptualMeter | None = None,
     action_change_every: int = 1,
     on_inputs: Callable[[torch.Tensor], bool] | None = None,
+    uncertainty: str | None = None,
+    uncertainty_series: bool = False,
 ) -> list[EpisodeRecord]:
     """Run the given episode indices and return their records (in order of completion).
 
@@ -147,6 +156,9 @@ def evaluate_episodes(
         on_inputs: called with the clean network inputs (B, *input_shape) of every batched
             step (rows in slot order) before anything acts on them; returning True stops the
             run there, unfinished episodes left out (e.g. to collect visited states).
+        uncertainty: score every step with the victim's own uncertainty on the input it acts on
+            (``victim.uncertainty``, reduced over actions by ``mean`` or ``max``); None: no score.
+        uncertainty_series: keep every step's score in ``EpisodeRecord.uncertainty_series``.
     """
     queue = iter(episodes)  # consumed lazily: an endless count works (e.g. to collect states)
     first = list(itertools.islice(queue, max(1, n_envs)))
@@ -154,6 +166,14 @@ def evaluate_episodes(
         return []
     if threat is not None:
         threat.check_victim(victim)
+    if uncertainty is not None:
+        from rlgauntlet.victims.uncertainty import REDUCTIONS
+
+        if uncertainty not in REDUCTIONS:
+            raise UserError(f"unknown uncertainty reduction {uncertainty!r}; choose one of: {', '.join(REDUCTIONS)}")
+        if victim.uncertainty_method is None:
+            victim.uncertainty(None, None, uncertainty)  # raises the error that says which agents can
+    scoring = None if uncertainty is None else (uncertainty, uncertainty_series)
     slots = [_Slot(env_fn()) for _ in first]
     done: list[EpisodeRecord] = []
     discrete = isinstance(victim.action_space, gym.spaces.Discrete)
@@ -166,7 +186,7 @@ def evaluate_episodes(
         while any(s.record is not None for s in slots):
             active = [s for s in slots if s.record is not None]
             actions = _batched_actions(active, victim, threat, deterministic, discrete, meter, action_change_every,
-                                       on_inputs)
+                                       on_inputs, scoring)
             if actions is None:
                 break
             if on_step is not None:
@@ -207,7 +227,7 @@ def _memory(active: list[_Slot], device) -> Memory:
 @torch.no_grad()
 def _batched_actions(
     active: list[_Slot], victim: Victim, threat: Threat | None, deterministic: bool, discrete: bool,
-    meter: PerceptualMeter, action_change_every: int, on_inputs=None,
+    meter: PerceptualMeter, action_change_every: int, on_inputs=None, scoring: tuple[str, bool] | None = None,
 ) -> list | None:
     """One batched step: preprocess, perturb the input, act, perturb the action, record what was
     applied. None when ``on_inputs`` asked to stop."""
@@ -224,6 +244,8 @@ def _batched_actions(
     memory = _memory(active, x.device) if threat is not None else None
     x_in, mask = _perturb(active, victim, threat, x, memory) if place == "observation" else \
         (x, torch.zeros(x.shape[0], dtype=torch.bool, device=x.device))
+    if scoring is not None:
+        _score(active, victim, x_in, *scoring)
     steps = torch.tensor([s.record.length for s in active], device=x.device)
     check = mask & (steps % action_change_every == 0)  # rows whose clean action is compared
     n = x.shape[0]
@@ -249,6 +271,20 @@ def _batched_actions(
     if discrete:
         return [int(a) for a in acts]
     return [a.astype(np.float32) for a in acts]
+
+
+def _score(active: list[_Slot], victim: Victim, x_in: torch.Tensor, reduce: str, series: bool) -> None:
+    """Add each row's uncertainty score (on the input the victim acts on) to its episode."""
+    rng = BatchRNG([s.generators["uncertainty"] for s in active], x_in.device)
+    for slot, score in zip(active, victim.uncertainty(x_in, rng, reduce).tolist()):
+        rec = slot.record
+        rec.uncertainty_sum += score
+        rec.uncertainty_max = max(rec.uncertainty_max, score)
+        rec.uncertainty_steps += 1
+        if series:
+            if rec.uncertainty_series is None:
+                rec.uncertainty_series = []
+            rec.uncertainty_series.append(score)
 
 
 def _check_finite_output(out, threat: Threat | None) -> None:

@@ -69,7 +69,17 @@ def summarize(records: list[EpisodeRecord], threat_name: str, spec: str, seed: i
         "budget_space": budget_space,
         "wall_seconds": wall_seconds,
         **_world_summary(records),
+        **_uncertainty_summary(records),
     }
+
+
+def _uncertainty_summary(records: list[EpisodeRecord]) -> dict:
+    """For runs that scored the agent's uncertainty: its mean per step and its largest value."""
+    steps = sum(r.uncertainty_steps for r in records)
+    if not steps:
+        return {}
+    return {"uncertainty_mean": sum(r.uncertainty_sum for r in records) / steps,
+            "uncertainty_max": max(r.uncertainty_max for r in records), "uncertainty_steps": steps}
 
 
 def _world_summary(records: list[EpisodeRecord]) -> dict:
@@ -111,11 +121,15 @@ def run_evaluation(
     perceptual: PerceptualMeter | None = None,
     action_change_every: int = 1,
     kind: str = "evaluation",
+    uncertainty: str | None = None,
+    uncertainty_series: bool = False,
 ) -> dict:
     """Run one evaluation (clean when ``threat`` is None), storing episodes as they finish.
 
     With ``resume``, the latest run with the same identity is continued and only missing
-    episode indices are run; otherwise a new run is recorded.
+    episode indices are run; otherwise a new run is recorded. ``uncertainty`` (``mean`` or
+    ``max``) scores every step with the agent's own uncertainty (OOD detection), keeping the
+    per-step series when ``uncertainty_series``.
     """
     spec = threat.spec if threat is not None else (label or "clean")
     name = threat.label if threat is not None else (label or "clean")
@@ -129,6 +143,9 @@ def run_evaluation(
         "lpips": perceptual is not None and perceptual.lpips is not None,
         "action_change_every": action_change_every,
     }
+    if uncertainty is not None:  # only then: the keys of earlier runs stay as they were
+        identity["uncertainty"] = {"reduce": uncertainty, "series": uncertainty_series,
+                                   "method": victim.uncertainty_method}
     key = run_key(identity)
     run_id = store.latest_run(key) if resume else None
     if run_id is None:
@@ -145,6 +162,8 @@ def run_evaluation(
             "params": threat.params.model_dump() if threat is not None else {},
             "p": threat.schedule.p if threat is not None else 1.0,
         }
+        if uncertainty is not None:
+            meta["uncertainty"] = identity["uncertainty"]
         run_id = store.create_run(key, meta, kind=kind)
     todo = [k for k in range(episodes) if k not in store.done_episodes(run_id)]
 
@@ -160,7 +179,8 @@ def run_evaluation(
 
     try:
         evaluate_episodes(env_fn, victim, threat, todo, seed, n_envs, deterministic, on_episode=record, on_step=on_step,
-                          perceptual=perceptual, action_change_every=action_change_every)
+                          perceptual=perceptual, action_change_every=action_change_every,
+                          uncertainty=uncertainty, uncertainty_series=uncertainty_series)
     finally:
         store.add_wall_seconds(run_id, time.perf_counter() - last[0])
     space = threat.measure_space(victim) if threat is not None else str(victim.budget_space)

@@ -65,6 +65,10 @@ CREATE TABLE IF NOT EXISTS episodes (
     perceptual_steps INTEGER NOT NULL DEFAULT 0,
     wall_seconds REAL NOT NULL,
     world TEXT,
+    uncertainty_sum REAL NOT NULL DEFAULT 0,
+    uncertainty_max REAL NOT NULL DEFAULT 0,
+    uncertainty_steps INTEGER NOT NULL DEFAULT 0,
+    uncertainty_series TEXT,
     finished REAL NOT NULL,
     PRIMARY KEY (run_id, episode)
 );
@@ -73,8 +77,10 @@ CREATE TABLE IF NOT EXISTS episodes (
 EPISODE_FIELDS = (
     "episode", "seed", "episode_return", "length", "perturbed_steps", "action_checks", "action_changes",
     "linf_sum", "linf_max", "l2_sum", "ssim_sum", "mse_sum", "lpips_sum", "perceptual_steps", "wall_seconds",
-    "world",
+    "world", "uncertainty_sum", "uncertainty_max", "uncertainty_steps", "uncertainty_series",
 )
+#: episode fields stored as JSON text
+JSON_FIELDS = ("world", "uncertainty_series")
 #: the kinds of run a store holds
 RUN_KINDS = ("evaluation", "calibration", "certification", "ood", "training", "strongest_of")
 
@@ -89,12 +95,17 @@ UPGRADES = (
     ("episodes", "action_checks", "INTEGER NOT NULL DEFAULT 0", "UPDATE episodes SET action_checks = perturbed_steps"),
     ("episodes", "world", "TEXT", None),  # world threats: what the episode's env was set to
     ("runs", "kind", "TEXT NOT NULL DEFAULT 'evaluation'", None),  # every older run is an evaluation
+    # OOD detection: the agent's per-step uncertainty (summary, and the series when kept)
+    ("episodes", "uncertainty_sum", "REAL NOT NULL DEFAULT 0", None),
+    ("episodes", "uncertainty_max", "REAL NOT NULL DEFAULT 0", None),
+    ("episodes", "uncertainty_steps", "INTEGER NOT NULL DEFAULT 0", None),
+    ("episodes", "uncertainty_series", "TEXT", None),
 )
 
 
 #: ``PRAGMA application_id`` of our stores ("RLGT"); ``user_version`` is the schema version
 APPLICATION_ID = 0x524C4754
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: the tables an rlgauntlet store holds (stores from before the marking hold a subset)
 OUR_TABLES = {"runs", "episodes", "metrics", "sqlite_sequence"}
 
@@ -228,7 +239,9 @@ class ResultsStore:
         """Insert one finished episode and commit at once (a kill loses nothing finished); an
         episode already stored (by a concurrent writer) is left as it is."""
         values = [getattr(record, f) for f in EPISODE_FIELDS]
-        values[EPISODE_FIELDS.index("world")] = None if record.world is None else json.dumps(record.world)
+        for name in JSON_FIELDS:
+            value = getattr(record, name)
+            values[EPISODE_FIELDS.index(name)] = None if value is None else json.dumps(value)
         # two processes resuming one run may both finish an episode: it is kept once, whoever wrote it
         self.conn.execute(
             f"INSERT INTO episodes (run_id, {', '.join(EPISODE_FIELDS)}, finished) "
@@ -245,6 +258,9 @@ class ResultsStore:
         """Episode records of a run, ordered by episode index (the first ``limit`` indices)."""
         sql = f"SELECT {', '.join(EPISODE_FIELDS)} FROM episodes WHERE run_id = ? ORDER BY episode"
         rows = self.conn.execute(sql, (run_id,)).fetchall()
-        records = [EpisodeRecord(**{**dict(zip(EPISODE_FIELDS, r)), "world": None if r[-1] is None else json.loads(r[-1])})
-                   for r in rows]
+        records = []
+        for row in rows:
+            fields = dict(zip(EPISODE_FIELDS, row))
+            fields.update({k: None if fields[k] is None else json.loads(fields[k]) for k in JSON_FIELDS})
+            records.append(EpisodeRecord(**fields))
         return records if limit is None else [r for r in records if r.episode < limit]

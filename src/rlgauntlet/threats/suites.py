@@ -6,7 +6,7 @@ from rlgauntlet.errors import UserError
 from rlgauntlet.threats.spec import parse_params, parse_value
 from rlgauntlet.victims.base import Victim
 
-SUITES = ("adversarial", "natural", "certified")
+SUITES = ("adversarial", "natural", "certified", "ood-cartpole", "ood-pendulum", "ood-pong")
 
 #: Daylight's Pong settings (α,β = [1.7, 40], kernel 3, 3°, [2, 1], perspective norm 3), JPEG
 #: quality 10 (the paper gives none), and the common corruptions at severity 3.
@@ -56,6 +56,34 @@ def default_physics(env_id: str | None) -> str | None:
     return NATURAL_PHYSICS["mujoco"] if resolve_preset(env_id) == "mujoco" else None
 
 
+#: the paper's multipliers of the default value (its Table 1)
+CARTPOLE_MULTIPLIERS = tuple(f"1/{k}" for k in range(10, 1, -1)) + tuple(str(k) for k in range(2, 11))
+PENDULUM_MULTIPLIERS = ("0.05", "0.1", "0.2", "0.5", "2", "5", "10", "20")
+CARTPOLE_PARAMS = ("gravity", "masscart", "masspole", "length", "force_mag")
+PENDULUM_PARAMS = ("g", "m", "l", "max_speed", "max_torque")
+#: imagecorruptions' severities 1–5 (the paper evaluates 3–5, pixelate 3–4)
+PONG_CORRUPTIONS = ("gaussian_noise", "impulse_noise", "motion_blur", "pixelate")
+
+#: the OOD benchmark's shift grids (paper 002, Table 1): suite -> (env family, specs)
+OOD_SUITES = {
+    "ood-cartpole": ("CartPole", tuple(f"physics:param={p},scale={m}" for p in CARTPOLE_PARAMS
+                                       for m in CARTPOLE_MULTIPLIERS)),
+    "ood-pendulum": ("Pendulum", tuple(f"physics:param={p},scale={m}" for p in PENDULUM_PARAMS
+                                       for m in PENDULUM_MULTIPLIERS)),
+    "ood-pong": ("Pong", tuple(f"{c}:severity={s}" for c in PONG_CORRUPTIONS for s in range(1, 6))),
+}
+
+
+def ood_suite(name: str, env_id: str | None = None) -> list[str]:
+    """The shift specs of suite ``name``; with ``env_id``, checked to be the suite's env."""
+    if name not in OOD_SUITES:
+        raise UserError(f"unknown OOD suite {name!r}; choose one of: {', '.join(OOD_SUITES)}")
+    family, specs = OOD_SUITES[name]
+    if env_id is not None and family.lower() not in env_id.lower():
+        raise UserError(f"--suite {name} shifts {family}; use it with a {family} env, not {env_id}")
+    return list(specs)
+
+
 def natural_suite(victim: Victim, env_id: str | None = None) -> list[str]:
     """The natural-perturbation suite at its documented default severities: observation
     changes, a one-step observation delay, actuator noise (continuous actions) and a physics
@@ -90,6 +118,10 @@ def suite_specs(name: str, victim: Victim, eps: str | None, grid: bool = False, 
             raise UserError("--suite certified gives GWC for discrete agents; for continuous agents run "
                             "`rlgauntlet certify` (certified action deviation)")
         return []
+    if name in OOD_SUITES:
+        if grid or eps is not None:
+            raise UserError(f"--suite {name} is a fixed grid of shifts; drop --eps / --eps-grid")
+        return ood_suite(name, env_id)
     if name == "natural":
         if grid:
             raise UserError("--suite natural has fixed severities; --eps-grid applies to budgeted threats only")

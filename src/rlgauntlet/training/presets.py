@@ -44,6 +44,7 @@ class TrainPreset:
         init_from: agent whose weights training starts from (a fine-tune), e.g. ``zoo:cartpole-dqn``.
         stop_at_target: stop once training episodes beat the target (off for fine-tunes that
             start above it).
+        members: an ensemble of this many agents, member k trained alone with seed ``seed + k``.
     """
 
     name: str
@@ -59,6 +60,7 @@ class TrainPreset:
     action_noise_std: float | None = None
     init_from: str | None = None
     stop_at_target: bool = True
+    members: int = 1
     source: str = "RL Baselines3 Zoo tuned hyperparameters"
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -219,6 +221,41 @@ for _preset in (
             "fine-tuned from zoo:pong-ppo with ε_train = 1/255 in pixel01 units (the paper's Atari budget), κ = 0.5"),
 ):
     PRESETS[_preset.name] = _preset
+
+
+def _ood(base: str, name: str, notes: str, members: int = 1, dropout: float | None = None,
+         dropout_kind: str | None = None) -> TrainPreset:
+    """An OOD-benchmark agent (paper 002): zoo agent ``base``'s recipe as an ensemble of
+    ``members`` seeds, or with MC Dropout / DropConnect (``dropout`` p of ``dropout_kind``)."""
+    import dataclasses
+
+    b = PRESETS[base]
+    hyperparams = dict(b.hyperparams)
+    if dropout is not None:
+        from rlgauntlet.victims.dropout_policies import DropoutDQNPolicy, DropoutTD3Policy
+
+        hyperparams["policy"] = {"dqn": DropoutDQNPolicy, "td3": DropoutTD3Policy}[b.algo]
+        hyperparams["policy_kwargs"] = {**hyperparams.get("policy_kwargs", {}), "dropout": dropout,
+                                        "dropout_kind": dropout_kind}
+    return dataclasses.replace(b, name=name, hyperparams=hyperparams, members=members,
+                               source=f"{base}'s recipe (paper 002 gives no hyperparameters)", notes=notes)
+
+
+#: the largest dropout probability at which each agent still solved its task in our sweep
+#: (benchmarks/results/ood_dropout_sweep.json; docs/decisions.md)
+OOD_DROPOUT = {("cartpole-dqn", "activations"): 0.1, ("cartpole-dqn", "weights"): 0.1,
+               ("pendulum-td3", "activations"): 0.1, ("pendulum-td3", "weights"): 0.1}
+
+for _base, _short in (("cartpole-dqn", "cartpole-dqn"), ("pendulum-td3", "pendulum-td3")):
+    for _preset in (
+        _ood(_base, f"{_short}-ensemble", "5 independently seeded agents (seeds 0-4); member 0 is the base recipe's "
+             "agent", members=5),
+        _ood(_base, f"{_short}-mcdropout", "MC Dropout after every hidden activation, p from the sweep",
+             dropout=OOD_DROPOUT[(_base, "activations")], dropout_kind="activations"),
+        _ood(_base, f"{_short}-dropconnect", "MC DropConnect on every Linear weight (biases kept), p from the sweep",
+             dropout=OOD_DROPOUT[(_base, "weights")], dropout_kind="weights"),
+    ):
+        PRESETS[_preset.name] = _preset
 
 
 def register_preset(preset: TrainPreset) -> TrainPreset:

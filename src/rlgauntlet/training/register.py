@@ -16,6 +16,51 @@ ZOO_EVAL_EPISODES = 20
 ZOO_EVAL_SEED = 0
 
 
+def _clean_returns(victim, env_id: str, n_envs: int) -> list[float]:
+    records = evaluate_episodes(lambda: make_env(env_id), victim, None, range(ZOO_EVAL_EPISODES), ZOO_EVAL_SEED,
+                                n_envs=n_envs)
+    return [r.episode_return for r in sorted(records, key=lambda r: r.episode)]
+
+
+def _clean_return_entry(returns: list[float], target: float) -> dict:
+    import numpy as np
+
+    return {"mean": float(np.mean(returns)), "std": float(np.std(returns)), "episodes": ZOO_EVAL_EPISODES,
+            "seed": ZOO_EVAL_SEED, "deterministic": True, "target": target}
+
+
+def register_zoo_ensemble(name: str, checkpoints: list[Path], n_envs: int = 4, force: bool = False,
+                          command: str | None = None, zoo_name: str | None = None) -> dict:
+    """Put the members of ensemble preset ``name`` (from ``train_ensemble``) into the zoo as one
+    entry: the ensemble (acting on the members' mean output) must reach the preset's target over
+    20 episodes; each member's seed and own clean return are recorded too."""
+    import json
+
+    import numpy as np
+
+    from rlgauntlet.errors import UserError
+    from rlgauntlet.victims.uncertainty import EnsembleVictim
+
+    preset = get_preset(name)
+    algo = base_algorithm(preset.algo)
+    members, fields = [], []
+    for ckpt in checkpoints:
+        member = load_sb3(ckpt / "model.zip", algo)
+        progress = json.loads((ckpt / "progress.json").read_text())
+        returns = _clean_returns(member, preset.env_id, n_envs)
+        members.append(member)
+        fields.append({"seed": progress["seed"], "total_timesteps": progress.get("num_timesteps"),
+                       "clean_return": _clean_return_entry(returns, preset.target_return)})
+    returns = _clean_returns(EnsembleVictim(members), preset.env_id, n_envs)
+    if float(np.mean(returns)) < preset.target_return and not force:
+        raise UserError(f"ensemble {name} scores {np.mean(returns):.1f} over {ZOO_EVAL_EPISODES} episodes, below its "
+                        f"target {preset.target_return}; train its members longer before it joins the zoo")
+    entry = {"env": preset.env_id, "algorithm": algo, "preset": name,
+             "command": command or f"rlgauntlet train --preset {name}", "seed": preset.seed,
+             "clean_return": _clean_return_entry(returns, preset.target_return)}
+    return add_zoo_entry(zoo_name or name, entry, members=[(ckpt / "model.zip", f) for ckpt, f in zip(checkpoints, fields)])
+
+
 def register_zoo_agent(name: str, checkpoint: Path, n_envs: int = 4, force: bool = False,
                        zoo_name: str | None = None, command: str | None = None) -> dict:
     """Copy ``checkpoint`` (from ``train_preset`` of preset ``name``) into the zoo and record it.

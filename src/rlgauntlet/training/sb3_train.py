@@ -300,3 +300,15 @@ def train_preset(
     (ckpt / "progress.json").write_text(json.dumps(progress, indent=2))
     env.close()
     return ckpt
+
+
+def train_ensemble(name: str, run_dir: str | Path, **kwargs) -> list[Path]:
+    """Train (or resume) every member of the ensemble preset ``name``: member k is the recipe
+    trained alone with seed ``preset.seed + k`` in ``run_dir/member-k``. Keyword arguments are
+    those of :func:`train_preset` (``seed`` moves every member's seed). Returns the members'
+    checkpoint folders."""
+    preset = get_preset(name)
+    base_seed = kwargs.pop("seed", None)
+    base_seed = preset.seed if base_seed is None else base_seed
+    return [train_preset(name, Path(run_dir) / f"member-{k}", seed=base_seed + k, **kwargs)
+            for k in range(preset.members)]

@@ -44,6 +44,8 @@ def load_victim(
         if vecnormalize is not None:
             raise UserError("zoo agents carry their own VecNormalize statistics; drop --vecnormalize")
         entry = zoo_entry(rest)
+        if "members" in entry:
+            return _zoo_ensemble(rest, entry, device, precision)
         vn = zoo_file(entry, "vecnormalize") if "vecnormalize" in entry else None
         victim = load_sb3(zoo_file(entry), entry["algorithm"], device=device, vecnormalize=vn, precision=precision)
         victim.description = {**victim.description, "source": "zoo", "name": rest, "path": f"zoo/{entry['file']}"}
@@ -63,3 +65,15 @@ def load_victim(
         return load_torchscript(rest, kind, observation_space, action_space, device=device,
                                 input_space=input_space, precision=precision)
     raise UserError(f"unknown agent source {source!r}; use one of: {AGENT_FORMS}")
+
+
+def _zoo_ensemble(name: str, entry: dict, device: str, precision: str) -> Victim:
+    """A zoo ensemble: its members (each checked against its sha256) as one victim."""
+    from rlgauntlet.victims.uncertainty import EnsembleVictim
+    from rlgauntlet.zoo import zoo_files
+
+    members = [load_sb3(path, entry["algorithm"], device=device, precision=precision) for path in zoo_files(entry)]
+    description = {"source": "zoo", "name": name, "algorithm": entry["algorithm"], "uncertainty": {
+        "method": "ensemble", "members": len(members)},
+        "members": [{"path": f"zoo/{m['file']}", "sha256": m["sha256"], "seed": m.get("seed")} for m in entry["members"]]}
+    return EnsembleVictim(members, description)

@@ -84,6 +84,9 @@ class Victim(ABC):
     device: torch.device
     description: dict
     dtype: torch.dtype = torch.float32
+    #: how the victim measures its own uncertainty (``mc_dropout``, ``mc_dropconnect``,
+    #: ``ensemble``), or None when it cannot (see ``victims.uncertainty``)
+    uncertainty_method: str | None = None
 
     @abstractmethod
     def preprocess(self, obs: np.ndarray) -> torch.Tensor:
@@ -105,6 +108,18 @@ class Victim(ABC):
     def input_bounds(self) -> tuple[float, float] | None:
         """Valid range of ``x`` (e.g. (0, 1) for pixel01 inputs), or None if unbounded."""
         return (0.0, 1.0) if self.budget_space == "pixel01" else None
+
+    def uncertainty(self, x: torch.Tensor, rng, reduce: str = "mean") -> torch.Tensor:
+        """Per-row uncertainty score of network inputs ``x`` (B, *input_shape), shape (B,).
+
+        ``rng`` (a ``common.seeding.BatchRNG``, one generator per row) drives MC masks.
+        Only victims with an ``uncertainty_method`` have one.
+        """
+        from rlgauntlet.errors import UserError
+
+        raise UserError(f"this agent ({self.description.get('name') or self.description.get('path') or 'given'}) reports "
+                        "no uncertainty; use an ensemble, MC Dropout or MC DropConnect agent (e.g. "
+                        "zoo:cartpole-dqn-ensemble)")
 
     def actions(
         self, out: PolicyOutput, deterministic: bool = True, noise: torch.Tensor | None = None
@@ -168,7 +183,8 @@ class DelegatingVictim(Victim):
 
     def __init__(self, victim: Victim) -> None:
         self.victim = victim
-        for attr in ("kind", "observation_space", "action_space", "budget_space", "device", "description", "dtype"):
+        for attr in ("kind", "observation_space", "action_space", "budget_space", "device", "description", "dtype",
+                     "uncertainty_method"):
             setattr(self, attr, getattr(victim, attr))
 
     def preprocess(self, obs: np.ndarray) -> torch.Tensor:
@@ -186,6 +202,9 @@ class DelegatingVictim(Victim):
 
     def actions(self, out: PolicyOutput, deterministic: bool = True, noise: torch.Tensor | None = None) -> torch.Tensor:
         return self.victim.actions(out, deterministic, noise)
+
+    def uncertainty(self, x: torch.Tensor, rng, reduce: str = "mean") -> torch.Tensor:
+        return self.victim.uncertainty(x, rng, reduce)
 
 
 def _observation_spaces_match(agent: gym.Space, env: gym.Space) -> bool:

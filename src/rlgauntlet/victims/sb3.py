@@ -43,7 +43,8 @@ _FAMILY = {"ppo": "ac", "a2c": "ac", "dqn": "dqn", "sac": "sac", "td3": "td3", "
 
 
 def _infer_algorithm(module: str, data: dict) -> str:
-    """The algorithm behind a policy class's module and the saved hyperparameters."""
+    """The algorithm behind a policy class's module (its SB3 base class's, for ours) and the
+    saved hyperparameters."""
     if ".dqn." in module:
         return "dqn"
     if ".sac." in module:
@@ -168,6 +169,17 @@ class SB3Victim(Victim):
             low = torch.as_tensor(self.action_space.low, dtype=torch.float32)
             high = torch.as_tensor(self.action_space.high, dtype=torch.float32)
             self._unscale = Affine((high - low) / 2.0, (high + low) / 2.0).to(self.device, self.dtype)
+        from rlgauntlet.victims.uncertainty import MC_SAMPLES, dropout_kind_of
+
+        try:
+            dropout = dropout_kind_of(self.layer_chain())
+        except NotImplementedError:
+            dropout = None
+        if dropout is not None:
+            self.uncertainty_method, self.dropout_p = dropout
+            self.mc_samples = MC_SAMPLES
+            self.description = {**self.description, "uncertainty": {"method": dropout[0], "p": dropout[1],
+                                                                    "samples": MC_SAMPLES}}
 
     @classmethod
     def from_model(cls, model) -> "SB3Victim":
@@ -236,6 +248,18 @@ class SB3Victim(Victim):
         if self.algorithm in ("td3", "ddpg"):
             return flatten_chain(_extractor_chain(p.actor.features_extractor), p.actor.mu, self._unscale)
         return flatten_chain(_extractor_chain(p.pi_features_extractor), p.mlp_extractor.policy_net, p.action_net)
+
+    def uncertainty(self, x: torch.Tensor, rng, reduce: str = "mean") -> torch.Tensor:
+        """MC Dropout / DropConnect: the spread of ``mc_samples`` stochastic passes (see
+        ``victims.uncertainty``); the masks come from ``rng``, one generator per row."""
+        if self.uncertainty_method is None:
+            return super().uncertainty(x, rng, reduce)
+        from rlgauntlet.victims.uncertainty import mc_forward, spread_score
+
+        samples = mc_forward(self.layer_chain(), x.to(self.dtype), rng, self.mc_samples)
+        if self.kind == "categorical":
+            samples = torch.softmax(samples, dim=-1)
+        return spread_score(samples, reduce)
 
     @property
     def input_bounds(self) -> tuple[float, float] | None:
@@ -317,6 +341,7 @@ def load_sb3(
         act_space = sb3_files.space(data.get("action_space"), "action space", path)
         kwargs = sb3_files.policy_kwargs(data.get("policy_kwargs"), path)
         module = policy_class.__module__
+    module = next((c.__module__ for c in policy_class.__mro__ if c.__module__.startswith("stable_baselines3.")), module)
     inferred = _infer_algorithm(module, data)
     algo = (algorithm or inferred).lower()
     if _FAMILY[algo] != _FAMILY[inferred]:

@@ -33,7 +33,7 @@ import torch
 
 from rlgauntlet.errors import UserError
 
-#: SB3's own policy classes: (module, class name) as the zip's readable fields give them
+#: SB3's own policy classes and ours: (module, class name) as the zip's readable fields give them
 SB3_POLICIES = {
     ("stable_baselines3.common.policies", "ActorCriticPolicy"),
     ("stable_baselines3.common.policies", "ActorCriticCnnPolicy"),
@@ -43,6 +43,12 @@ SB3_POLICIES = {
     ("stable_baselines3.sac.policies", "CnnPolicy"),
     ("stable_baselines3.td3.policies", "TD3Policy"),
     ("stable_baselines3.td3.policies", "CnnPolicy"),
+    # ours: SB3's policies with MC Dropout / DropConnect layers (victims.dropout_policies)
+    ("rlgauntlet.victims.dropout_policies", "DropoutDQNPolicy"),
+    ("rlgauntlet.victims.dropout_policies", "DropoutDQNCnnPolicy"),
+    ("rlgauntlet.victims.dropout_policies", "DropoutTD3Policy"),
+    ("rlgauntlet.victims.dropout_policies", "DropoutActorCriticPolicy"),
+    ("rlgauntlet.victims.dropout_policies", "DropoutActorCriticCnnPolicy"),
 }
 PICKLE_HINT = ("loading it would unpickle code stored in the file, which runs with your permissions; "
                "only if you trust its author, add --allow-pickle")

@@ -1,0 +1,108 @@
+"""SB3 policies with MC Dropout or MC DropConnect in their networks (the OOD benchmark's agents).
+
+Each is SB3's own policy with ``add_dropout`` applied to the networks it builds; two extra
+``policy_kwargs`` choose the dropout: ``dropout`` (probability p) and ``dropout_kind``
+(``activations`` for MC Dropout, ``weights`` for MC DropConnect). State dicts keep SB3's
+parameter names, so a saved agent loads as data like any SB3 agent
+(``victims.sb3_files`` lists these classes beside SB3's).
+
+Example:
+    >>> from stable_baselines3 import DQN
+    >>> model = DQN(DropoutDQNPolicy, "CartPole-v1", policy_kwargs=dict(dropout=0.1, dropout_kind="weights"))
+    >>> type(model.q_net.q_net[0]).__name__
+    'DropConnectLinear'
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stable_baselines3.common.policies import ActorCriticCnnPolicy, ActorCriticPolicy
+from stable_baselines3.dqn.policies import CnnPolicy as DQNCnnPolicy
+from stable_baselines3.dqn.policies import DQNPolicy
+from stable_baselines3.td3.policies import TD3Policy
+
+from rlgauntlet.victims.uncertainty import add_dropout
+
+
+class _Dropout:
+    """Mixin: stores the two dropout kwargs and saves them with the policy."""
+
+    def _set_dropout(self, dropout: float, dropout_kind: str) -> None:
+        self.dropout, self.dropout_kind = float(dropout), dropout_kind
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        return {**super()._get_constructor_parameters(), "dropout": self.dropout, "dropout_kind": self.dropout_kind}
+
+
+class DropoutDQNPolicy(_Dropout, DQNPolicy):
+    """DQN's MLP Q-network (and its target) with dropout."""
+
+    def __init__(self, *args: Any, dropout: float = 0.1, dropout_kind: str = "weights", **kwargs: Any) -> None:
+        self._set_dropout(dropout, dropout_kind)
+        super().__init__(*args, **kwargs)
+
+    def make_q_net(self):
+        return add_dropout(super().make_q_net(), self.dropout, self.dropout_kind)
+
+
+class DropoutDQNCnnPolicy(_Dropout, DQNCnnPolicy):
+    """DQN's Nature-CNN Q-network with dropout."""
+
+    def __init__(self, *args: Any, dropout: float = 0.1, dropout_kind: str = "weights", **kwargs: Any) -> None:
+        self._set_dropout(dropout, dropout_kind)
+        super().__init__(*args, **kwargs)
+
+    def make_q_net(self):
+        return add_dropout(super().make_q_net(), self.dropout, self.dropout_kind)
+
+
+class DropoutTD3Policy(_Dropout, TD3Policy):
+    """TD3's actor and critics with dropout (the paper does not say where DDPG's went; both)."""
+
+    def __init__(self, *args: Any, dropout: float = 0.1, dropout_kind: str = "weights", **kwargs: Any) -> None:
+        self._set_dropout(dropout, dropout_kind)
+        super().__init__(*args, **kwargs)
+
+    def make_actor(self, features_extractor=None):
+        return add_dropout(super().make_actor(features_extractor), self.dropout, self.dropout_kind)
+
+    def make_critic(self, features_extractor=None):
+        return add_dropout(super().make_critic(features_extractor), self.dropout, self.dropout_kind)
+
+
+def _actor_critic_build(policy, lr_schedule) -> None:
+    # the optimizer is made in _build; add_dropout keeps the Parameter objects it holds
+    for name in ("features_extractor", "pi_features_extractor", "vf_features_extractor", "mlp_extractor"):
+        module = getattr(policy, name, None)
+        if module is not None:
+            add_dropout(module, policy.dropout, policy.dropout_kind)
+    if policy.dropout_kind == "weights":
+        from rlgauntlet.victims.uncertainty import _drop_connect
+
+        policy.action_net = _drop_connect(policy.action_net, policy.dropout)
+        policy.value_net = _drop_connect(policy.value_net, policy.dropout)
+
+
+class DropoutActorCriticPolicy(_Dropout, ActorCriticPolicy):
+    """PPO / A2C MLP policy with dropout in the shared extractor, both MLP heads and the output layers."""
+
+    def __init__(self, *args: Any, dropout: float = 0.1, dropout_kind: str = "weights", **kwargs: Any) -> None:
+        self._set_dropout(dropout, dropout_kind)
+        super().__init__(*args, **kwargs)
+
+    def _build(self, lr_schedule) -> None:
+        super()._build(lr_schedule)
+        _actor_critic_build(self, lr_schedule)
+
+
+class DropoutActorCriticCnnPolicy(_Dropout, ActorCriticCnnPolicy):
+    """PPO / A2C Nature-CNN policy with dropout (for a DropConnect Pong agent)."""
+
+    def __init__(self, *args: Any, dropout: float = 0.1, dropout_kind: str = "weights", **kwargs: Any) -> None:
+        self._set_dropout(dropout, dropout_kind)
+        super().__init__(*args, **kwargs)
+
+    def _build(self, lr_schedule) -> None:
+        super()._build(lr_schedule)
+        _actor_critic_build(self, lr_schedule)
