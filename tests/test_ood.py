@@ -385,3 +385,18 @@ def test_cli_ood_errors_are_one_line_exit_2(tmp_path, cli_env, tiny_models):
         assert proc.returncode == 2, proc.stderr
         assert message in proc.stderr and "Traceback" not in proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_cli_bench_writes_json_and_plot(tmp_path, cli_env, dropout_agents):
+    import json
+
+    proc = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "ood", "bench", "--agent",
+                           f"sb3:{dropout_agents['dqn-activations']}", "--env", "CartPole-v1", "--shift",
+                           "physics:param=gravity,scale=10", "--trials", "2", "--episodes", "1", "--out",
+                           str(tmp_path / "ood.json"), "--plot", str(tmp_path / "ood.png")],
+                          capture_output=True, text=True, env=cli_env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((tmp_path / "ood.json").read_text())
+    assert result["detector"] == "mc_dropout" and len(result["rows"][0]["auroc"]["trials"]) == 2
+    assert (tmp_path / "ood.png").read_bytes()[:4] == b"\x89PNG"
+    assert (tmp_path / "rlgauntlet-results.sqlite").exists()

@@ -99,7 +99,7 @@ def evaluate(
     input_space: Optional[str] = typer.Option(None, help="unit of the network input for TorchScript agents: pixel01, normalized, raw. Example: --input-space raw"),
     stochastic: bool = typer.Option(False, help="sample actions instead of acting greedily. Example: --stochastic"),
     precision: str = typer.Option("auto", help="network precision: auto (float64 for vector inputs, float32 for images), float32, float64. Example: --precision float32"),
-    suite: List[str] = typer.Option([], help="add a named threat suite: natural (Daylight perturbations and common corruptions at default severities) or adversarial (Random, FGSM, PGD-10, Momentum, MinQ, MaxDiff at --eps). Example: --suite natural"),
+    suite: List[str] = typer.Option([], help="add a named threat suite: natural (Daylight perturbations and common corruptions at default severities) adversarial (Random, FGSM, PGD-10, Momentum, MinQ, MaxDiff at --eps), certified (GWC at --eps) or an OOD shift grid (ood-cartpole, ood-pendulum, ood-pong). Example: --suite natural"),
     eps: Optional[str] = typer.Option(None, help="budget of --suite, in the agent's budget space (fractions allowed). Example: --eps 2/255"),
     eps_grid: Optional[str] = typer.Option(None, "--eps-grid", help="evaluate every threat without eps (and every suite) at each budget. Example: --eps-grid 0,1/255,2/255,3/255 --threat pgd:objective=minbest"),
     impact: bool = typer.Option(True, help="compute impact against the argmin agent (discrete agents; cached in the store). Example: --no-impact"),
