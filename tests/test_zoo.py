@@ -36,8 +36,10 @@ def test_zoo_agent_meets_clean_return(name):
     mean = float(np.mean([r.episode_return for r in records]))
     assert mean >= entry["clean_return"]["target"]
     assert mean == pytest.approx(entry["clean_return"]["mean"], rel=1e-6, abs=1e-6)  # reproduces the manifest
-    for key in ("command", "seed", "sha256", "file"):
+    for key in ("command", "seed"):
         assert key in entry
+    for item in entry.get("members", [entry]):  # an ensemble records each member's file, sha256 and seed
+        assert {"sha256", "file", "seed"} <= set(item) or item is entry and {"sha256", "file"} <= set(item)
 
 
 def test_tampered_zoo_file_is_refused(tmp_path, monkeypatch):

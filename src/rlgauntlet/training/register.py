@@ -57,6 +57,7 @@ def register_zoo_ensemble(name: str, checkpoints: list[Path], n_envs: int = 4, f
                         f"target {preset.target_return}; train its members longer before it joins the zoo")
     entry = {"env": preset.env_id, "algorithm": algo, "preset": name,
              "command": command or f"rlgauntlet train --preset {name}", "seed": preset.seed,
+             "uncertainty": {"method": "ensemble", "members": len(members)},
              "clean_return": _clean_return_entry(returns, preset.target_return)}
     return add_zoo_entry(zoo_name or name, entry, members=[(ckpt / "model.zip", f) for ckpt, f in zip(checkpoints, fields)])
 
@@ -79,10 +80,7 @@ def register_zoo_agent(name: str, checkpoint: Path, n_envs: int = 4, force: bool
     preset = get_preset(name)
     vn = checkpoint / "vecnormalize.pkl"
     candidate = load_sb3(checkpoint / "model.zip", base_algorithm(preset.algo), vecnormalize=vn if vn.exists() else None)
-    records = evaluate_episodes(
-        lambda: make_env(preset.env_id), candidate, None, range(ZOO_EVAL_EPISODES), ZOO_EVAL_SEED, n_envs=n_envs
-    )
-    returns = [r.episode_return for r in sorted(records, key=lambda r: r.episode)]
+    returns = _clean_returns(candidate, preset.env_id, n_envs)
     if float(np.mean(returns)) < preset.target_return and not force:
         raise UserError(
             f"{name} scores {np.mean(returns):.1f} over {ZOO_EVAL_EPISODES} episodes, below its target "
@@ -106,13 +104,8 @@ def register_zoo_agent(name: str, checkpoint: Path, n_envs: int = 4, force: bool
     for key in ("threat", "init_from"):
         if progress.get(key):
             entry[key] = progress[key]
+    if candidate.uncertainty_method is not None:  # MC Dropout / DropConnect: p and samples
+        entry["uncertainty"] = candidate.description["uncertainty"]
     entry["total_timesteps"] = progress.get("num_timesteps")
-    entry["clean_return"] = {
-        "mean": float(np.mean(returns)),
-        "std": float(np.std(returns)),
-        "episodes": ZOO_EVAL_EPISODES,
-        "seed": ZOO_EVAL_SEED,
-        "deterministic": True,
-        "target": preset.target_return,
-    }
+    entry["clean_return"] = _clean_return_entry(returns, preset.target_return)
     return add_zoo_entry(name, entry, files)
