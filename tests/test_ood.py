@@ -143,6 +143,24 @@ def test_dropout_is_active_in_training_and_off_in_evaluation(kind):
     assert not torch.allclose(net(x), net(x))
 
 
+def test_dropconnect_training_draws_a_mask_per_example_or_group():
+    """One mask for the whole batch collapses a DQN (decisions.md): examples must differ."""
+    import rlgauntlet.victims.uncertainty as uncertainty
+
+    torch.manual_seed(0)
+    layer = DropConnectLinear(3, 2, p=0.5).double().train()
+    x = torch.ones(64, 3, dtype=torch.float64)
+    assert len({tuple(row) for row in layer(x).tolist()}) > 10  # 64 masks of 6 weights: many distinct rows
+    big = DropConnectLinear(256, 256, p=0.5).train()
+    out = big(torch.ones(64, 256))
+    groups = 64 // -(-64 // max(1, uncertainty.TRAIN_MASK_ELEMENTS // big.weight.numel()))
+    assert len({tuple(row) for row in out.round(decimals=4).tolist()}) == groups  # consecutive rows share a mask
+    torch.manual_seed(1)
+    mean = DropConnectLinear(3, 2, p=0.3).double()
+    many = torch.full((100_000, 3), 0.7, dtype=torch.float64)
+    torch.testing.assert_close(mean.train()(many).mean(dim=0), mean.eval()(many[:1])[0], atol=0.01, rtol=0.0)
+
+
 @pytest.mark.parametrize("kind", ["weights", "activations"])
 def test_mc_forward_with_p_zero_or_identical_members_has_zero_spread(kind):
     x = torch.randn(5, 4, dtype=torch.float64)

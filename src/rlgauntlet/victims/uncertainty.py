@@ -47,16 +47,38 @@ DROPOUT_KINDS = ("activations", "weights")
 REDUCTIONS = ("mean", "max")
 
 
+#: largest weight mask (elements) a DropConnectLinear draws per training forward
+TRAIN_MASK_ELEMENTS = 1 << 18
+
+
 class DropConnectLinear(nn.Linear):
     """A linear layer whose weights are dropped with probability ``p`` in training mode
-    (inverted scaling: kept weights are divided by 1 − p, so the expected layer is the plain one)."""
+    (inverted scaling: kept weights are divided by 1 − p, so the expected layer is the plain one).
+
+    In training each example gets its own weight mask, as DropConnect is defined (Wan et al.
+    2013); when a batch's masks would exceed ``TRAIN_MASK_ELEMENTS``, consecutive examples
+    share one in equal groups. One mask for the whole batch does not train a DQN: the noise it
+    puts on each action's Q-value is then the same for every example of a gradient step and
+    independent across actions, and the agent collapsed to one action (docs/decisions.md).
+    """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, p: float = 0.1) -> None:
         super().__init__(in_features, out_features, bias)
         self.p = p
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(x, F.dropout(self.weight, self.p, self.training), self.bias)
+        if not self.training or self.p == 0.0:
+            return F.linear(x, self.weight, self.bias)
+        flat = x.reshape(-1, self.in_features)
+        rows = flat.shape[0]
+        groups = max(1, min(rows, TRAIN_MASK_ELEMENTS // self.weight.numel()))
+        size = -(-rows // groups)  # examples per mask
+        keep = (torch.rand(groups, *self.weight.shape, device=x.device) >= self.p).to(x.dtype) / (1.0 - self.p)
+        padded = F.pad(flat, (0, 0, 0, groups * size - rows)).reshape(groups, size, self.in_features)
+        out = torch.bmm(padded, (self.weight * keep).transpose(1, 2)).reshape(groups * size, self.out_features)[:rows]
+        if self.bias is not None:
+            out = out + self.bias
+        return out.reshape(*x.shape[:-1], self.out_features)
 
 
 class DropConnectConv2d(nn.Conv2d):
