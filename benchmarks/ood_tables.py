@@ -5,7 +5,8 @@ For every detector agent of the zoo it (1) scans the whole shift grid (which shi
 fails, normalised return below 0.5) and (2) benchmarks the paper's configurations of that
 env for *every* detector (the paper reports a different set per method; running them all
 makes the comparison like for like), 5 trials × 10 episodes, ID = nominal env with the same
-seeds. Everything is stored in runs/ood/ood.sqlite (resumable: run it again to continue).
+seeds. Pendulum's TD3 agents are scored twice: on the actor's action and on the critic's value
+of the action taken (the paper's "action value" could be either). Everything is stored in runs/ood/ood.sqlite (resumable: run it again to continue).
 Writes benchmarks/results/ood_{cartpole,pendulum}.json and ood_{cartpole,pendulum}.png.
 
 Run: python benchmarks/ood_tables.py [--envs cartpole,pendulum] [--trials 5] [--episodes 10]
@@ -37,7 +38,7 @@ PAPER = {
         },
     },
     "pendulum": {
-        "env": "Pendulum-v1", "suite": "ood-pendulum", "agents": "pendulum-td3",
+        "env": "Pendulum-v1", "suite": "ood-pendulum", "agents": "pendulum-td3", "outputs": ("policy", "critic"),
         "shifts": {
             "physics:param=g,scale=5": {"mc_dropout": (0.661, 0.060, 0.727), "mc_dropconnect": (0.586, 0.021, 0.602)},
             "physics:param=l,scale=5": {"mc_dropout": (0.614, 0.040, 0.656), "mc_dropconnect": (0.636, 0.069, 0.726)},
@@ -69,26 +70,28 @@ def main() -> None:
             scan = ood_scan(agent, setup["env"], setup["suite"], episodes=args.episodes, store=args.store,
                             resume=True)
             failing = set(scan["failing"])
-            bench = ood_bench(agent, setup["env"], shifts=list(setup["shifts"]), trials=args.trials,
-                              episodes=args.episodes, store=args.store, resume=True)
-            rows = []
-            for row in bench["rows"]:
-                paper = setup["shifts"][row["spec"]].get(bench["detector"])
-                rows.append({"spec": row["spec"], "agent_fails": row["spec"] in failing,
-                             "auroc": row["auroc"], "fpr95": row["fpr95"],
-                             "ood_return_mean": sum(row["return_mean"]) / len(row["return_mean"]),
-                             "paper": None if paper is None else dict(zip(("mean", "std", "best"), paper))})
-            plot = plot_ood_scores(bench, args.results / f"ood_{env_key}_{detector}.png")
-            result["detectors"][detector] = {
-                "agent": agent, "method": bench["detector"], "trials": args.trials, "episodes": args.episodes,
-                "clean": scan["clean"]["return_mean"], "random_policy": scan["random_policy"]["return_mean"],
-                "failing": sorted(failing), "grid_size": len(scan["rows"]), "rows": rows,
-                "nominal_return": bench["nominal"]["return_mean"], "plot": str(plot),
-                "seconds": round(time.time() - start, 1)}
-            out.write_text(json.dumps(result, indent=2) + "\n")
-            print(f"{agent}: {len(failing)}/{len(scan['rows'])} shifts fail; "
-                  + "; ".join(f"{r['spec'].split(':')[1]} {r['auroc']['mean']:.3f}±{r['auroc']['std']:.3f}"
-                              for r in rows), flush=True)
+            for output in setup.get("outputs", ("policy",)):
+                bench = ood_bench(agent, setup["env"], shifts=list(setup["shifts"]), trials=args.trials,
+                                  episodes=args.episodes, store=args.store, resume=True, score_of=output)
+                rows = []
+                for row in bench["rows"]:
+                    paper = setup["shifts"][row["spec"]].get(bench["detector"])
+                    rows.append({"spec": row["spec"], "agent_fails": row["spec"] in failing,
+                                 "auroc": row["auroc"], "fpr95": row["fpr95"],
+                                 "ood_return_mean": sum(row["return_mean"]) / len(row["return_mean"]),
+                                 "paper": None if paper is None else dict(zip(("mean", "std", "best"), paper))})
+                key = detector if output == "policy" else f"{detector}-{output}"
+                plot = plot_ood_scores(bench, args.results / f"ood_{env_key}_{key}.png")
+                result["detectors"][key] = {
+                    "agent": agent, "method": bench["detector"], "score_of": output, "trials": args.trials,
+                    "episodes": args.episodes, "clean": scan["clean"]["return_mean"],
+                    "random_policy": scan["random_policy"]["return_mean"], "failing": sorted(failing),
+                    "grid_size": len(scan["rows"]), "rows": rows, "nominal_return": bench["nominal"]["return_mean"],
+                    "plot": str(plot), "seconds": round(time.time() - start, 1)}
+                out.write_text(json.dumps(result, indent=2) + "\n")
+                print(f"{agent} ({output}): {len(failing)}/{len(scan['rows'])} shifts fail; "
+                      + "; ".join(f"{r['spec'].split(':')[1]} {r['auroc']['mean']:.3f}±{r['auroc']['std']:.3f}"
+                                  for r in rows), flush=True)
 
 
 if __name__ == "__main__":

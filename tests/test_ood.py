@@ -418,3 +418,43 @@ def test_cli_bench_writes_json_and_plot(tmp_path, cli_env, dropout_agents):
     assert result["detector"] == "mc_dropout" and len(result["rows"][0]["auroc"]["trials"]) == 2
     assert (tmp_path / "ood.png").read_bytes()[:4] == b"\x89PNG"
     assert (tmp_path / "rlgauntlet-results.sqlite").exists()
+
+
+def test_critic_value_is_sb3s_own_critic_at_the_scaled_action(tiny_models):
+    from stable_baselines3 import TD3
+
+    from rlgauntlet.victims import load_victim
+
+    victim = load_victim(f"sb3:{tiny_models['td3']}")
+    model = TD3.load(tiny_models["td3"], device="cpu")
+    obs = np.random.default_rng(0).normal(size=(5, 3)).astype(np.float32)
+    action = np.random.default_rng(1).uniform(-2, 2, size=(5, 1))
+    with torch.no_grad():
+        ours = victim.critic_value(victim.preprocess(obs), torch.as_tensor(action))
+        theirs = model.critic(torch.as_tensor(obs), torch.as_tensor(action / 2.0, dtype=torch.float32))[0]
+    torch.testing.assert_close(ours.float(), theirs, rtol=1e-5, atol=1e-5)
+
+
+def test_critic_scores_of_ensembles_and_mc_agents(tiny_models, dropout_agents):
+    from rlgauntlet.victims import load_sb3, load_victim
+
+    x = torch.as_tensor(np.random.default_rng(0).normal(size=(4, 3)), dtype=torch.float64)
+    twins = EnsembleVictim([load_sb3(tiny_models["td3"]), load_sb3(tiny_models["td3"])])
+    twins.uncertainty_output = "critic"
+    assert torch.all(twins.uncertainty(x, None) == 0)
+    pair = EnsembleVictim([load_sb3(tiny_models["td3"]), load_sb3(tiny_models["ddpg"])])
+    pair.uncertainty_output = "critic"
+    action = pair.actions(pair.forward(x))
+    values = torch.stack([m.critic_value(x, action) for m in pair.members], dim=1)  # (B, 2, 1)
+    torch.testing.assert_close(pair.uncertainty(x, None), (values[:, 0] - values[:, 1]).abs()[:, 0] / math.sqrt(2))
+    mc = load_victim(f"sb3:{dropout_agents['td3-weights']}")
+    mc.uncertainty_output = "critic"
+    assert torch.all(mc.uncertainty(x, _rng(4)) > 0)
+
+
+def test_score_of_critic_is_refused_for_a_dqn(dropout_agents):
+    from rlgauntlet.experiments.ood import ood_bench
+
+    with pytest.raises(UserError, match="actor-critic"):
+        ood_bench(f"sb3:{dropout_agents['dqn-weights']}", "CartPole-v1", shifts=["physics:param=length,scale=4"],
+                  trials=1, episodes=1, score_of="critic")

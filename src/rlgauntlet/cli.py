@@ -507,6 +507,7 @@ def ood_bench_command(
     trials: int = typer.Option(5, min=1, help="trials per shift (fresh episodes each). Example: --trials 5"),
     episodes: int = _OOD_EPISODES, seed: int = _OOD_SEED, n_envs: int = _OOD_NENVS,
     reduce: str = typer.Option("mean", help="per-step score over actions: mean or max of the per-action std. Example: --reduce max"),
+    score_of: str = typer.Option("policy", "--score-of", help="what the spread is measured on: policy (the agent's output: Q-values, action) or critic (TD3/DDPG/SAC: the critic's value of the action taken). Example: --score-of critic"),
     fail_below: float = _OOD_FAIL, out: Optional[Path] = _OOD_OUT, store: Optional[Path] = _OOD_STORE,
     resume: bool = _OOD_RESUME, threads: Optional[int] = _OOD_THREADS,
     plot: Optional[Path] = typer.Option(None, help="write the per-step score plot (PNG) here. Example: --plot results/ood.png"),
@@ -522,9 +523,10 @@ def ood_bench_command(
     with _ood_progress() as progress:
         on_start, on_episode = _ood_callbacks(progress)
         result = ood_bench(agent, env, suite, shift, trials, episodes, seed, n_envs, store_path, reduce=reduce,
+                           score_of=score_of,
                            resume=resume, fail_below=fail_below, threads=threads, on_start=on_start,
                            on_episode=on_episode)
-    table = Table(title=f"{agent} on {env}: {result['detector']} ({result['reduce']} over actions), "
+    table = Table(title=f"{agent} on {env}: {result['detector']} on the {score_of} ({result['reduce']} over actions), "
                         f"{trials} trials × {episodes} episodes")
     for col in ("shift", "AUROC mean ± std", "best", "FPR@95TPR", "OOD return"):
         table.add_column(col, justify="left" if col == "shift" else "right")

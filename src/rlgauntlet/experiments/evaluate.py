@@ -146,6 +146,8 @@ def run_evaluation(
     if uncertainty is not None:  # only then: the keys of earlier runs stay as they were
         identity["uncertainty"] = {"reduce": uncertainty, "series": uncertainty_series,
                                    "method": victim.uncertainty_method}
+        if victim.uncertainty_output != "policy":  # only then: keys of policy-output runs stay as they were
+            identity["uncertainty"]["output"] = victim.uncertainty_output
     key = run_key(identity)
     run_id = store.latest_run(key) if resume else None
     if run_id is None:

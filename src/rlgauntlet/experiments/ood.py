@@ -176,6 +176,7 @@ def ood_bench(
     store: str | Path | ResultsStore | None = None,
     *,
     reduce: str = "mean",
+    score_of: str = "policy",
     resume: bool = False,
     fail_below: float = FAIL_BELOW,
     scan_agent: str | Victim | None = None,
@@ -190,13 +191,16 @@ def ood_bench(
 
     Shifts are ``shifts`` when given; otherwise the shifts of ``suite`` where the agent
     (``scan_agent`` when given) fails, found with :func:`ood_scan` on the same episodes as
-    trial 0. Returns ``{"rows": [{spec, auroc: {mean, std, best, trials}, fpr95: {...},
+    trial 0. ``score_of`` is ``policy`` (the agent's output) or ``critic`` (an actor-critic's
+    value of the action it takes). Returns ``{"rows": [{spec, auroc: {mean, std, best, trials}, fpr95: {...},
     threshold, id_steps, ood_steps, run_id, series}], ...}``; ``series`` holds trial 0's first
     ID and OOD episodes' per-step scores (for the plot).
     """
     from rlgauntlet.common.threads import thread_policy
-    from rlgauntlet.victims.uncertainty import REDUCTIONS
+    from rlgauntlet.victims.uncertainty import REDUCTIONS, SCORE_OUTPUTS
 
+    if score_of not in SCORE_OUTPUTS:
+        raise UserError(f"--score-of {score_of}: choose one of {', '.join(SCORE_OUTPUTS)}")
     if trials < 1:
         raise UserError(f"--trials {trials}: give at least 1")
     if reduce not in REDUCTIONS:
@@ -215,6 +219,10 @@ def ood_bench(
         try:
             if victim.uncertainty_method is None:
                 victim.uncertainty(None, None, reduce)  # the error names the agents that can
+            if score_of == "critic" and victim.is_discrete:
+                raise UserError("--score-of critic needs an actor-critic agent with an action-value critic "
+                                "(TD3, DDPG, SAC); a DQN's output already is its Q-values")
+            victim.uncertainty_output = score_of
             threats = _threats(list(shifts), victim, env_fn)
 
             def scored(threat, trial):
@@ -234,7 +242,7 @@ def ood_bench(
             if not isinstance(store, ResultsStore):
                 results.close()
     return {"rlgauntlet_version": rlgauntlet.__version__, "agent": victim.description, "env": env_info,
-            "detector": victim.uncertainty_method, "reduce": reduce, "trials": trials, "episodes": episodes,
+            "detector": victim.uncertainty_method, "reduce": reduce, "score_of": score_of, "trials": trials, "episodes": episodes,
             "seed": seed, "suite": suite, "scan": scan,
             "nominal": {"return_mean": [ev["return_mean"] for ev, _ in nominal],
                         "run_ids": [ev["run_id"] for ev, _ in nominal]},
@@ -252,7 +260,7 @@ def _bench_row(threat, nominal, shifted, victim, env_info, results: ResultsStore
         id_steps.append(int(id_scores.size))
         ood_steps.append(int(ood_scores.size))
     identity = {"agent": victim.description.get("sha256") or victim.description, "env": env_info,
-                "shift": threat.spec, "reduce": reduce, "seed": seed, "episodes": episodes, "trials": len(nominal)}
+                "shift": threat.spec, "reduce": reduce, "output": victim.uncertainty_output, "seed": seed, "episodes": episodes, "trials": len(nominal)}
     meta = {**identity, "rlgauntlet_version": rlgauntlet.__version__, "detector": victim.uncertainty_method,
             "nominal_runs": [ev["run_id"] for ev, _ in nominal], "shifted_runs": [ev["run_id"] for ev, _ in shifted]}
     key = run_key(identity)

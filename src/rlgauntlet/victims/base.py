@@ -87,6 +87,9 @@ class Victim(ABC):
     #: how the victim measures its own uncertainty (``mc_dropout``, ``mc_dropconnect``,
     #: ``ensemble``), or None when it cannot (see ``victims.uncertainty``)
     uncertainty_method: str | None = None
+    #: what the uncertainty score spreads over: ``policy`` (the primary output: Q-values,
+    #: probabilities, mean or action) or ``critic`` (an actor-critic's value of the action it takes)
+    uncertainty_output: str = "policy"
 
     @abstractmethod
     def preprocess(self, obs: np.ndarray) -> torch.Tensor:

@@ -256,10 +256,37 @@ class SB3Victim(Victim):
             return super().uncertainty(x, rng, reduce)
         from rlgauntlet.victims.uncertainty import mc_forward, spread_score
 
-        samples = mc_forward(self.layer_chain(), x.to(self.dtype), rng, self.mc_samples)
+        x = x.to(self.dtype)
+        if self.uncertainty_output == "critic":  # MC passes of the critic at the deterministic action
+            critic = self._critic_network()
+            samples = mc_forward(flatten_chain(critic.q_networks[0]), self._critic_input(x, self.forward_action(x)),
+                                 rng, self.mc_samples)
+            return spread_score(samples, reduce)
+        samples = mc_forward(self.layer_chain(), x, rng, self.mc_samples)
         if self.kind == "categorical":
             samples = torch.softmax(samples, dim=-1)
         return spread_score(samples, reduce)
+
+    def _critic_network(self):
+        if self.algorithm not in ("td3", "ddpg", "sac"):
+            raise UserError(f"a {self.algorithm.upper()} agent has no action-value critic; score its policy output "
+                            "(--score-of policy)")
+        return self.policy.critic
+
+    def forward_action(self, x: torch.Tensor) -> torch.Tensor:
+        """The deterministic action in env units, shape (B, D)."""
+        return self.actions(self.forward(x))
+
+    def _critic_input(self, x: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """[features(x), action scaled to [−1, 1]]: what SB3's critics read (they store actions scaled)."""
+        low = torch.as_tensor(self.action_space.low, device=x.device, dtype=x.dtype)
+        high = torch.as_tensor(self.action_space.high, device=x.device, dtype=x.dtype)
+        scaled = 2.0 * (action.to(x.dtype) - low) / (high - low) - 1.0
+        return torch.cat([self._critic_network().features_extractor(x), scaled], dim=1)
+
+    def critic_value(self, x: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """The first critic's Q(x, action) (action in env units), shape (B, 1)."""
+        return self._critic_network().q_networks[0](self._critic_input(x.to(self.dtype), action))
 
     @property
     def input_bounds(self) -> tuple[float, float] | None:

@@ -45,6 +45,7 @@ from rlgauntlet.victims.base import PolicyOutput, Victim
 MC_SAMPLES = 5
 DROPOUT_KINDS = ("activations", "weights")
 REDUCTIONS = ("mean", "max")
+SCORE_OUTPUTS = ("policy", "critic")
 
 
 #: largest weight mask (elements) a DropConnectLinear draws per training forward
@@ -277,5 +278,9 @@ class EnsembleVictim(Victim):
         return self.members[0].actions(out, deterministic, noise)
 
     def uncertainty(self, x: torch.Tensor, rng: BatchRNG, reduce: str = "mean") -> torch.Tensor:
-        samples = torch.stack([primary_output(m.forward(x)) for m in self.members], dim=1)
+        if self.uncertainty_output == "critic":  # each member's value of the action the ensemble takes
+            action = self.actions(self.forward(x))
+            samples = torch.stack([m.critic_value(x, action) for m in self.members], dim=1)
+        else:
+            samples = torch.stack([primary_output(m.forward(x)) for m in self.members], dim=1)
         return spread_score(samples, reduce)
