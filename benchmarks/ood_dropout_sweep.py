@@ -7,7 +7,7 @@ it stops a kind at the first p whose agent misses the recipe's target; when p = 
 misses, it goes down through 0.05, 0.02, 0.01 until an agent solves the task), and evaluates each
 agent clean and deterministically (the weight-scaled network, every unit kept) on 20
 episodes, seeds 0–19. The result is resumable: finished entries of the JSON are kept.
-Writes benchmarks/results/ood_dropout_sweep.json.
+Writes benchmarks/results/ood_dropout_sweep_{cartpole,pendulum}.json (one per --bases run, --out).
 
 Run: python benchmarks/ood_dropout_sweep.py [--bases cartpole-dqn,pendulum-td3] [--runs runs/ood-sweep]
 """

@@ -26,10 +26,21 @@ from rlgauntlet.victims.uncertainty import add_dropout
 
 
 class _Dropout:
-    """Mixin: stores the two dropout kwargs and saves them with the policy."""
+    """Mixin: stores the two dropout kwargs and saves them with the policy.
+
+    With DropConnect the target networks stay in training mode: the TD targets come from the
+    same noisy network the online one is trained as. With SB3's weight-scaled (eval-mode)
+    targets a DropConnect DQN's Q-values drifted above their bound (125 where 1/(1−γ) = 100)
+    and the agent collapsed to one action at every p we tried (docs/decisions.md).
+    """
 
     def _set_dropout(self, dropout: float, dropout_kind: str) -> None:
         self.dropout, self.dropout_kind = float(dropout), dropout_kind
+
+    def _noisy_targets(self, *targets) -> None:
+        if self.dropout_kind == "weights":
+            for net in targets:
+                net.set_training_mode(True)
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         return {**super()._get_constructor_parameters(), "dropout": self.dropout, "dropout_kind": self.dropout_kind}
@@ -45,6 +56,10 @@ class DropoutDQNPolicy(_Dropout, DQNPolicy):
     def make_q_net(self):
         return add_dropout(super().make_q_net(), self.dropout, self.dropout_kind)
 
+    def _build(self, lr_schedule) -> None:
+        super()._build(lr_schedule)
+        self._noisy_targets(self.q_net_target)
+
 
 class DropoutDQNCnnPolicy(_Dropout, DQNCnnPolicy):
     """DQN's Nature-CNN Q-network with dropout."""
@@ -55,6 +70,10 @@ class DropoutDQNCnnPolicy(_Dropout, DQNCnnPolicy):
 
     def make_q_net(self):
         return add_dropout(super().make_q_net(), self.dropout, self.dropout_kind)
+
+    def _build(self, lr_schedule) -> None:
+        super()._build(lr_schedule)
+        self._noisy_targets(self.q_net_target)
 
 
 class DropoutTD3Policy(_Dropout, TD3Policy):
@@ -69,6 +88,10 @@ class DropoutTD3Policy(_Dropout, TD3Policy):
 
     def make_critic(self, features_extractor=None):
         return add_dropout(super().make_critic(features_extractor), self.dropout, self.dropout_kind)
+
+    def _build(self, lr_schedule) -> None:
+        super()._build(lr_schedule)
+        self._noisy_targets(self.actor_target, self.critic_target)
 
 
 def _actor_critic_build(policy, lr_schedule) -> None:
