@@ -458,3 +458,22 @@ def test_score_of_critic_is_refused_for_a_dqn(dropout_agents):
     with pytest.raises(UserError, match="actor-critic"):
         ood_bench(f"sb3:{dropout_agents['dqn-weights']}", "CartPole-v1", shifts=["physics:param=length,scale=4"],
                   trials=1, episodes=1, score_of="critic")
+
+
+def test_ensemble_training_keeps_the_first_seeds_that_solve(tmp_path):
+    import json
+
+    from rlgauntlet.training.presets import TrainPreset, register_preset
+    from rlgauntlet.training.sb3_train import train_ensemble
+
+    register_preset(TrainPreset(
+        name="test-tiny-ensemble", env_id="CartPole-v1", algo="dqn", total_timesteps=128, n_envs=1, seed=10,
+        hyperparams=dict(policy="MlpPolicy", learning_starts=32, buffer_size=256, policy_kwargs=dict(net_arch=[8])),
+        target_return=0.0, members=2, checkpoint_every=128))
+    seed_of = lambda ckpt: json.loads((ckpt / "progress.json").read_text())["seed"]  # noqa: E731
+    accepted, rejected = train_ensemble("test-tiny-ensemble", tmp_path, solves=lambda ckpt: seed_of(ckpt) != 11,
+                                        log=lambda s: None)
+    assert [seed_of(c) for c in accepted] == [10, 12] and [seed_of(c) for c in rejected] == [11]
+    with pytest.raises(UserError, match="only 1 of 2 seeds"):
+        train_ensemble("test-tiny-ensemble", tmp_path, solves=lambda ckpt: seed_of(ckpt) != 11, max_seeds=2,
+                       log=lambda s: None)

@@ -187,10 +187,13 @@ def train(
 
         if init_from is not None or threat is not None:
             raise UserError("an ensemble preset trains its members from scratch; drop --init-from and --threat")
-        ckpts = train_ensemble(preset, run_dir or Path("runs") / f"{preset}{suffix}", **options)
+        from rlgauntlet.training.register import member_solves
+
+        ckpts, rejected = train_ensemble(preset, run_dir or Path("runs") / f"{preset}{suffix}",
+                                         solves=lambda ckpt: member_solves(preset, ckpt), **options)
         if register:
             command = " ".join(["rlgauntlet train --preset", preset, *changed])
-            entry = register_zoo_ensemble(preset, ckpts, command=command, zoo_name=zoo_name)
+            entry = register_zoo_ensemble(preset, ckpts, command=command, zoo_name=zoo_name, rejected=rejected)
             console.print(f"zoo ensemble {zoo_name or preset}: clean return {entry['clean_return']['mean']:.1f} ± "
                           f"{entry['clean_return']['std']:.1f} over 20 episodes")
         return

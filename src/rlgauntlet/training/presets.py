@@ -44,7 +44,8 @@ class TrainPreset:
         init_from: agent whose weights training starts from (a fine-tune), e.g. ``zoo:cartpole-dqn``.
         stop_at_target: stop once training episodes beat the target (off for fine-tunes that
             start above it).
-        members: an ensemble of this many agents, member k trained alone with seed ``seed + k``.
+        members: an ensemble of this many agents, each trained alone: seeds ``seed``, ``seed + 1``,
+            … in turn, keeping the first ``members`` agents that reach ``target_return``.
     """
 
     name: str
@@ -248,8 +249,8 @@ OOD_DROPOUT = {("cartpole-dqn", "activations"): 0.2, ("cartpole-dqn", "weights")
 
 for _base, _short in (("cartpole-dqn", "cartpole-dqn"), ("pendulum-td3", "pendulum-td3")):
     for _preset in (
-        _ood(_base, f"{_short}-ensemble", "5 independently seeded agents (seeds 0-4); member 0 is the base recipe's "
-             "agent", members=5),
+        _ood(_base, f"{_short}-ensemble", "the first 5 seeds (0, 1, ...) whose agent reaches the target; seed 0 is "
+             "the base recipe's agent", members=5),
         _ood(_base, f"{_short}-mcdropout", "MC Dropout after every hidden activation, p from the sweep",
              dropout=OOD_DROPOUT[(_base, "activations")], dropout_kind="activations"),
         _ood(_base, f"{_short}-dropconnect", "MC DropConnect on every Linear weight (biases kept), p from the sweep",

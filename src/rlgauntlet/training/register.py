@@ -29,11 +29,22 @@ def _clean_return_entry(returns: list[float], target: float) -> dict:
             "seed": ZOO_EVAL_SEED, "deterministic": True, "target": target}
 
 
+def member_solves(name: str, checkpoint: Path, n_envs: int = 4) -> bool:
+    """Whether the agent in ``checkpoint`` reaches preset ``name``'s target over the zoo's 20 episodes."""
+    import numpy as np
+
+    preset = get_preset(name)
+    candidate = load_sb3(checkpoint / "model.zip", base_algorithm(preset.algo))
+    return float(np.mean(_clean_returns(candidate, preset.env_id, n_envs))) >= preset.target_return
+
+
 def register_zoo_ensemble(name: str, checkpoints: list[Path], n_envs: int = 4, force: bool = False,
-                          command: str | None = None, zoo_name: str | None = None) -> dict:
+                          command: str | None = None, zoo_name: str | None = None,
+                          rejected: list[Path] = ()) -> dict:
     """Put the members of ensemble preset ``name`` (from ``train_ensemble``) into the zoo as one
     entry: the ensemble (acting on the members' mean output) must reach the preset's target over
-    20 episodes; each member's seed and own clean return are recorded too."""
+    20 episodes; each member's seed and own clean return are recorded, and so are the seeds
+    that were tried and left out (``rejected``: agents below the target)."""
     import json
 
     import numpy as np
@@ -55,7 +66,12 @@ def register_zoo_ensemble(name: str, checkpoints: list[Path], n_envs: int = 4, f
     if float(np.mean(returns)) < preset.target_return and not force:
         raise UserError(f"ensemble {name} scores {np.mean(returns):.1f} over {ZOO_EVAL_EPISODES} episodes, below its "
                         f"target {preset.target_return}; train its members longer before it joins the zoo")
-    entry = {"env": preset.env_id, "algorithm": algo, "preset": name,
+    left_out = []
+    for ckpt in rejected:
+        progress = json.loads((ckpt / "progress.json").read_text())
+        returns_k = _clean_returns(load_sb3(ckpt / "model.zip", algo), preset.env_id, n_envs)
+        left_out.append({"seed": progress["seed"], "clean_return": _clean_return_entry(returns_k, preset.target_return)})
+    entry = {"env": preset.env_id, "algorithm": algo, "preset": name, "rejected_members": left_out,
              "command": command or f"rlgauntlet train --preset {name}", "seed": preset.seed,
              "uncertainty": {"method": "ensemble", "members": len(members)},
              "clean_return": _clean_return_entry(returns, preset.target_return)}

@@ -302,13 +302,24 @@ def train_preset(
     return ckpt
 
 
-def train_ensemble(name: str, run_dir: str | Path, **kwargs) -> list[Path]:
-    """Train (or resume) every member of the ensemble preset ``name``: member k is the recipe
-    trained alone with seed ``preset.seed + k`` in ``run_dir/member-k``. Keyword arguments are
-    those of :func:`train_preset` (``seed`` moves every member's seed). Returns the members'
-    checkpoint folders."""
+def train_ensemble(name: str, run_dir: str | Path, solves: Callable[[Path], bool] | None = None,
+                   max_seeds: int | None = None, **kwargs) -> tuple[list[Path], list[Path]]:
+    """Train (or resume) the members of the ensemble preset ``name``: seed ``preset.seed + k``
+    in ``run_dir/member-k`` for k = 0, 1, …, keeping the first ``preset.members`` agents that
+    ``solves`` accepts (all, when None), trying at most ``max_seeds`` seeds (default 3·members).
+    Keyword arguments are those of :func:`train_preset` (``seed`` moves every member's seed).
+    Returns (accepted, rejected) checkpoint folders."""
     preset = get_preset(name)
     base_seed = kwargs.pop("seed", None)
     base_seed = preset.seed if base_seed is None else base_seed
-    return [train_preset(name, Path(run_dir) / f"member-{k}", seed=base_seed + k, **kwargs)
-            for k in range(preset.members)]
+    accepted: list[Path] = []
+    rejected: list[Path] = []
+    for k in range(max_seeds or 3 * preset.members):
+        if len(accepted) == preset.members:
+            break
+        ckpt = train_preset(name, Path(run_dir) / f"member-{k}", seed=base_seed + k, **kwargs)
+        (accepted if solves is None or solves(ckpt) else rejected).append(ckpt)
+    if len(accepted) < preset.members:
+        raise UserError(f"only {len(accepted)} of {len(accepted) + len(rejected)} seeds of {name} solved the task; "
+                        f"an ensemble needs {preset.members} (raise --max-seeds or fix the recipe)")
+    return accepted, rejected
