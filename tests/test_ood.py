@@ -460,16 +460,16 @@ def test_score_of_critic_is_refused_for_a_dqn(dropout_agents):
                   trials=1, episodes=1, score_of="critic")
 
 
-def test_ensemble_training_keeps_the_first_seeds_that_solve(tmp_path):
+def test_ensemble_training_keeps_the_first_seeds_that_solve(tmp_path, monkeypatch):
     import json
 
-    from rlgauntlet.training.presets import TrainPreset, register_preset
+    from rlgauntlet.training.presets import PRESETS, TrainPreset
     from rlgauntlet.training.sb3_train import train_ensemble
 
-    register_preset(TrainPreset(
+    monkeypatch.setitem(PRESETS, "test-tiny-ensemble", TrainPreset(
         name="test-tiny-ensemble", env_id="CartPole-v1", algo="dqn", total_timesteps=128, n_envs=1, seed=10,
         hyperparams=dict(policy="MlpPolicy", learning_starts=32, buffer_size=256, policy_kwargs=dict(net_arch=[8])),
-        target_return=0.0, members=2, checkpoint_every=128))
+        target_return=0.0, members=2, checkpoint_every=128))  # only for this test
     seed_of = lambda ckpt: json.loads((ckpt / "progress.json").read_text())["seed"]  # noqa: E731
     accepted, rejected = train_ensemble("test-tiny-ensemble", tmp_path, solves=lambda ckpt: seed_of(ckpt) != 11,
                                         log=lambda s: None)
