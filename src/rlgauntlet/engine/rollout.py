@@ -32,7 +32,7 @@ from rlgauntlet.common.seeding import BatchRNG, episode_generator
 from rlgauntlet.errors import UserError
 from rlgauntlet.metrics.perceptual import PerceptualMeter
 from rlgauntlet.threats.base import Memory, Threat
-from rlgauntlet.victims.base import Victim
+from rlgauntlet.victims.base import Victim, no_uncertainty_error
 
 CONTINUOUS_ACTION_TOL = 1e-6
 #: perceptual metrics (SSIM, MSE for PSNR, LPIPS) are computed on every k-th step of an episode
@@ -172,7 +172,7 @@ def evaluate_episodes(
         if uncertainty not in REDUCTIONS:
             raise UserError(f"unknown uncertainty reduction {uncertainty!r}; choose one of: {', '.join(REDUCTIONS)}")
         if victim.uncertainty_method is None:
-            victim.uncertainty(None, None, uncertainty)  # raises the error that says which agents can
+            raise no_uncertainty_error(victim)
     scoring = None if uncertainty is None else (uncertainty, uncertainty_series)
     slots = [_Slot(env_fn()) for _ in first]
     done: list[EpisodeRecord] = []

@@ -38,7 +38,7 @@ from rlgauntlet.experiments.evaluate import check_seed, run_evaluation
 from rlgauntlet.experiments.store import ResultsStore, run_key
 from rlgauntlet.metrics.ood import auroc, best_threshold, fpr_at_tpr, trial_summary
 from rlgauntlet.threats.suites import ood_suite
-from rlgauntlet.victims.base import DelegatingVictim, PolicyOutput, Victim
+from rlgauntlet.victims.base import DelegatingVictim, PolicyOutput, Victim, no_uncertainty_error
 
 FAIL_BELOW = 0.5
 RANDOM_POLICY_LABEL = "random_policy"
@@ -218,7 +218,7 @@ def ood_bench(
         victim, results, env_info, env_fn = _setup(agent, env, preset, device, store)
         try:
             if victim.uncertainty_method is None:
-                victim.uncertainty(None, None, reduce)  # the error names the agents that can
+                raise no_uncertainty_error(victim)
             if score_of == "critic" and victim.is_discrete:
                 raise UserError("--score-of critic needs an actor-critic agent with an action-value critic "
                                 "(TD3, DDPG, SAC); a DQN's output already is its Q-values")

@@ -118,11 +118,7 @@ class Victim(ABC):
         ``rng`` (a ``common.seeding.BatchRNG``, one generator per row) drives MC masks.
         Only victims with an ``uncertainty_method`` have one.
         """
-        from rlgauntlet.errors import UserError
-
-        raise UserError(f"this agent ({self.description.get('name') or self.description.get('path') or 'given'}) reports "
-                        "no uncertainty; use an ensemble, MC Dropout or MC DropConnect agent (e.g. "
-                        "zoo:cartpole-dqn-ensemble)")
+        raise no_uncertainty_error(self)
 
     def actions(
         self, out: PolicyOutput, deterministic: bool = True, noise: torch.Tensor | None = None
@@ -208,6 +204,15 @@ class DelegatingVictim(Victim):
 
     def uncertainty(self, x: torch.Tensor, rng, reduce: str = "mean") -> torch.Tensor:
         return self.victim.uncertainty(x, rng, reduce)
+
+
+def no_uncertainty_error(victim: Victim):
+    """The :class:`UserError` for an agent asked for an uncertainty score it cannot give."""
+    from rlgauntlet.errors import UserError
+
+    name = victim.description.get("name") or victim.description.get("path") or "given"
+    return UserError(f"this agent ({name}) reports no uncertainty; use an ensemble, MC Dropout or MC DropConnect "
+                     "agent (e.g. zoo:cartpole-dqn-ensemble)")
 
 
 def _observation_spaces_match(agent: gym.Space, env: gym.Space) -> bool:
