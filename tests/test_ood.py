@@ -477,3 +477,23 @@ def test_ensemble_training_keeps_the_first_seeds_that_solve(tmp_path, monkeypatc
     with pytest.raises(UserError, match="only 1 of 2 seeds"):
         train_ensemble("test-tiny-ensemble", tmp_path, solves=lambda ckpt: seed_of(ckpt) != 11, max_seeds=2,
                        log=lambda s: None)
+
+
+def test_actor_critic_dropout_policy_trains_saves_and_loads_as_data(tmp_path):
+    """The PPO/A2C path (shared with the Nature-CNN policy meant for a DropConnect Pong agent)."""
+    from stable_baselines3 import PPO
+
+    from rlgauntlet.victims import load_victim
+    from rlgauntlet.victims.dropout_policies import DropoutActorCriticPolicy
+
+    model = PPO(DropoutActorCriticPolicy, "CartPole-v1", n_steps=64, batch_size=32, n_epochs=1, seed=0,
+                policy_kwargs=dict(net_arch=[16], dropout=0.2, dropout_kind="weights"))
+    assert type(model.policy.action_net).__name__ == "DropConnectLinear"
+    before = model.policy.action_net.weight.detach().clone()
+    model.learn(64)
+    assert not torch.equal(model.policy.action_net.weight, before)  # the optimizer still holds the swapped weights
+    model.save(tmp_path / "ppo.zip")
+    victim = load_victim(f"sb3:{tmp_path / 'ppo.zip'}")
+    assert victim.uncertainty_method == "mc_dropconnect"
+    x = victim.preprocess(np.zeros((3, 4), dtype=np.float32))
+    assert torch.all(victim.uncertainty(x, _rng(3)) > 0)
