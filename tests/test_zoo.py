@@ -36,10 +36,10 @@ def test_zoo_agent_meets_clean_return(name):
     mean = float(np.mean([r.episode_return for r in records]))
     assert mean >= entry["clean_return"]["target"]
     assert mean == pytest.approx(entry["clean_return"]["mean"], rel=1e-6, abs=1e-6)  # reproduces the manifest
-    for key in ("command", "seed"):
+    for key in ("command", "seed", "sha256", "file"):
         assert key in entry
-    for item in entry.get("members", [entry]):  # an ensemble records each member's file, sha256 and seed
-        assert {"sha256", "file", "seed"} <= set(item) or item is entry and {"sha256", "file"} <= set(item)
+    for item in entry.get("members", []):  # an ensemble's file is its member list; each member is recorded too
+        assert {"sha256", "file", "seed"} <= set(item)
 
 
 def test_tampered_zoo_file_is_refused(tmp_path, monkeypatch):
@@ -55,3 +55,22 @@ def test_tampered_zoo_file_is_refused(tmp_path, monkeypatch):
         load_victim("zoo:cartpole-ppo")
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest["cartpole-ppo"]["sha256"] != ""
+
+
+def test_an_ensemble_whose_member_list_disagrees_with_the_manifest_is_refused(tmp_path, monkeypatch):
+    import json as json_
+
+    from rlgauntlet.victims.sb3 import sha256_file
+    from rlgauntlet.zoo import zoo_dir
+
+    shutil.copytree(zoo_dir(), tmp_path / "zoo")
+    monkeypatch.setenv("RLGAUNTLET_ZOO", str(tmp_path / "zoo"))
+    listing = tmp_path / "zoo" / MANIFEST["cartpole-dqn-ensemble"]["file"]
+    data = json_.loads(listing.read_text())
+    data["members"][0]["sha256"] = "0" * 64  # a member list edited to vouch for another file...
+    listing.write_text(json_.dumps(data))
+    manifest = json_.loads((tmp_path / "zoo" / "manifest.json").read_text())
+    manifest["cartpole-dqn-ensemble"]["sha256"] = sha256_file(listing)  # ...with its own checksum updated
+    (tmp_path / "zoo" / "manifest.json").write_text(json_.dumps(manifest))
+    with pytest.raises(UserError, match="does not match the manifest's members"):
+        load_victim("zoo:cartpole-dqn-ensemble")

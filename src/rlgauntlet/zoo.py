@@ -5,7 +5,9 @@ sha256, the exact training command and seed, and the clean return measured over 
 episodes. Files are checked against their sha256 before they are loaded.
 
 An entry holds one agent (``file``, optionally ``vecnormalize``) or several files:
-``members`` (an ensemble: K independently seeded agents, each ``{"file", "sha256", "seed"}``).
+``members`` (an ensemble: K independently seeded agents, each ``{"file", "sha256", "seed"}``),
+whose ``file`` is then the ensemble's member list (``NAME.ensemble.json``), checksummed like
+any agent file and checked against ``members`` when loaded.
 An entry trained against another agent (a learned attacker) names it in ``victim``
 (``{"name", "sha256"}``), and loading it checks that the zoo still holds that exact victim.
 
@@ -69,7 +71,7 @@ def _verified(info: dict) -> Path:
 
 def zoo_file(entry: dict, key: str = "file") -> Path:
     """Path of a zoo file (``file`` or ``vecnormalize``), verified against the sha256 in the manifest."""
-    if key == "file" and "file" not in entry:
+    if key == "file" and "members" in entry:
         raise UserError("this zoo entry holds several files (ensemble members); load them with rlgauntlet.zoo.zoo_files")
     return _verified(entry if key == "file" else entry[key])
 
@@ -80,6 +82,12 @@ def zoo_files(entry: dict) -> list[Path]:
     infos = ([entry] if "file" in entry else []) + ([entry["vecnormalize"]] if "vecnormalize" in entry else [])
     infos += list(entry.get("members", []))
     paths = [_verified(i) for i in infos]
+    if "members" in entry:
+        listed = json.loads(paths[0].read_text())["members"]
+        if [(m["file"], m["sha256"]) for m in listed] != [(m["file"], m["sha256"]) for m in entry["members"]]:
+            raise UserError(f"the member list {paths[0].name} does not match the manifest's members; restore both "
+                            "from the repository (git checkout zoo/)")
+        paths = paths[1:]
     if "victim" in entry:
         victim = zoo_entry(entry["victim"]["name"])
         if victim.get("sha256") != entry["victim"]["sha256"]:
@@ -89,6 +97,16 @@ def zoo_files(entry: dict) -> list[Path]:
                 "retrain it against the current victim with its recorded command"
             )
     return paths
+
+
+def _write_member_list(directory: Path, name: str, entry: dict) -> None:
+    """Write an ensemble's member list (file, sha256, seed of each) as its ``file``."""
+    from rlgauntlet.victims.sb3 import sha256_file
+
+    target = directory / f"{name}.ensemble.json"
+    members = [{"file": m["file"], "sha256": m["sha256"], "seed": m.get("seed")} for m in entry["members"]]
+    target.write_text(json.dumps({"name": name, "members": members}, indent=2) + "\n")
+    entry.update(file=target.name, sha256=sha256_file(target))
 
 
 def add_zoo_entry(name: str, entry: dict, files: dict[str, Path] | None = None,
@@ -121,6 +139,7 @@ def add_zoo_entry(name: str, entry: dict, files: dict[str, Path] | None = None,
             target = directory / f"{name}.member-{k}{Path(src).suffix}"
             shutil.copyfile(src, target)
             entry["members"].append({**fields, "file": target.name, "sha256": sha256_file(target)})
+        _write_member_list(directory, name, entry)
     if victim is not None:
         entry["victim"] = {"name": victim, "sha256": zoo_entry(victim)["sha256"]}
     manifest = load_manifest()
