@@ -497,3 +497,15 @@ def test_actor_critic_dropout_policy_trains_saves_and_loads_as_data(tmp_path):
     assert victim.uncertainty_method == "mc_dropconnect"
     x = victim.preprocess(np.zeros((3, 4), dtype=np.float32))
     assert torch.all(victim.uncertainty(x, _rng(3)) > 0)
+
+
+def test_bench_puts_ood_on_the_positive_side():
+    """A long pole is the ensemble's clearest shift (AUROC 0.986 ± 0.009 over 5 × 10 episodes):
+    swapping ID and OOD would give about 0.01, a score of the wrong steps about 0.5."""
+    from rlgauntlet.experiments.ood import ood_bench
+
+    result = ood_bench("zoo:cartpole-dqn-ensemble", "CartPole-v1", shifts=["physics:param=length,scale=8"],
+                       trials=1, episodes=2)
+    row = result["rows"][0]
+    assert row["auroc"]["mean"] > 0.9 and row["fpr95"]["mean"] < 0.2
+    assert row["world"]["value"] == 4.0 and row["id_steps"] == [1000]

@@ -46,34 +46,33 @@ class _Dropout:
         return {**super()._get_constructor_parameters(), "dropout": self.dropout, "dropout_kind": self.dropout_kind}
 
 
-class DropoutDQNPolicy(_Dropout, DQNPolicy):
+class _DropoutQNetwork(_Dropout):
+    """DQN policies: dropout in the Q-network and its target."""
+
+    def make_q_net(self):
+        return add_dropout(super().make_q_net(), self.dropout, self.dropout_kind)
+
+    def _build(self, lr_schedule) -> None:
+        super()._build(lr_schedule)
+        self._noisy_targets(self.q_net_target)
+
+
+# Each concrete class defines its own __init__: a saved zip names its policy class by the
+# qualified name of __init__, which is what the data-only reader looks up.
+class DropoutDQNPolicy(_DropoutQNetwork, DQNPolicy):
     """DQN's MLP Q-network (and its target) with dropout."""
 
     def __init__(self, *args: Any, dropout: float = 0.1, dropout_kind: str = "weights", **kwargs: Any) -> None:
         self._set_dropout(dropout, dropout_kind)
         super().__init__(*args, **kwargs)
 
-    def make_q_net(self):
-        return add_dropout(super().make_q_net(), self.dropout, self.dropout_kind)
 
-    def _build(self, lr_schedule) -> None:
-        super()._build(lr_schedule)
-        self._noisy_targets(self.q_net_target)
-
-
-class DropoutDQNCnnPolicy(_Dropout, DQNCnnPolicy):
+class DropoutDQNCnnPolicy(_DropoutQNetwork, DQNCnnPolicy):
     """DQN's Nature-CNN Q-network with dropout."""
 
     def __init__(self, *args: Any, dropout: float = 0.1, dropout_kind: str = "weights", **kwargs: Any) -> None:
         self._set_dropout(dropout, dropout_kind)
         super().__init__(*args, **kwargs)
-
-    def make_q_net(self):
-        return add_dropout(super().make_q_net(), self.dropout, self.dropout_kind)
-
-    def _build(self, lr_schedule) -> None:
-        super()._build(lr_schedule)
-        self._noisy_targets(self.q_net_target)
 
 
 class DropoutTD3Policy(_Dropout, TD3Policy):
@@ -94,38 +93,34 @@ class DropoutTD3Policy(_Dropout, TD3Policy):
         self._noisy_targets(self.actor_target, self.critic_target)
 
 
-def _actor_critic_build(policy, lr_schedule) -> None:
-    # the optimizer is made in _build; add_dropout keeps the Parameter objects it holds
-    for name in ("features_extractor", "pi_features_extractor", "vf_features_extractor", "mlp_extractor"):
-        module = getattr(policy, name, None)
-        if module is not None:
-            add_dropout(module, policy.dropout, policy.dropout_kind)
-    if policy.dropout_kind == "weights":
-        from rlgauntlet.victims.uncertainty import _drop_connect
+class _DropoutActorCritic(_Dropout):
+    """PPO / A2C policies: dropout in the extractors, both MLP heads and (DropConnect) the output layers."""
 
-        policy.action_net = _drop_connect(policy.action_net, policy.dropout)
-        policy.value_net = _drop_connect(policy.value_net, policy.dropout)
+    def _build(self, lr_schedule) -> None:
+        super()._build(lr_schedule)
+        # the optimizer is made in _build; add_dropout keeps the Parameter objects it holds
+        for name in ("features_extractor", "pi_features_extractor", "vf_features_extractor", "mlp_extractor"):
+            module = getattr(self, name, None)
+            if module is not None:
+                add_dropout(module, self.dropout, self.dropout_kind)
+        if self.dropout_kind == "weights":
+            from rlgauntlet.victims.uncertainty import _drop_connect
+
+            self.action_net = _drop_connect(self.action_net, self.dropout)
+            self.value_net = _drop_connect(self.value_net, self.dropout)
 
 
-class DropoutActorCriticPolicy(_Dropout, ActorCriticPolicy):
-    """PPO / A2C MLP policy with dropout in the shared extractor, both MLP heads and the output layers."""
+class DropoutActorCriticPolicy(_DropoutActorCritic, ActorCriticPolicy):
+    """PPO / A2C MLP policy with dropout."""
 
     def __init__(self, *args: Any, dropout: float = 0.1, dropout_kind: str = "weights", **kwargs: Any) -> None:
         self._set_dropout(dropout, dropout_kind)
         super().__init__(*args, **kwargs)
 
-    def _build(self, lr_schedule) -> None:
-        super()._build(lr_schedule)
-        _actor_critic_build(self, lr_schedule)
 
-
-class DropoutActorCriticCnnPolicy(_Dropout, ActorCriticCnnPolicy):
+class DropoutActorCriticCnnPolicy(_DropoutActorCritic, ActorCriticCnnPolicy):
     """PPO / A2C Nature-CNN policy with dropout (for a DropConnect Pong agent)."""
 
     def __init__(self, *args: Any, dropout: float = 0.1, dropout_kind: str = "weights", **kwargs: Any) -> None:
         self._set_dropout(dropout, dropout_kind)
         super().__init__(*args, **kwargs)
-
-    def _build(self, lr_schedule) -> None:
-        super()._build(lr_schedule)
-        _actor_critic_build(self, lr_schedule)
