@@ -249,6 +249,37 @@ def attack_train(
     console.print(f"wrote {run_dir}; use it with --threat {spec}  (strength: {manifest['strength']['attacked_mean']:.1f})")
 
 
+@app.command("dynamics-train")
+def dynamics_train(
+    agent: str = typer.Option(..., help="the victim whose behaviour half the data comes from (continuous actions). Example: --agent zoo:dmc-walker-stand-sac"),
+    env: str = typer.Option(..., help="Gymnasium id. Example: --env dm_control/walker-stand-v0"),
+    samples: int = typer.Option(..., min=1, help="transitions (s, a, s') to learn from, half from the agent and half from a uniform random policy. Example: --samples 200000"),
+    run_dir: Path = typer.Option(..., help="model folder (data.npz, checkpoint.pt, model.pt, manifest.json); resumed if it holds a run with the same settings. Example: --run-dir runs/dyn-walker"),
+    epochs: int = typer.Option(30, min=1, help="passes over the training transitions. Example: --epochs 50"),
+    hidden: int = typer.Option(1000, min=1, help="units per hidden layer (the paper's 1000). Example: --hidden 256"),
+    layers: int = typer.Option(4, min=1, help="hidden layers (the paper's 4). Example: --layers 3"),
+    seed: int = typer.Option(0, help="seed of the data episodes (seed + k) and of training. Example: --seed 1"),
+    n_envs: int = typer.Option(4, min=1, help="envs stepped side by side while collecting. Example: --n-envs 8"),
+    vecnormalize: Optional[Path] = typer.Option(None, help="the agent's VecNormalize statistics file. Example: --vecnormalize agent.vecnormalize.pkl"),
+    threads: Optional[int] = typer.Option(None, min=1, help="torch CPU threads (default: the thread policy). Example: --threads 2"),
+) -> None:
+    """Learn the one-step dynamics model f(s, a) -> s' that model_obs / model_action plan with.
+
+    Example: rlgauntlet dynamics-train --agent zoo:dmc-cartpole-balance-sac --env dm_control/cartpole-balance-v0 --samples 100000 --run-dir runs/dyn-cartpole
+    """
+    from rlgauntlet.common.threads import thread_policy
+    from rlgauntlet.envs import make_env
+    from rlgauntlet.training.dynamics import learn_dynamics
+
+    victim, preset = _load_for_env(agent, env, None, "cpu", None, vecnormalize)
+    _KEPT["note"] = f"the collected data and the last epoch's checkpoint in {run_dir} are kept; run the same command to resume"
+    with thread_policy(threads):
+        manifest = learn_dynamics(victim, env, lambda: make_env(env, preset), samples, run_dir, seed=seed, hidden=hidden,
+                                  layers=layers, epochs=epochs, n_envs=n_envs, log=lambda s: console.print(s))
+    errors = ", ".join(f"{k}-step {v['mse']:.3g}" for k, v in manifest["k_step_error"].items() if v)
+    console.print(f"wrote {run_dir}: test MSE {errors}; use it with --threat model_obs:model={run_dir},eps=...,target=...")
+
+
 @app.command()
 def plot(
     store: Path = typer.Option(Path(DEFAULT_STORE_NAME), help="results store to read. Example: --store results/rlgauntlet-results.sqlite"),

@@ -137,6 +137,7 @@ def evaluate_episodes(
     on_inputs: Callable[[torch.Tensor], bool] | None = None,
     uncertainty: str | None = None,
     uncertainty_series: bool = False,
+    on_transition: Callable[[int, np.ndarray, np.ndarray, np.ndarray], None] | None = None,
 ) -> list[EpisodeRecord]:
     """Run the given episode indices and return their records (in order of completion).
 
@@ -159,6 +160,8 @@ def evaluate_episodes(
         uncertainty: score every step with the victim's own uncertainty on the input it acts on
             (``victim.uncertainty``, reduced over actions by ``mean`` or ``max``); None: no score.
         uncertainty_series: keep every step's score in ``EpisodeRecord.uncertainty_series``.
+        on_transition: called after every env step with (episode, observation, executed action,
+            next observation), e.g. to collect data for a dynamics model.
     """
     queue = iter(episodes)  # consumed lazily: an endless count works (e.g. to collect states)
     first = list(itertools.islice(queue, max(1, n_envs)))
@@ -193,6 +196,8 @@ def evaluate_episodes(
                 on_step(len(active))
             for slot, action in zip(active, actions):
                 obs, reward, terminated, truncated, info = slot.env.step(action)
+                if on_transition is not None:
+                    on_transition(slot.record.episode, slot.obs, action, obs)
                 rec = slot.record
                 rec.length += 1
                 # the raw game score from make_env's envs; plain envs: the sum of rewards
@@ -221,7 +226,7 @@ def evaluate_episodes(
 def _memory(active: list[_Slot], device) -> Memory:
     return Memory([s.threat_state for s in active],
                   torch.tensor([s.record.length for s in active], device=device),
-                  [s.env for s in active])
+                  [s.env for s in active], [s.obs for s in active])
 
 
 @torch.no_grad()

@@ -8,7 +8,14 @@ expect:
   axis, exactly what ``make_atari_env`` + ``VecFrameStack(4)`` produce;
 * ``classic`` (CartPole, Acrobot, MountainCar, Pendulum, ...) and ``mujoco`` (``*-v5``):
   the env as registered;
+* ``dmc`` (``dm_control/DOMAIN-TASK-v0``, the DeepMind Control Suite through shimmy, extra
+  ``[dmc]``): the observation dict flattened in the space's key order by
+  :class:`FlattenDictObservation`, which records where each key lies (``observation_layout``);
 * ``none``: the env as registered, whatever its id.
+
+Every env made here has an ``observation_layout`` (a dict from a name to the flat indices of
+that observation part, see :func:`observation_layout`), so that a target state can name a
+coordinate (``height``, ``position[1]``) instead of a position that may move.
 
 Evaluation envs report the *real* episode: the raw game score summed over all lives, and
 an episode ends only when the game is over (as SB3's ``Monitor`` and ``evaluate_policy``
@@ -30,8 +37,9 @@ import numpy as np
 
 from rlgauntlet.errors import UserError
 
-Preset = Literal["atari", "classic", "mujoco", "none"]
-PRESETS: tuple[str, ...] = ("atari", "classic", "mujoco", "none")
+Preset = Literal["atari", "classic", "mujoco", "dmc", "none"]
+PRESETS: tuple[str, ...] = ("atari", "classic", "mujoco", "dmc", "none")
+DMC_PREFIX = "dm_control/"
 
 CLASSIC_IDS = {
     "CartPole-v0",
@@ -79,6 +87,8 @@ def resolve_preset(env_id: str, override: str | None = None) -> Preset:
         return override  # type: ignore[return-value]
     if env_id.endswith("NoFrameskip-v4"):
         return "atari"
+    if env_id.startswith(DMC_PREFIX):
+        return "dmc"
     if env_id in CLASSIC_IDS:
         return "classic"
     if env_id.split("-")[0] in MUJOCO_PREFIXES:
@@ -166,16 +176,96 @@ class LastAxisFrameStack(gym.ObservationWrapper):
         return self._stack.copy()
 
 
+#: named parts of the flat observation of Gymnasium envs (indices into the observation vector),
+#: from each env's documentation; dm_control envs get theirs from their observation dict
+NAMED_OBSERVATIONS: dict[str, dict[str, list[int]]] = {
+    # [cart position, pole angle, cart velocity, pole angular velocity]
+    "InvertedPendulum": {"position": [0], "angle": [1], "velocity": [2], "angular_velocity": [3]},
+    # [torso z, torso angle, 6 joint angles, 9 velocities] (the x position is excluded)
+    "Walker2d": {"height": [0], "angle": [1], "joints": list(range(2, 8)), "velocity": list(range(8, 17))},
+    "Hopper": {"height": [0], "angle": [1], "joints": list(range(2, 5)), "velocity": list(range(5, 11))},
+    # [cos θ, sin θ, θ̇]
+    "Pendulum": {"cos": [0], "sin": [1], "angular_velocity": [2]},
+    # [cart position, cart velocity, pole angle, pole angular velocity]
+    "CartPole": {"position": [0], "velocity": [1], "angle": [2], "angular_velocity": [3]},
+}
+
+
+class FlattenDictObservation(gym.ObservationWrapper):
+    """Flatten a ``Dict`` observation into one float vector, keys in the space's order.
+
+    Scalars take one entry, arrays their flattened size. ``observation_layout`` maps each key
+    to its indices, e.g. dm_control walker: ``{"height": [0], "orientations": [1..14], ...}``.
+
+    Example:
+        >>> space = gym.spaces.Dict({"b": gym.spaces.Box(-1, 1, (2,)), "a": gym.spaces.Box(-1, 1, ())})
+        >>> class Env(gym.Env):
+        ...     observation_space, action_space = space, gym.spaces.Discrete(2)
+        ...     def reset(self, seed=None, options=None): return {"a": 0.5, "b": np.array([1., 2.])}, {}
+        >>> env = FlattenDictObservation(Env())
+        >>> env.reset()[0], env.observation_layout
+        (array([0.5, 1. , 2. ]), {'a': [0], 'b': [1, 2]})
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        space = env.observation_space
+        if not isinstance(space, gym.spaces.Dict):
+            raise UserError(f"{env.spec.id if env.spec else 'this env'} has no dict observation to flatten")
+        self.keys = list(space.spaces)
+        self.observation_layout: dict[str, list[int]] = {}
+        start, low, high = 0, [], []
+        for key in self.keys:
+            sub = space.spaces[key]
+            size = int(np.prod(sub.shape))
+            self.observation_layout[key] = list(range(start, start + size))
+            low.append(np.broadcast_to(sub.low, sub.shape).reshape(-1))
+            high.append(np.broadcast_to(sub.high, sub.shape).reshape(-1))
+            start += size
+        self.observation_space = gym.spaces.Box(np.concatenate(low), np.concatenate(high), dtype=np.float64)
+
+    def observation(self, observation):
+        return np.concatenate([np.asarray(observation[k], dtype=np.float64).reshape(-1) for k in self.keys])
+
+
+def observation_layout(env: gym.Env) -> dict[str, list[int]]:
+    """Named parts of ``env``'s flat observation: key → indices (empty when none are known)."""
+    layout = getattr(env, "observation_layout", None)
+    if layout is None and hasattr(env, "get_wrapper_attr"):
+        try:
+            layout = env.get_wrapper_attr("observation_layout")
+        except AttributeError:
+            layout = None
+    if layout is not None:
+        return dict(layout)
+    env_id = env.spec.id if env.spec is not None else ""
+    return dict(NAMED_OBSERVATIONS.get(env_id.split("-")[0], {}))
+
+
+def _register_dmc() -> None:
+    import warnings
+
+    try:
+        with warnings.catch_warnings():  # dm_control probes an X display for rendering, which we never use
+            warnings.simplefilter("ignore")
+            import shimmy
+    except ImportError:
+        raise UserError("dm_control envs need the [dmc] extra: pip install 'rlgauntlet[dmc]'") from None
+    gym.register_envs(shimmy)
+
+
 def _gym_make(env_id: str, **kwargs: Any) -> gym.Env:
     if env_id.endswith("-v4") or env_id.startswith("ALE/"):
         _register_ale()
+    if env_id.startswith(DMC_PREFIX):
+        _register_dmc()
     try:
         return gym.make(env_id, **kwargs)
     except (gym.error.Error, ImportError, AttributeError, ValueError, TypeError) as exc:
         reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
         raise UserError(
             f"cannot make env {env_id!r} ({reason}); give a registered Gymnasium id such as "
-            "CartPole-v1, Pendulum-v1, Hopper-v5 or PongNoFrameskip-v4"
+            "CartPole-v1, Pendulum-v1, Hopper-v5, PongNoFrameskip-v4 or dm_control/walker-stand-v0"
         ) from None
 
 
@@ -200,6 +290,8 @@ def make_env(env_id: str, preset: str | None = None) -> gym.Env:
                             "drop --preset or give e.g. PongNoFrameskip-v4")
         env = NewGameOnSeededReset(AtariWrapper(env, terminal_on_life_loss=True, clip_reward=False))
         env = LastAxisFrameStack(env, ATARI_FRAME_STACK)
+    elif kind == "dmc":
+        env = FlattenDictObservation(env)
     return env
 
 
@@ -217,4 +309,7 @@ def make_train_vec_env(env_id: str, n_envs: int, seed: int, preset: str | None =
         return VecFrameStack(make_atari_env(env_id, n_envs=n_envs, seed=seed), ATARI_FRAME_STACK)
     if env_id.endswith("-v4"):
         _register_ale()
+    if kind == "dmc":
+        _register_dmc()
+        return make_vec_env(env_id, n_envs=n_envs, seed=seed, wrapper_class=FlattenDictObservation)
     return make_vec_env(env_id, n_envs=n_envs, seed=seed)

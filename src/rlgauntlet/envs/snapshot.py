@@ -4,7 +4,8 @@
 no-op / fire / episodic-life state, time-limit step counts, the raw return) and of the base
 env: the physical state and the random generator of classic-control envs, MuJoCo's full
 integration state (``mj_getState``: time, qpos, qvel, act, warm start, controls, applied
-forces), the ALE emulator with its RNG for Atari. ``restore(env, snap)`` puts it all back,
+forces), dm_control's physics state, step count and task RNG, the ALE emulator with its
+RNG for Atari. ``restore(env, snap)`` puts it all back,
 so the same actions then give bit-identical observations, rewards and terminations. A
 snapshot can be restored any number of times, on the env it was taken from.
 
@@ -49,6 +50,12 @@ def _is_plain(value: Any) -> bool:
     return False
 
 
+def _dm_control_env(base_env: gym.Env):
+    """The dm_control ``Environment`` inside a shimmy env, or None."""
+    inner = getattr(base_env, "_env", None)
+    return inner if inner is not None and hasattr(inner, "physics") and hasattr(inner, "task") else None
+
+
 def _layers(env: gym.Env) -> list[gym.Env]:
     out = [env]
     while isinstance(out[-1], gym.Wrapper):
@@ -77,15 +84,14 @@ def snapshot(env: gym.Env) -> Snapshot:
     if hasattr(base_env, "ale"):
         snap.base["ale"] = base_env.ale.cloneState(include_rng=True)
     elif hasattr(base_env, "model") and hasattr(base_env, "data"):
-        import mujoco
-
-        spec = mujoco.mjtState.mjSTATE_INTEGRATION
-        state = np.empty(mujoco.mj_stateSize(base_env.model, spec), dtype=np.float64)
-        mujoco.mj_getState(base_env.model, base_env.data, state, spec)
-        snap.base["mujoco"] = state
+        snap.base["mujoco"] = _mujoco_state(base_env.model, base_env.data)
+    elif _dm_control_env(base_env) is not None:
+        dm_env = _dm_control_env(base_env)
+        snap.base["dm_control"] = (_mujoco_state(dm_env.physics.model.ptr, dm_env.physics.data.ptr),
+                                   dm_env._step_count, dm_env._reset_next_step, dm_env.task.random.get_state())
     elif type(base_env).__module__.split(".")[:3] != ["gymnasium", "envs", "classic_control"]:
         raise UserError(f"no snapshot support for {type(base_env).__name__}; snapshots cover classic control, "
-                        "Gymnasium MuJoCo and Atari (ale-py) envs")
+                        "Gymnasium MuJoCo, dm_control (shimmy) and Atari (ale-py) envs")
     return snap
 
 
@@ -102,8 +108,27 @@ def restore(env: gym.Env, snap: Snapshot) -> None:
         base_env._np_random.bit_generator.state = copy.deepcopy(snap.rng_state)
     if "ale" in snap.base:
         base_env.ale.restoreState(snap.base["ale"])
+    if "dm_control" in snap.base:
+        dm_env = _dm_control_env(base_env)
+        physics_state, dm_env._step_count, dm_env._reset_next_step, random_state = snap.base["dm_control"]
+        _set_mujoco_state(dm_env.physics.model.ptr, dm_env.physics.data.ptr, physics_state)
+        dm_env.task.random.set_state(random_state)
     if "mujoco" in snap.base:
-        import mujoco
+        _set_mujoco_state(base_env.model, base_env.data, snap.base["mujoco"])
 
-        mujoco.mj_setState(base_env.model, base_env.data, snap.base["mujoco"], mujoco.mjtState.mjSTATE_INTEGRATION)
-        mujoco.mj_forward(base_env.model, base_env.data)
+
+def _mujoco_state(model, data) -> np.ndarray:
+    """MuJoCo's full integration state (``mjSTATE_INTEGRATION``) of one simulation."""
+    import mujoco
+
+    spec = mujoco.mjtState.mjSTATE_INTEGRATION
+    state = np.empty(mujoco.mj_stateSize(model, spec), dtype=np.float64)
+    mujoco.mj_getState(model, data, state, spec)
+    return state
+
+
+def _set_mujoco_state(model, data, state: np.ndarray) -> None:
+    import mujoco
+
+    mujoco.mj_setState(model, data, state, mujoco.mjtState.mjSTATE_INTEGRATION)
+    mujoco.mj_forward(model, data)

@@ -4,7 +4,9 @@ Importing this package registers the built-in threats; build one from a spec str
 :func:`parse_threat`.
 """
 
-from rlgauntlet.threats import actions, attacks, corruptions, learned, memory, natural, noise, world  # noqa: F401  (registers threats)
+from rlgauntlet.threats import (  # noqa: F401  (registers threats)
+    actions, attacks, corruptions, learned, memory, model_based, natural, noise, world,
+)
 from rlgauntlet.threats.base import THREATS, Memory, Schedule, Threat, ThreatParams, register_threat
 from rlgauntlet.threats.spec import known_threats, parse_threat
 

@@ -86,18 +86,22 @@ class Memory:
         states: one per row, the object the threat's ``new_state()`` made when the row's
             episode started (mutate it in place to remember things).
         steps: (B,) long, each row's step index within its episode (0 at the first step).
-        envs: each row's env (read it, snapshot it; never step it).
+        envs: each row's env (read it, snapshot it; step it only between a snapshot and its
+            restore, as best-of-m searches do).
+        observations: each row's env observation of this step, before preprocessing (the true
+            state a model-based planner starts from).
     """
 
     states: list[Any]
     steps: torch.Tensor
     envs: list[gym.Env] = field(default_factory=list)
+    observations: list[Any] = field(default_factory=list)
 
     def rows(self, mask: torch.Tensor) -> "Memory":
         """The memory of the rows where ``mask`` is true."""
         idx = mask.nonzero().flatten().tolist()
-        return Memory([self.states[i] for i in idx], self.steps[mask],
-                      [self.envs[i] for i in idx] if self.envs else [])
+        pick = lambda values: [values[i] for i in idx] if values else []  # noqa: E731
+        return Memory(pick(self.states), self.steps[mask], pick(self.envs), pick(self.observations))
 
 
 class Threat(ABC):

@@ -259,6 +259,29 @@ for _base, _short in (("cartpole-dqn", "cartpole-dqn"), ("pendulum-td3", "pendul
         PRESETS[_preset.name] = _preset
 
 
+def _dmc_sac(name: str, env_id: str, total: int, target: float, notes: str) -> TrainPreset:
+    """A SAC victim for a DeepMind Control Suite task (the model-based attack paper's tasks)."""
+    return TrainPreset(
+        name=name, env_id=env_id, algo="sac", total_timesteps=total, n_envs=1, seed=0,
+        hyperparams=dict(policy="MlpPolicy", learning_rate=3e-4, buffer_size=300_000, learning_starts=5_000,
+                         batch_size=256, tau=0.005, gamma=0.99, train_freq=1, gradient_steps=1,
+                         policy_kwargs=dict(net_arch=[256, 256])),
+        target_return=target, checkpoint_every=10_000,
+        source="SAC defaults for continuous control (Haarnoja et al. 2018; SB3 defaults, net 256-256)",
+        notes="The paper's victim is D4PG, which SB3 does not have; SAC is the SB3 algorithm closest to it (an "
+              "off-policy actor-critic). Evaluated deterministically (the mean action). " + notes,
+    )
+
+
+for _preset in (
+    _dmc_sac("dmc-cartpole-balance-sac", "dm_control/cartpole-balance-v0", 100_000, 950.0,
+             "The paper's D4PG scores 1000."),
+    _dmc_sac("dmc-walker-stand-sac", "dm_control/walker-stand-v0", 500_000, 900.0,
+             "The paper's D4PG scores 994."),
+):
+    PRESETS[_preset.name] = _preset
+
+
 def register_preset(preset: TrainPreset) -> TrainPreset:
     """Add a recipe (e.g. one whose ``algo`` is a registered subclass of an SB3 algorithm)."""
     if preset.name in PRESETS and PRESETS[preset.name] != preset:

@@ -92,8 +92,12 @@ class Victim(ABC):
     uncertainty_output: str = "policy"
 
     @abstractmethod
-    def preprocess(self, obs: np.ndarray) -> torch.Tensor:
-        """Env observations, shape (B, *obs_shape), to network input ``x`` (float tensor on ``device``)."""
+    def preprocess(self, obs: np.ndarray | torch.Tensor) -> torch.Tensor:
+        """Env observations, shape (B, *obs_shape), to network input ``x`` (float tensor on ``device``).
+
+        ``obs`` may also be a float tensor of vector observations (a dynamics model's predicted
+        state): then ``x`` is differentiable in it (model-based attacks unroll through it).
+        """
 
     @abstractmethod
     def forward(self, x: torch.Tensor) -> PolicyOutput:
@@ -204,6 +208,11 @@ class DelegatingVictim(Victim):
 
     def uncertainty(self, x: torch.Tensor, rng, reduce: str = "mean") -> torch.Tensor:
         return self.victim.uncertainty(x, rng, reduce)
+
+
+def as_tensor(obs: np.ndarray | torch.Tensor, device) -> torch.Tensor:
+    """``obs`` as a tensor on ``device``, keeping the autograd graph of a tensor."""
+    return obs.to(device) if isinstance(obs, torch.Tensor) else torch.as_tensor(np.asarray(obs), device=device)
 
 
 def no_uncertainty_error(victim: Victim):

@@ -25,7 +25,7 @@ import torch
 import torch.nn as nn
 
 from rlgauntlet.errors import UserError
-from rlgauntlet.victims.base import Affine, PolicyOutput, Victim, choose_dtype, flatten_chain
+from rlgauntlet.victims.base import Affine, PolicyOutput, Victim, as_tensor, choose_dtype, flatten_chain
 
 SB3_ALGORITHMS = ("ppo", "a2c", "dqn", "sac", "td3", "ddpg")
 
@@ -207,7 +207,7 @@ class SB3Victim(Victim):
 
     # -- input ---------------------------------------------------------------------------
     def preprocess(self, obs: np.ndarray) -> torch.Tensor:
-        x = torch.as_tensor(np.asarray(obs), device=self.device)
+        x = as_tensor(obs, self.device)
         if self.is_image:
             if x.ndim == 4 and self.channels_first and x.shape[1:] != self.observation_space.shape:
                 x = x.permute(0, 3, 1, 2)  # env frames are channel-last, SB3 stores channel-first

@@ -30,7 +30,7 @@ import torch
 import torch.nn as nn
 
 from rlgauntlet.errors import UserError
-from rlgauntlet.victims.base import KINDS, PolicyOutput, Victim, choose_dtype, flatten_chain
+from rlgauntlet.victims.base import KINDS, PolicyOutput, Victim, as_tensor, choose_dtype, flatten_chain
 
 
 class TorchVictim(Victim):
@@ -79,7 +79,7 @@ class TorchVictim(Victim):
             )
 
     def preprocess(self, obs: np.ndarray) -> torch.Tensor:
-        x = torch.as_tensor(np.asarray(obs), device=self.device)
+        x = as_tensor(obs, self.device)
         if self.is_image:
             return x.permute(0, 3, 1, 2).to(self.dtype) / 255.0
         x = x.to(self.dtype)
