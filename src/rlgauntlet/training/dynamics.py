@@ -149,7 +149,7 @@ def train_dynamics(data: dict[str, np.ndarray], run_dir: Path, config: dict, epo
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-            total += float(loss) * len(batch)
+            total += float(loss.detach()) * len(batch)
         _atomic_save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch + 1},
                      ckpt_path)
         if on_epoch is not None:

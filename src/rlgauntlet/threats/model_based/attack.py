@@ -68,6 +68,9 @@ class _ModelAttack(Threat):
         super().check_victim(victim)
         if not isinstance(victim.action_space, gym.spaces.Box):
             raise UserError(f"{self.name} attacks continuous-action agents; this agent's actions are discrete")
+        # plan in the victim's precision: float64 for vector inputs keeps plans, like actions,
+        # independent of how many rows are planned together (of --n-envs)
+        self.model = self.model.to(victim.dtype)
         trained_on = self.manifest.get("victim", {}).get("sha256")
         if trained_on is not None and victim.description.get("sha256") not in (None, trained_on):
             raise UserError(f"model={self.params.model} was trained on another agent (sha256 {trained_on[:12]}…, "

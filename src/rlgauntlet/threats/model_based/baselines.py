@@ -85,7 +85,8 @@ class _BestOfRandom(Threat):
     def _noise(self, generator: torch.Generator, dim: int) -> torch.Tensor:
         u = torch.rand(dim, generator=generator, dtype=torch.float64)
         if self.corners:
-            return torch.where(u < 0.5, -self.params.eps, self.params.eps).to(torch.float64)
+            eps = torch.tensor(self.params.eps, dtype=torch.float64)
+            return torch.where(u < 0.5, -eps, eps)
         return (2.0 * u - 1.0) * self.params.eps
 
     def _candidate(self, base: int, j: int) -> torch.Generator:

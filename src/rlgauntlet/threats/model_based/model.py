@@ -62,9 +62,10 @@ class DynamicsModel(nn.Module):
         return self.net(z)
 
     def forward(self, s: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
-        dtype = s.dtype
-        s32, a32 = s.float(), a.float()
-        return (s32 + self.normalised_delta(s32, a32) * self.d_std + self.d_mean).to(dtype)
+        """Computed in the model's own precision (``model.double()`` for float64), returned in ``s``'s."""
+        dtype, own = s.dtype, self.d_std.dtype
+        s_own, a_own = s.to(own), a.to(own)
+        return (s_own + self.normalised_delta(s_own, a_own) * self.d_std + self.d_mean).to(dtype)
 
 
 def load_dynamics(path: str | Path) -> tuple[DynamicsModel, dict]:

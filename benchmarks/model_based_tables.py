@@ -1,0 +1,157 @@
+"""The model-based attack paper's Tables 1–3 on our agents: the attack against rand-U, rand-B
+and flip on the same 10 runs, total loss to the unsafe state and total reward.
+
+    python benchmarks/model_based_tables.py --task dmc-cartpole-obs
+    python benchmarks/model_based_tables.py --task dmc-cartpole-obs --horizons 1,2,5,10   # Table 3 analog
+    python benchmarks/model_based_tables.py --task dmc-cartpole-obs --samples-curve 10000,30000,100000
+
+Each task names its agent, env, dynamics model (trained first if its folder has none, with
+the recorded command), unsafe target and ε (the paper gives none: ours are stated here and
+in docs/reproduction.md). Results go to benchmarks/results/model_based_<task>.json, written
+after every method, and a re-run skips the methods already there (same spec).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+
+#: per task: agent, env, target, ε, dynamics-model settings, the attack and its baselines
+TASKS = {
+    "dmc-cartpole-obs": dict(
+        agent="zoo:dmc-cartpole-balance-sac", env="dm_control/cartpole-balance-v0", place="observation",
+        target="position[1]:-1|position[2]:0", eps=0.1, horizon=20, replan=5, samples=100_000,
+        note="unsafe state: the pole pointing down (cos θ = −1, sin θ = 0), the paper's 'pole angle 180°'"),
+    "dmc-cartpole-action": dict(
+        agent="zoo:dmc-cartpole-balance-sac", env="dm_control/cartpole-balance-v0", place="action",
+        target="position[1]:-1|position[2]:0", eps=0.3, horizon=20, replan=5, samples=100_000,
+        note="the same model as dmc-cartpole-obs; ε in action units (the action space is [−1, 1])"),
+    "dmc-walker-obs": dict(
+        agent="zoo:dmc-walker-stand-sac", env="dm_control/walker-stand-v0", place="observation",
+        target="height:0", eps=0.1, horizon=5, replan=1, samples=200_000,
+        note="unsafe state: torso height 0 (fallen), the paper's 'head height 0'"),
+    "hopper-obs": dict(
+        agent="zoo:hopper-ppo", env="Hopper-v5", place="observation", target="height:0", eps=0.15, horizon=5,
+        replan=1, samples=200_000,
+        note="Gymnasium MuJoCo (no [dmc] extra); ε on the VecNormalize-normalised observation. Episodes end when "
+             "the hopper falls, so a fallen hopper stops adding loss: compare returns first"),
+}
+DYNAMICS = dict(hidden=256, layers=4, epochs=30)
+
+
+def model_dir(task: dict, samples: int) -> Path:
+    short = task["env"].replace("dm_control/", "dmc-").replace("/", "-")
+    return ROOT / "runs" / f"dyn-{short}-{samples // 1000}k"
+
+
+def ensure_model(task: dict, samples: int, victim, env_fn, log=print) -> dict:
+    from rlgauntlet.training.dynamics import learn_dynamics
+
+    folder = model_dir(task, samples)
+    manifest_path = folder / "manifest.json"
+    if manifest_path.exists():
+        return json.loads(manifest_path.read_text())
+    log(f"training the dynamics model {folder.relative_to(ROOT)} ({samples} transitions)")
+    return learn_dynamics(victim, task["env"], env_fn, samples, folder, log=log, **DYNAMICS)
+
+
+def specs(task: dict, model: Path, m: int, horizon: int | None = None) -> dict[str, str]:
+    eps, target = task["eps"], task["target"]
+    horizon = horizon or task["horizon"]
+    replan = min(task["replan"], horizon)
+    suffix = "" if task["place"] == "observation" else "_action"
+    attack = "model_obs" if task["place"] == "observation" else "model_action"
+    return {
+        f"ours (T={horizon})": f"{attack}:eps={eps},horizon={horizon},replan={replan},model={model},target={target}",
+        "rand-U": f"rand_u{suffix}:eps={eps},m={m},target={target}",
+        "rand-B": f"rand_b{suffix}:eps={eps},m={m},target={target}",
+        "flip": f"flip{suffix}:eps={eps}",
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", choices=sorted(TASKS), required=True)
+    parser.add_argument("--episodes", type=int, default=10)
+    parser.add_argument("--m", type=int, default=20, help="rollouts per run of rand-U / rand-B (the paper: 1000)")
+    parser.add_argument("--horizons", default=None, help="Table 3: only the attack, at these T (comma-separated)")
+    parser.add_argument("--samples-curve", default=None, help="attack strength vs the model's samples (comma-separated)")
+    parser.add_argument("--n-envs", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+
+    import torch
+
+    from rlgauntlet.envs import make_env
+    from rlgauntlet.envs.presets import observation_layout
+    from rlgauntlet.experiments.agents import load_for_env
+    from rlgauntlet.experiments.model_based import attack_runs, compare
+    from rlgauntlet.threats.model_based.target import parse_target
+
+    torch.set_num_threads(args.threads)
+    task = TASKS[args.task]
+    victim, preset = load_for_env(task["agent"], task["env"])
+    env_fn = lambda: make_env(task["env"], preset)  # noqa: E731
+    probe = env_fn()
+    target = parse_target(task["target"].split("|"), observation_layout(probe), probe.observation_space.shape[0])
+    probe.close()
+    suffix = "" if not args.horizons else "_horizon"
+    suffix = "_samples" if args.samples_curve else suffix
+    out = RESULTS / f"model_based_{args.task}{suffix}.json"
+    result = json.loads(out.read_text()) if out.exists() else {}
+    result.update({"task": args.task, **{k: v for k, v in task.items()}, "episodes": args.episodes,
+                   "agent_sha256": victim.description.get("sha256"), "dynamics": DYNAMICS})
+    result.setdefault("methods", {})
+
+    def run(name: str, spec: str | None, extra: dict | None = None) -> list[dict]:
+        done = result["methods"].get(name)
+        if done is not None and done["spec"] == spec and len(done["runs"]) == args.episodes:
+            return done["runs"]
+        started = time.perf_counter()
+        runs = attack_runs(victim, env_fn, task["env"], spec, target, args.episodes, seed=0, n_envs=args.n_envs)
+        result["methods"][name] = {"spec": spec, "runs": runs, "seconds": round(time.perf_counter() - started, 1),
+                                   **(extra or {})}
+        out.write_text(json.dumps(result, indent=1))
+        loss = [r["loss"] for r in runs]
+        ret = [r["return"] for r in runs]
+        print(f"{name}: loss {sum(loss) / len(loss):.1f}, return {sum(ret) / len(ret):.1f} "
+              f"({result['methods'][name]['seconds']} s)", flush=True)
+        return runs
+
+    run("clean", None)
+    if args.samples_curve:
+        for samples in [int(s) for s in args.samples_curve.split(",")]:
+            manifest = ensure_model(task, samples, victim, env_fn)
+            spec = specs(task, model_dir(task, samples), args.m)
+            name = f"ours, f from {samples} samples"
+            run(name, next(iter(spec.values())), {"samples": samples, "test_one_step_mse": manifest["test_one_step_mse"],
+                                                  "k_step_error": manifest["k_step_error"]})
+    elif args.horizons:
+        ensure_model(task, task["samples"], victim, env_fn)
+        for horizon in [int(h) for h in args.horizons.split(",")]:
+            spec = specs(task, model_dir(task, task["samples"]), args.m, horizon)
+            name, attack = next(iter(spec.items()))
+            run(name, attack)
+    else:
+        manifest = ensure_model(task, task["samples"], victim, env_fn)
+        result["model"] = {k: manifest[k] for k in ("samples", "hidden", "layers", "epochs", "test_one_step_mse",
+                                                    "k_step_error", "model_sha256")}
+        ours = None
+        for name, spec in specs(task, model_dir(task, task["samples"]), args.m).items():
+            ours = ours or name
+            run(name, spec)
+        runs = {name: result["methods"][name]["runs"] for name in specs(task, model_dir(task, task["samples"]), args.m)}
+        result["comparison"] = compare(runs, ours=ours)
+    out.write_text(json.dumps(result, indent=1))
+    print(f"wrote {out.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
