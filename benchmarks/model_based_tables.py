@@ -75,6 +75,33 @@ def specs(task: dict, model: Path, m: int, horizon: int | None = None) -> dict[s
     }
 
 
+def markdown(result: dict) -> str:
+    """The stored results as Markdown: per method total loss and return, mean (std) and median
+    / min / max over the runs, then ratios and wins when the comparison is there."""
+    lines = [f"**{result['task']}** ({result['agent']}, {result['env']}, target `{result['target']}`, ε = {result['eps']}, "
+             f"{result['episodes']} runs)", "",
+             "| method | total loss: mean (std) | med / min / max | total reward: mean (std) | med / min / max |",
+             "|---|---|---|---|---|"]
+    for name, method in result["methods"].items():
+        loss = [r["loss"] for r in method["runs"]]
+        ret = [r["return"] for r in method["runs"]]
+        import numpy as np
+
+        def cell(v):
+            return f"{np.mean(v):.0f} ({np.std(v, ddof=1):.0f})", f"{np.median(v):.0f} / {min(v):.0f} / {max(v):.0f}"
+
+        lines.append(f"| {name} | {' | '.join(cell(loss))} | {' | '.join(cell(ret))} |")
+    comparison = result.get("comparison")
+    if comparison:
+        ours = next(n for n in comparison["wins"] if n.startswith("ours"))
+        lines += ["", "| ours / baseline | loss ratio | reward ratio |", "|---|---|---|"]
+        for name, ratio in comparison["ratios"].items():
+            lines.append(f"| {name} | {ratio['loss']:.2f} | {ratio['return']:.2f} |")
+        wins = ", ".join(f"{n} {w}/{comparison['runs']}" for n, w in comparison["wins"].items())
+        lines += ["", f"Best attack (lowest total loss per run; ties count for each): {wins}. ({ours})"]
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", choices=sorted(TASKS), required=True)
@@ -84,7 +111,12 @@ def main() -> int:
     parser.add_argument("--samples-curve", default=None, help="attack strength vs the model's samples (comma-separated)")
     parser.add_argument("--n-envs", type=int, default=10)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--markdown", action="store_true", help="print the stored results as Markdown tables and stop")
     args = parser.parse_args()
+    if args.markdown:
+        for path in sorted(RESULTS.glob(f"model_based_{args.task}*.json")):
+            print(markdown(json.loads(path.read_text())))
+        return 0
 
     import torch
 

@@ -144,13 +144,13 @@ def test_dynamics_model_beats_predicting_no_change(pendulum_model):
 
 def test_dynamics_resume_trains_as_an_unbroken_run(tmp_path, pendulum):
     kwargs = dict(hidden=16, layers=1, log=lambda s: None)
-    learn_dynamics(pendulum, PENDULUM, lambda: make_env(PENDULUM), 1000, tmp_path / "a", epochs=2, **kwargs)
-    learn_dynamics(pendulum, PENDULUM, lambda: make_env(PENDULUM), 1000, tmp_path / "a", epochs=4, **kwargs)
-    learn_dynamics(pendulum, PENDULUM, lambda: make_env(PENDULUM), 1000, tmp_path / "b", epochs=4, **kwargs)
+    learn_dynamics(pendulum, PENDULUM, lambda: make_env(PENDULUM), 4000, tmp_path / "a", epochs=2, **kwargs)
+    learn_dynamics(pendulum, PENDULUM, lambda: make_env(PENDULUM), 4000, tmp_path / "a", epochs=4, **kwargs)
+    learn_dynamics(pendulum, PENDULUM, lambda: make_env(PENDULUM), 4000, tmp_path / "b", epochs=4, **kwargs)
     a, b = load_dynamics(tmp_path / "a")[0].state_dict(), load_dynamics(tmp_path / "b")[0].state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
     with pytest.raises(UserError, match="other settings"):
-        learn_dynamics(pendulum, PENDULUM, lambda: make_env(PENDULUM), 2000, tmp_path / "a", epochs=4, **kwargs)
+        learn_dynamics(pendulum, PENDULUM, lambda: make_env(PENDULUM), 6000, tmp_path / "a", epochs=4, **kwargs)
 
 
 def test_altered_or_unfinished_models_are_refused(tmp_path, pendulum_model):
@@ -303,13 +303,38 @@ def test_replan_beyond_horizon_is_refused(pendulum_model):
         parse_threat(f"model_obs:eps=0.1,horizon=2,replan=3,model={folder},target=cos:-1")
 
 
-def test_cli_dynamics_train_and_wrong_env_exit_2(tmp_path, pendulum_model):
-    from typer.testing import CliRunner
+def test_cli_model_for_another_env_and_bad_target_exit_2_in_one_line(pendulum_model, tmp_path, cli_env):
+    import subprocess
+    import sys
 
-    from rlgauntlet.cli import app
+    import shutil
 
-    folder, _ = pendulum_model
-    runner = CliRunner()
-    result = runner.invoke(app, ["evaluate", "--agent", "zoo:pendulum-td3", "--env", "MountainCarContinuous-v0",
-                                 "--threat", f"model_obs:eps=0.1,model={folder},target=0:0", "--episodes", "1"])
-    assert result.exit_code != 0
+    folder, manifest = pendulum_model
+    other = tmp_path / "other-env"
+    shutil.copytree(folder, other)
+    (other / "manifest.json").write_text(json.dumps(dict(manifest, env="InvertedPendulum-v5")))
+    base = [sys.executable, "-m", "rlgauntlet.cli", "evaluate", "--agent", "zoo:pendulum-td3", "--episodes", "1",
+            "--out", str(tmp_path / "r.json")]
+    cases = [(["--env", PENDULUM, "--threat", f"model_obs:eps=0.1,model={other},target=0:0"],
+              "trained on InvertedPendulum-v5, not Pendulum-v1"),
+             (["--env", PENDULUM, "--threat", f"model_obs:eps=0.1,model={folder},target=height:0"], "no part 'height'")]
+    for args, words in cases:
+        res = subprocess.run(base + args, capture_output=True, text=True, env=cli_env)
+        assert res.returncode == 2, res.stderr
+        assert words in res.stderr and len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+
+
+def test_cli_dynamics_train_writes_a_model(tmp_path, cli_env):
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "dynamics-train", "--agent", "zoo:pendulum-td3",
+                          "--env", PENDULUM, "--samples", "4000", "--run-dir", str(tmp_path / "dyn"), "--hidden", "8",
+                          "--layers", "1", "--epochs", "1"], capture_output=True, text=True, env=cli_env)
+    assert res.returncode == 0, res.stderr
+    manifest = json.loads((tmp_path / "dyn" / "manifest.json").read_text())
+    assert manifest["samples"] == 4000 and manifest["env"] == PENDULUM and manifest["test_one_step_mse"] > 0
+    again = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "dynamics-train", "--agent", "zoo:cartpole-ppo",
+                            "--env", "CartPole-v1", "--samples", "1000", "--run-dir", str(tmp_path / "d2")],
+                           capture_output=True, text=True, env=cli_env)
+    assert again.returncode == 2 and "continuous-action agent" in again.stderr

@@ -212,6 +212,9 @@ def learn_dynamics(victim, env_id: str, env_fn: Callable, samples: int, run_dir:
     else:
         log(f"collecting {samples} transitions on {env_id} (half agent, half uniform random)")
         data = collect(env_fn, victim, samples, seed, n_envs=n_envs)
+        if not test_mask(data).any() or test_mask(data).all():
+            raise UserError(f"--samples {samples} holds fewer than {TEST_EVERY} episodes of each policy on {env_id}, so "
+                            f"no episode is left out to test the model; give more samples")
         tmp = run_dir / "data.tmp.npz"
         np.savez(tmp, **data)
         os.replace(tmp, data_path)
