@@ -141,9 +141,19 @@ def main() -> int:
                    "agent_sha256": victim.description.get("sha256"), "dynamics": DYNAMICS})
     result.setdefault("methods", {})
 
+    def stored(spec: str | None) -> dict | None:
+        """A method with this spec already run for this task (in any of its result files)."""
+        for path in RESULTS.glob(f"model_based_{args.task}*.json"):
+            other = result if path == out else json.loads(path.read_text())
+            for method in other.get("methods", {}).values():
+                if method["spec"] == spec and len(method["runs"]) == args.episodes:
+                    return method
+        return None
+
     def run(name: str, spec: str | None, extra: dict | None = None) -> list[dict]:
-        done = result["methods"].get(name)
-        if done is not None and done["spec"] == spec and len(done["runs"]) == args.episodes:
+        done = stored(spec)
+        if done is not None:
+            result["methods"][name] = {**done, **(extra or {})}
             return done["runs"]
         started = time.perf_counter()
         runs = attack_runs(victim, env_fn, task["env"], spec, target, args.episodes, seed=0, n_envs=args.n_envs)

@@ -55,6 +55,13 @@ def test_target_by_name_index_and_flat_position():
     assert float(t.distance(s)[0]) == pytest.approx(1.0 + 1.5 ** 2 + 2.0 ** 2)
 
 
+def test_a_terminated_episode_keeps_its_last_state_up_to_the_time_limit():
+    t = Target([0], [0.0])
+    assert t.episode_loss([1.0, 2.0], max_steps=4) == 1.0 + 2.0 + 2 * 2.0
+    assert t.episode_loss([1.0, 2.0, 3.0, 4.0], max_steps=4) == 10.0  # ran to the limit: nothing added
+    assert t.episode_loss([1.0, 2.0], max_steps=None) == 3.0
+
+
 @pytest.mark.parametrize("bad, words", [("head:0", "no part 'head'"), ("orientations[3]:0", "has 3 coordinates"),
                                         ("9:0", "outside the observation"), ("height=0", "PART:VALUE"),
                                         ("height:x", "not a number"), (["height:0", "0:1"], "given twice")])

@@ -3,7 +3,8 @@ on the same runs, judged by total distance to the unsafe state and by total rewa
 
 Run k is episode k (env seed ``seed + k``) for every method, so every method starts from the
 same initial states. Per run we record the total loss Σ_t d(s_t, target) over the true states
-after every step (the paper's "total loss"), the return, the length and the largest
+after every step (the paper's "total loss"; an episode the env terminated early keeps its last
+state up to the time limit, ``Target.episode_loss``; ``loss_lived`` is the sum without that), the return, the length and the largest
 perturbation applied. The comparison gives mean (std), median, min and max per method, the
 averaged ratio ours / baseline (the mean of per-run ratios) and "best attack" counts: in how
 many runs each method has the lowest total loss among all methods compared.
@@ -33,18 +34,22 @@ from rlgauntlet.victims.base import Victim
 def attack_runs(victim: Victim, env_fn: Callable, env_id: str, spec: str | None, target: Target, episodes: int,
                 seed: int = 0, n_envs: int = 1) -> list[dict]:
     """Run episodes ``0 .. episodes-1`` under ``spec`` (None: clean) and measure each run."""
-    totals: dict[int, float] = {}
+    losses: dict[int, list[float]] = {}
 
     def on_transition(episode, obs, action, next_obs) -> None:
         s = torch.as_tensor(np.asarray(next_obs, dtype=np.float64)).reshape(1, -1)
-        totals[episode] = totals.get(episode, 0.0) + float(target.distance(s)[0])
+        losses.setdefault(episode, []).append(float(target.distance(s)[0]))
 
+    probe = env_fn()
+    max_steps = probe.spec.max_episode_steps if probe.spec is not None else None
+    probe.close()
     threat = parse_threat(spec) if spec else None
     started = time.perf_counter()
     records = evaluate_episodes(env_fn, victim, threat, range(episodes), seed, n_envs=n_envs,
                                 on_transition=on_transition)
     seconds = time.perf_counter() - started
-    return [{"episode": r.episode, "seed": r.seed, "loss": totals.get(r.episode, 0.0), "return": r.episode_return,
+    return [{"episode": r.episode, "seed": r.seed, "loss": target.episode_loss(losses.get(r.episode, []), max_steps),
+             "loss_lived": float(sum(losses.get(r.episode, []))), "return": r.episode_return,
              "length": r.length, "linf_max": r.linf_max, "seconds": seconds / max(1, len(records))}
             for r in sorted(records, key=lambda r: r.episode)]
 

@@ -14,7 +14,8 @@ Distance: ℓ∞, ε in the victim's budget space (observation threats) or in en
 Best of m: at an episode's first step the threat saves the env (``envs.snapshot``), runs m
 whole episodes from that state in the true env, each with its own noise stream, scores each
 by its total distance to the target state (``select=loss``, Σ_t d(s_t, target) over the states
-after every step) or by its return (``select=reward``), restores the env and then replays
+after every step, a terminated episode's last state counted up to the time limit, see
+``Target.episode_loss``) or by its return (``select=reward``), restores the env and then replays
 the best candidate's noise in the real episode. This sees the true env and its reward, which
 the model-based attack never does: the paper calls it an unfair advantage of the baselines,
 and so do we. Its cost is m episodes of env steps per episode attacked.
@@ -122,21 +123,21 @@ class _BestOfRandom(Threat):
 
         snap = snapshot(env)
         dim = self._dim(victim, obs)
+        max_steps = env.spec.max_episode_steps if env.spec is not None else None
         scores = []
         try:
             for j in range(self.params.m):
                 restore(env, snap)
-                generator, current, score = self._candidate(base, j), obs, 0.0
+                generator, current, losses, total_reward = self._candidate(base, j), obs, [], 0.0
                 while True:
                     action = self._perturbed_action(victim, current, self._noise(generator, dim))
                     current, reward, terminated, truncated, info = env.step(action)
+                    total_reward += float(reward)
                     if self.selection == "loss":
-                        score += float(self.target.distance(torch.as_tensor(np.asarray(current, np.float64))[None])[0])
-                    else:
-                        score += float(reward)
+                        losses.append(float(self.target.distance(torch.as_tensor(np.asarray(current, np.float64))[None])[0]))
                     if truncated or (terminated and info.get("real_done", True)):
                         break
-                scores.append(score)
+                scores.append(self.target.episode_loss(losses, max_steps) if self.selection == "loss" else total_reward)
         finally:
             restore(env, snap)
         return int(np.argmin(scores)), scores

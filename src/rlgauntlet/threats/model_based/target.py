@@ -8,7 +8,9 @@ A target is one item or a ``|``-list of items ``PART:VALUE`` where ``PART`` is
 * a flat index into the observation vector, ``3``.
 
 The loss of a state s is the masked squared distance Σ_{j∈J} (s_j − target_j)² (Weng et
-al. 2020, Eq. 3–4 with d on the task's coordinates only).
+al. 2020, Eq. 3–4 with d on the task's coordinates only); an episode's total loss sums it
+over the states after every step, a terminated episode's last state standing in for the
+steps it did not live (:meth:`Target.episode_loss`).
 
 Example:
     >>> t = parse_target(["position[1]:-1", "position[2]:0"], {"position": [0, 1, 2], "velocity": [3, 4]}, 5)
@@ -37,6 +39,20 @@ class Target:
     indices: list[int]
     values: list[float]
     spec: str = ""
+
+    def episode_loss(self, step_losses: list[float], max_steps: int | None) -> float:
+        """Total loss of an episode from its per-step losses d(s_1) … d(s_L).
+
+        An episode that ends before ``max_steps`` (the env's time limit) because the env
+        terminated it (a fallen hopper) stays in its last state for the steps it did not
+        live: d(s_L) is counted ``max_steps − L`` more times. Without that, ending early
+        would lower the total loss, and a search for the lowest loss would look for short
+        episodes rather than unsafe states.
+        """
+        total = float(sum(step_losses))
+        if max_steps is not None and step_losses and len(step_losses) < max_steps:
+            total += (max_steps - len(step_losses)) * step_losses[-1]
+        return total
 
     def distance(self, states: torch.Tensor) -> torch.Tensor:
         """Σ_j (s_j − target_j)² over the target coordinates: (B, obs_dim) → (B,)."""
