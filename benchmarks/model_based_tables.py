@@ -26,12 +26,14 @@ RESULTS = ROOT / "benchmarks" / "results"
 TASKS = {
     "dmc-cartpole-obs": dict(
         agent="zoo:dmc-cartpole-balance-sac", env="dm_control/cartpole-balance-v0", place="observation",
-        target="position[1]:-1|position[2]:0", eps=0.1, horizon=20, replan=5, samples=100_000,
-        note="unsafe state: the pole pointing down (cos θ = −1, sin θ = 0), the paper's 'pole angle 180°'"),
+        target="position[1]:-1|position[2]:0", eps=0.3, horizon=20, replan=5, samples=100_000,
+        note="unsafe state: the pole pointing down (cos θ = −1, sin θ = 0), the paper's 'pole angle 180°'. At ε = 0.1 "
+             "the agent holds (model_based_dmc-cartpole-obs_eps0.1.json: every attack within 5% of clean)"),
     "dmc-cartpole-action": dict(
         agent="zoo:dmc-cartpole-balance-sac", env="dm_control/cartpole-balance-v0", place="action",
-        target="position[1]:-1|position[2]:0", eps=0.3, horizon=20, replan=5, samples=100_000,
-        note="the same model as dmc-cartpole-obs; ε in action units (the action space is [−1, 1])"),
+        target="position[1]:-1|position[2]:0", eps=0.5, horizon=20, replan=5, samples=100_000,
+        note="the same model as dmc-cartpole-obs; ε in action units (the action space is [−1, 1]); at ε = 0.3 the "
+             "attack left the agent at its clean return (2 runs)"),
     "dmc-walker-obs": dict(
         agent="zoo:dmc-walker-stand-sac", env="dm_control/walker-stand-v0", place="observation",
         target="height:0", eps=0.1, horizon=5, replan=1, samples=200_000,
