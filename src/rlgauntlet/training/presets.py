@@ -277,8 +277,9 @@ for _preset in (
     _dmc_sac("dmc-cartpole-balance-sac", "dm_control/cartpole-balance-v0", 40_000, 950.0,
              "The paper's D4PG scores 1000. 40k steps: the deterministic agent then scores 992, while the "
              "stop-at-target test (noisy training episodes, a 100-episode window) would still be waiting."),
-    _dmc_sac("dmc-walker-stand-sac", "dm_control/walker-stand-v0", 500_000, 900.0,
-             "The paper's D4PG scores 994."),
+    _dmc_sac("dmc-walker-stand-sac", "dm_control/walker-stand-v0", 110_000, 900.0,
+             "The paper's D4PG scores 994. 110k steps: the deterministic agent then scores 970 while the noisy "
+             "training episodes averaged 739."),
 ):
     PRESETS[_preset.name] = _preset
 
