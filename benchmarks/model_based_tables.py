@@ -113,6 +113,7 @@ def main() -> int:
     parser.add_argument("--samples-curve", default=None, help="attack strength vs the model's samples (comma-separated)")
     parser.add_argument("--n-envs", type=int, default=10)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--eps", type=float, default=None, help="another ε than the task's (results file *_epsE.json)")
     parser.add_argument("--markdown", action="store_true", help="print the stored results as Markdown tables and stop")
     args = parser.parse_args()
     if args.markdown:
@@ -129,7 +130,9 @@ def main() -> int:
     from rlgauntlet.threats.model_based.target import parse_target
 
     torch.set_num_threads(args.threads)
-    task = TASKS[args.task]
+    task = dict(TASKS[args.task])
+    if args.eps is not None:
+        task["eps"] = args.eps
     victim, preset = load_for_env(task["agent"], task["env"])
     env_fn = lambda: make_env(task["env"], preset)  # noqa: E731
     probe = env_fn()
@@ -137,6 +140,7 @@ def main() -> int:
     probe.close()
     suffix = "" if not args.horizons else "_horizon"
     suffix = "_samples" if args.samples_curve else suffix
+    suffix += f"_eps{args.eps:g}" if args.eps is not None else ""
     out = RESULTS / f"model_based_{args.task}{suffix}.json"
     result = json.loads(out.read_text()) if out.exists() else {}
     result.update({"task": args.task, **{k: v for k, v in task.items()}, "episodes": args.episodes,

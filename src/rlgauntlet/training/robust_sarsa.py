@@ -138,7 +138,7 @@ def train_robust_sarsa(victim: Victim, config: dict, run_dir: str | Path, iterat
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()
-                td_total += float(td)
+                td_total += float(td.detach())
                 batches += 1
         history.append({"iteration": it + 1, "td_loss": td_total / max(1, batches), "reg_loss": reg_total / max(1, batches),
                         "sarsa_eps": eps_now, "mean_reward": float(R.mean())})
