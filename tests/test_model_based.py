@@ -83,6 +83,20 @@ def test_dm_control_layout_follows_the_observation_keys():
     env.close()
 
 
+@pytest.mark.parametrize("env_id, part, qpos_index", [("Walker2d-v5", "height", 1), ("Hopper-v5", "height", 1),
+                                                     ("InvertedPendulum-v5", "angle", 1)])
+def test_gymnasium_mujoco_parts_are_the_named_coordinates(env_id, part, qpos_index):
+    from rlgauntlet.envs.presets import observation_layout
+
+    env = make_env(env_id)
+    obs, _ = env.reset(seed=0)
+    for _ in range(5):
+        obs = env.step(env.action_space.sample())[0]
+    (index,) = observation_layout(env)[part]
+    assert obs[index] == pytest.approx(env.unwrapped.data.qpos[qpos_index])  # torso z / pole hinge angle
+    env.close()
+
+
 # -- planner with a perfect model ---------------------------------------------------------------------
 class _Integrator(nn.Module):
     """True dynamics of a toy system: s' = s + a (2-D position, 2-D action)."""
