@@ -144,6 +144,21 @@ def test_plan_never_predicts_worse_than_no_attack():
     assert (loss <= clean + 1e-12).all()
 
 
+def test_flip_initialisation_starts_at_the_flip_perturbation_and_never_predicts_worse():
+    victim = _gain_victim(-1.0, gym.spaces.Box(-np.inf, np.inf, (2,)))
+    target = Target([0], [5.0])
+    s0 = torch.tensor([[0.5, -0.2]], dtype=torch.float64)
+    start, flip_loss = plan(victim, _Integrator(), s0, target, "observation", eps=0.1, horizon=3, lr=0.01, steps=0,
+                            dim=2, init="flip")
+    assert torch.equal(start, torch.tensor([[[-0.1, 0.1]] * 3], dtype=torch.float64))  # −ε·sign(x0) on every step
+    _, loss = plan(victim, _Integrator(), s0, target, "observation", eps=0.1, horizon=3, lr=50.0, steps=3, dim=2,
+                   init="flip")
+    assert float(loss[0]) <= float(flip_loss[0])
+    action_start, _ = plan(_gain_victim(1.0, gym.spaces.Box(-np.inf, np.inf, (2,))), _Integrator(), s0, target,
+                           "action", eps=0.2, horizon=2, lr=0.01, steps=0, dim=2, init="flip")
+    assert torch.equal(action_start, torch.tensor([[[-0.2, 0.2]] * 2], dtype=torch.float64))  # −ε·sign(π(x0))
+
+
 # -- dynamics model -----------------------------------------------------------------------------------
 def test_dynamics_model_beats_predicting_no_change(pendulum_model):
     folder, manifest = pendulum_model

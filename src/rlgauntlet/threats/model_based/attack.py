@@ -16,7 +16,7 @@ Example specs:
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -40,6 +40,7 @@ class ModelAttackParams(ThreatParams):
     replan: int = Field(1, ge=1, le=1000, description="n ≤ T, planned steps applied before planning again")
     lr: float | None = Field(None, gt=0.0, description="Adam learning rate (default ε/10)")
     steps: int = Field(30, ge=1, le=10_000, description="Adam iterations per plan")
+    init: Literal["zero", "flip"] = Field("zero", description="where δ starts: 0 or −ε·sign (the flip baseline)")
 
     @model_validator(mode="after")
     def _replan_within_horizon(self):
@@ -102,7 +103,7 @@ class _ModelAttack(Threat):
             s0 = torch.as_tensor(np.stack([np.asarray(memory.observations[i], dtype=np.float64).reshape(-1)
                                            for i in stale]), device=device)
             plans, _ = plan(victim, self.model, s0, self.target, self.mode, self.params.eps, self.params.horizon,
-                            self.lr, self.params.steps, dim)
+                            self.lr, self.params.steps, dim, self.params.init)
             for j, i in enumerate(stale):
                 memory.states[i]["plan"], memory.states[i]["used"] = plans[j], 0
         out = []

@@ -54,16 +54,25 @@ def unroll_loss(victim: Victim, model: DynamicsModel, s0: torch.Tensor, delta: t
 
 
 def plan(victim: Victim, model: DynamicsModel, s0: torch.Tensor, target: Target, mode: Mode, eps: float,
-         horizon: int, lr: float, steps: int, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+         horizon: int, lr: float, steps: int, dim: int, init: str = "zero") -> tuple[torch.Tensor, torch.Tensor]:
     """Optimise ``horizon`` perturbations of size ``dim`` for each row of ``s0`` (B, obs_dim).
 
-    Returns the plan (B, horizon, dim), each entry in [−ε, ε], and its predicted loss (B,).
+    ``init``: where δ starts, ``zero`` or ``flip`` (−ε·sign of the current input, or of the
+    agent's current action, for every planned step: the flip baseline's perturbation, so the
+    kept plan never predicts worse than flip). Returns the plan (B, horizon, dim), each entry
+    in [−ε, ε], and its predicted loss (B,).
     """
     space = victim.action_space
     low = torch.as_tensor(space.low, dtype=victim.dtype, device=s0.device)
     high = torch.as_tensor(space.high, dtype=victim.dtype, device=s0.device)
     s0 = s0.to(victim.dtype)
-    delta = torch.zeros(s0.shape[0], horizon, dim, dtype=victim.dtype, device=s0.device, requires_grad=True)
+    start = torch.zeros(s0.shape[0], horizon, dim, dtype=victim.dtype, device=s0.device)
+    if init == "flip":
+        with torch.no_grad():
+            x0 = victim.preprocess(s0)
+            now = x0 if mode == "observation" else _policy_action(victim, x0)
+            start = start - eps * torch.sign(now.reshape(s0.shape[0], 1, dim).to(start.dtype))
+    delta = start.clone().requires_grad_(True)
     optimizer = torch.optim.Adam([delta], lr=lr)
     best = delta.detach().clone()
     best_loss = torch.full((s0.shape[0],), float("inf"), dtype=victim.dtype, device=s0.device)
