@@ -69,8 +69,10 @@ def specs(task: dict, model: Path, m: int, horizon: int | None = None) -> dict[s
     replan = min(task["replan"], horizon)
     suffix = "" if task["place"] == "observation" else "_action"
     attack = "model_obs" if task["place"] == "observation" else "model_action"
+    init = ",init=flip" if task.get("init") == "flip" else ""
     return {
-        f"ours (T={horizon})": f"{attack}:eps={eps},horizon={horizon},replan={replan},model={model},target={target}",
+        f"ours (T={horizon}{init.replace(',init=', ', init ')})":
+            f"{attack}:eps={eps},horizon={horizon},replan={replan}{init},model={model},target={target}",
         "rand-U": f"rand_u{suffix}:eps={eps},m={m},target={target}",
         "rand-B": f"rand_b{suffix}:eps={eps},m={m},target={target}",
         "flip": f"flip{suffix}:eps={eps}",
@@ -113,6 +115,7 @@ def main() -> int:
     parser.add_argument("--samples-curve", default=None, help="attack strength vs the model's samples (comma-separated)")
     parser.add_argument("--n-envs", type=int, default=10)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--init", choices=["zero", "flip"], default="zero", help="where the attack's δ starts")
     parser.add_argument("--eps", type=float, default=None, help="another ε than the task's (results file *_epsE.json)")
     parser.add_argument("--markdown", action="store_true", help="print the stored results as Markdown tables and stop")
     args = parser.parse_args()
@@ -130,7 +133,7 @@ def main() -> int:
     from rlgauntlet.threats.model_based.target import parse_target
 
     torch.set_num_threads(args.threads)
-    task = dict(TASKS[args.task])
+    task = dict(TASKS[args.task], init=args.init)
     if args.eps is not None:
         task["eps"] = args.eps
     victim, preset = load_for_env(task["agent"], task["env"])
@@ -141,6 +144,7 @@ def main() -> int:
     suffix = "" if not args.horizons else "_horizon"
     suffix = "_samples" if args.samples_curve else suffix
     suffix += f"_eps{args.eps:g}" if args.eps is not None else ""
+    suffix += "_initflip" if args.init == "flip" else ""
     out = RESULTS / f"model_based_{args.task}{suffix}.json"
     result = json.loads(out.read_text()) if out.exists() else {}
     result.update({"task": args.task, **{k: v for k, v in task.items()}, "episodes": args.episodes,
