@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -48,8 +49,10 @@ DYNAMICS = dict(hidden=256, layers=4, epochs=30)
 
 
 def model_dir(task: dict, samples: int) -> Path:
+    """The model's folder relative to the repository (the script runs there), so that specs
+    and results name no machine's paths."""
     short = task["env"].replace("dm_control/", "dmc-").replace("/", "-")
-    return ROOT / "runs" / f"dyn-{short}-{samples // 1000}k"
+    return Path("runs") / f"dyn-{short}-{samples // 1000}k"
 
 
 def ensure_model(task: dict, samples: int, victim, env_fn, log=print) -> dict:
@@ -59,7 +62,7 @@ def ensure_model(task: dict, samples: int, victim, env_fn, log=print) -> dict:
     manifest_path = folder / "manifest.json"
     if manifest_path.exists():
         return json.loads(manifest_path.read_text())
-    log(f"training the dynamics model {folder.relative_to(ROOT)} ({samples} transitions)")
+    log(f"training the dynamics model {folder} ({samples} transitions)")
     return learn_dynamics(victim, task["env"], env_fn, samples, folder, log=log, **DYNAMICS)
 
 
@@ -119,6 +122,7 @@ def main() -> int:
     parser.add_argument("--eps", type=float, default=None, help="another ε than the task's (results file *_epsE.json)")
     parser.add_argument("--markdown", action="store_true", help="print the stored results as Markdown tables and stop")
     args = parser.parse_args()
+    os.chdir(ROOT)
     if args.markdown:
         for path in sorted(RESULTS.glob(f"model_based_{args.task}*.json")):
             print(markdown(json.loads(path.read_text())))
