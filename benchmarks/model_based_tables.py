@@ -89,15 +89,16 @@ def markdown(result: dict) -> str:
              f"{result['episodes']} runs)", "",
              "| method | total loss: mean (std) | med / min / max | total reward: mean (std) | med / min / max |",
              "|---|---|---|---|---|"]
+    from rlgauntlet.experiments.model_based import run_stats
+
+    def cell(values: list[float]) -> tuple[str, str]:
+        st = run_stats(values)
+        return f"{st['mean']:.0f} ({st['std']:.0f})", f"{st['median']:.0f} / {st['min']:.0f} / {st['max']:.0f}"
+
     for name, method in result["methods"].items():
-        loss = [r["loss"] for r in method["runs"]]
-        ret = [r["return"] for r in method["runs"]]
-        import numpy as np
-
-        def cell(v):
-            return f"{np.mean(v):.0f} ({np.std(v, ddof=1):.0f})", f"{np.median(v):.0f} / {min(v):.0f} / {max(v):.0f}"
-
-        lines.append(f"| {name} | {' | '.join(cell(loss))} | {' | '.join(cell(ret))} |")
+        loss = cell([r["loss"] for r in method["runs"]])
+        ret = cell([r["return"] for r in method["runs"]])
+        lines.append(f"| {name} | {' | '.join(loss)} | {' | '.join(ret)} |")
     comparison = result.get("comparison")
     if comparison:
         ours = next(n for n in comparison["wins"] if n.startswith("ours"))

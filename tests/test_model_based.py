@@ -374,3 +374,36 @@ def test_cli_dynamics_train_writes_a_model(tmp_path, cli_env):
                             "--env", "CartPole-v1", "--samples", "1000", "--run-dir", str(tmp_path / "d2")],
                            capture_output=True, text=True, env=cli_env)
     assert again.returncode == 2 and "continuous-action agent" in again.stderr
+
+
+def test_attack_runs_total_loss_equals_a_hand_rollout(pendulum):
+    """The protocol's total loss is Σ_t d(s_{t+1}) from an independent env loop (no engine);
+    on Hopper, an early fall adds the last state's distance up to the 1000-step limit."""
+    from rlgauntlet.experiments.model_based import attack_runs, run_stats
+
+    def by_hand(victim, env_id, index, value, seed):
+        env = make_env(env_id)
+        obs, _ = env.reset(seed=seed)
+        losses, total_reward = [], 0.0
+        while True:
+            obs, reward, terminated, truncated, _ = env.step(victim.act(obs[None])[0].astype(np.float32))
+            losses.append((float(obs[index]) - value) ** 2)
+            total_reward += reward
+            if terminated or truncated:
+                return losses, total_reward
+
+    losses, ret = by_hand(pendulum, PENDULUM, 0, -1.0, seed=0)
+    run = attack_runs(pendulum, lambda: make_env(PENDULUM), PENDULUM, None, Target([0], [-1.0]), 1)[0]
+    assert run["loss"] == pytest.approx(sum(losses), rel=1e-9) and run["return"] == pytest.approx(ret, rel=1e-9)
+    hopper, _ = load_for_env("zoo:hopper-ppo", "Hopper-v5")
+    target = Target([0], [0.0])
+    for seed in range(3):  # episode 2 of the zoo agent falls at step 604
+        losses, _ = by_hand(hopper, "Hopper-v5", 0, 0.0, seed)
+        if len(losses) < 1000:
+            break
+    assert len(losses) < 1000
+    run = attack_runs(hopper, lambda: make_env("Hopper-v5"), "Hopper-v5", None, target, seed + 1)[seed]
+    assert run["length"] == len(losses) and run["loss_lived"] == pytest.approx(sum(losses), rel=1e-9)
+    assert run["loss"] == pytest.approx(sum(losses) + (1000 - len(losses)) * losses[-1], rel=1e-9)
+    assert run_stats([1.0, 2.0, 6.0]) == {"mean": 3.0, "std": pytest.approx(np.std([1, 2, 6], ddof=1)),
+                                          "median": 2.0, "min": 1.0, "max": 6.0}

@@ -54,7 +54,8 @@ def attack_runs(victim: Victim, env_fn: Callable, env_id: str, spec: str | None,
             for r in sorted(records, key=lambda r: r.episode)]
 
 
-def _stats(values: list[float]) -> dict:
+def run_stats(values: list[float]) -> dict:
+    """mean, std (ddof = 1, as the paper's tables), median, min and max over runs."""
     a = np.asarray(values, dtype=float)
     return {"mean": float(a.mean()), "std": float(a.std(ddof=1)) if len(a) > 1 else 0.0, "median": float(np.median(a)),
             "min": float(a.min()), "max": float(a.max())}
@@ -70,7 +71,7 @@ def compare(runs: dict[str, list[dict]], ours: str) -> dict:
     n = len(runs[ours])
     if any(len(r) != n for r in runs.values()):
         raise ValueError("every method needs the same runs")
-    stats = {m: {"loss": _stats([r["loss"] for r in runs[m]]), "return": _stats([r["return"] for r in runs[m]])}
+    stats = {m: {"loss": run_stats([r["loss"] for r in runs[m]]), "return": run_stats([r["return"] for r in runs[m]])}
              for m in methods}
     ratios = {}
     for m in methods:

@@ -27,6 +27,12 @@ def _box_bounds(space: gym.spaces.Box, like: torch.Tensor) -> tuple[torch.Tensor
             torch.as_tensor(space.high, dtype=like.dtype, device=like.device))
 
 
+def clip_to_action_space(actions: torch.Tensor, space: gym.spaces.Box) -> torch.Tensor:
+    """Clamp continuous actions (B, D) to the box's bounds, per dimension (differentiable inside)."""
+    low, high = _box_bounds(space, actions)
+    return torch.maximum(torch.minimum(actions, high), low)
+
+
 @register_threat
 class ActionNoise(Threat):
     """Gaussian actuator noise a' = clip(a + std·N(0, I), low, high), continuous actions.
@@ -48,9 +54,8 @@ class ActionNoise(Threat):
             raise UserError("action_noise adds Gaussian noise to continuous actions; for discrete actions use random_action:p=")
 
     def perturb_action(self, actions: torch.Tensor, victim: Victim, rng: BatchRNG, memory: Memory) -> torch.Tensor:
-        low, high = _box_bounds(victim.action_space, actions)
         noisy = actions + self.params.std * rng.normal(actions.shape[1:]).to(actions)
-        return torch.maximum(torch.minimum(noisy, high), low)
+        return clip_to_action_space(noisy, victim.action_space)
 
 
 class _NoParams(ThreatParams):

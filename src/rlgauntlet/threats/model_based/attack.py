@@ -25,6 +25,7 @@ from pydantic import Field, model_validator
 
 from rlgauntlet.common.seeding import BatchRNG
 from rlgauntlet.errors import UserError
+from rlgauntlet.threats.actions import clip_to_action_space
 from rlgauntlet.threats.base import Memory, Threat, ThreatParams, clip_to_input, register_threat
 from rlgauntlet.threats.model_based.model import load_dynamics
 from rlgauntlet.threats.model_based.planner import plan
@@ -146,6 +147,4 @@ class ModelActionAttack(_ModelAttack):
 
     def perturb_action(self, actions: torch.Tensor, victim: Victim, rng: BatchRNG, memory: Memory) -> torch.Tensor:
         delta = self._next_perturbations(victim, memory, actions.shape[1], actions.device)
-        low = torch.as_tensor(victim.action_space.low, dtype=actions.dtype, device=actions.device)
-        high = torch.as_tensor(victim.action_space.high, dtype=actions.dtype, device=actions.device)
-        return torch.maximum(torch.minimum(actions + delta.to(actions.dtype), high), low)
+        return clip_to_action_space(actions + delta.to(actions.dtype), victim.action_space)

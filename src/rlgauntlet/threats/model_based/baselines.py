@@ -34,6 +34,7 @@ from pydantic import Field
 
 from rlgauntlet.common.seeding import BatchRNG
 from rlgauntlet.errors import UserError
+from rlgauntlet.threats.actions import clip_to_action_space
 from rlgauntlet.threats.base import Memory, Threat, ThreatParams, clip_to_input, register_threat
 from rlgauntlet.threats.model_based.target import Target, parse_target
 from rlgauntlet.victims.base import Victim
@@ -101,14 +102,8 @@ class _BestOfRandom(Threat):
             a = victim.actions(victim.forward(x))
         else:
             a = victim.actions(victim.forward(x)).float().to(x.dtype)
-            a = self._clip_action(victim, a + noise.reshape(a.shape).to(a.dtype))
+            a = clip_to_action_space(a + noise.reshape(a.shape).to(a.dtype), victim.action_space)
         return a[0].cpu().numpy().astype(np.float32)
-
-    @staticmethod
-    def _clip_action(victim: Victim, a: torch.Tensor) -> torch.Tensor:
-        low = torch.as_tensor(victim.action_space.low, dtype=a.dtype, device=a.device)
-        high = torch.as_tensor(victim.action_space.high, dtype=a.dtype, device=a.device)
-        return torch.maximum(torch.minimum(a, high), low)
 
     def _dim(self, victim: Victim, obs: np.ndarray) -> int:
         if self.place == "observation":
@@ -174,7 +169,7 @@ class _BestOfAction(_BestOfRandom):
     def perturb_action(self, actions: torch.Tensor, victim: Victim, rng: BatchRNG, memory: Memory) -> torch.Tensor:
         self._start_rows(victim, rng, memory)
         noise = self._step_noise(memory, actions.shape[1]).to(actions.device)
-        return self._clip_action(victim, actions + noise.to(actions.dtype))
+        return clip_to_action_space(actions + noise.to(actions.dtype), victim.action_space)
 
 
 @register_threat
@@ -256,4 +251,4 @@ class FlipAction(Threat):
             raise UserError("flip_action perturbs continuous actions; this agent's actions are discrete")
 
     def perturb_action(self, actions: torch.Tensor, victim: Victim, rng: BatchRNG, memory: Memory) -> torch.Tensor:
-        return _BestOfRandom._clip_action(victim, actions - self.params.eps * torch.sign(actions))
+        return clip_to_action_space(actions - self.params.eps * torch.sign(actions), victim.action_space)

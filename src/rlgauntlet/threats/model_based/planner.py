@@ -21,6 +21,7 @@ from typing import Literal
 
 import torch
 
+from rlgauntlet.threats.actions import clip_to_action_space
 from rlgauntlet.threats.model_based.model import DynamicsModel
 from rlgauntlet.threats.model_based.target import Target
 from rlgauntlet.victims.base import Victim
@@ -34,7 +35,7 @@ def _policy_action(victim: Victim, x: torch.Tensor) -> torch.Tensor:
 
 
 def unroll_loss(victim: Victim, model: DynamicsModel, s0: torch.Tensor, delta: torch.Tensor, target: Target,
-                mode: Mode, action_low: torch.Tensor, action_high: torch.Tensor) -> torch.Tensor:
+                mode: Mode) -> torch.Tensor:
     """Predicted Σ_{i=1..T} d(s_i, target) per row for perturbations ``delta`` (B, T, dim): (B,)."""
     s, loss = s0, torch.zeros(s0.shape[0], dtype=s0.dtype, device=s0.device)
     bounds = victim.input_bounds
@@ -47,7 +48,7 @@ def unroll_loss(victim: Victim, model: DynamicsModel, s0: torch.Tensor, delta: t
             a = _policy_action(victim, x_in)
         else:
             a = _policy_action(victim, x)
-            a = torch.maximum(torch.minimum(a + delta[:, k].to(a.dtype), action_high), action_low)
+            a = clip_to_action_space(a + delta[:, k].to(a.dtype), victim.action_space)
         s = model(s, a.to(s.dtype))
         loss = loss + target.distance(s)
     return loss
@@ -62,9 +63,6 @@ def plan(victim: Victim, model: DynamicsModel, s0: torch.Tensor, target: Target,
     kept plan never predicts worse than flip). Returns the plan (B, horizon, dim), each entry
     in [−ε, ε], and its predicted loss (B,).
     """
-    space = victim.action_space
-    low = torch.as_tensor(space.low, dtype=victim.dtype, device=s0.device)
-    high = torch.as_tensor(space.high, dtype=victim.dtype, device=s0.device)
     s0 = s0.to(victim.dtype)
     start = torch.zeros(s0.shape[0], horizon, dim, dtype=victim.dtype, device=s0.device)
     if init == "flip":
@@ -78,7 +76,7 @@ def plan(victim: Victim, model: DynamicsModel, s0: torch.Tensor, target: Target,
     best_loss = torch.full((s0.shape[0],), float("inf"), dtype=victim.dtype, device=s0.device)
     with torch.enable_grad():
         for step in range(steps + 1):
-            loss = unroll_loss(victim, model, s0, delta, target, mode, low, high)
+            loss = unroll_loss(victim, model, s0, delta, target, mode)
             better = loss.detach() < best_loss
             best[better] = delta.detach()[better]
             best_loss = torch.where(better, loss.detach(), best_loss)
