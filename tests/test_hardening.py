@@ -183,6 +183,15 @@ def _evaluate_cmd(store, episodes, resume=False):
             "--n-envs", "1", "--no-impact", "--store", str(store)] + (["--resume"] if resume else [])
 
 
+def _stored_so_far(store):
+    """The stored episodes while a run writes them: none before the store and its tables exist
+    (the file appears a moment before its schema)."""
+    try:
+        return _stored(store) if store.exists() else []
+    except sqlite3.OperationalError:
+        return []
+
+
 def _stored(store):
     with sqlite3.connect(store) as conn:
         return conn.execute("SELECT run_id, episode FROM episodes ORDER BY run_id, episode").fetchall()
@@ -194,7 +203,7 @@ def test_signals_exit_with_their_code_and_keep_finished_episodes(sig, code, name
     proc = subprocess.Popen(_evaluate_cmd(store, 40), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=cli_env, cwd=tmp_path)
     deadline = time.time() + 60
-    while time.time() < deadline and (not store.exists() or len(_stored(store)) < 2):
+    while time.time() < deadline and len(_stored_so_far(store)) < 2:
         time.sleep(0.3)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
