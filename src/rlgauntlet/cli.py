@@ -598,6 +598,51 @@ def zoo_list() -> None:
 
 
 @app.command()
+def sweep(
+    spec: Path = typer.Argument(..., help="YAML sweep file (see docs/sweeps.md). Example: sweeps/zoo.yaml"),
+    store: Path = typer.Option(..., help="SQLite results store; re-running the same sweep on it runs only missing episodes. Example: --store sweep.sqlite"),
+    executor: str = typer.Option("local", help="local (worker processes here) or ray (Ray tasks). Example: --executor ray"),
+    address: Optional[str] = typer.Option(None, help="address of a running Ray cluster (default: start a local head with --workers CPUs). Example: --address 10.0.0.5:6379"),
+    workers: int = typer.Option(1, min=1, help="worker processes (local) or CPUs of the local Ray head. Example: --workers 2"),
+    out: Optional[Path] = typer.Option(None, help="write one report per agent, env and seed as JSON. Example: --out sweep.json"),
+) -> None:
+    """Run a sweep (agents × envs × threats × budgets × seeds) in episode chunks; always resumes.
+
+    Example: rlgauntlet sweep sweeps/zoo.yaml --store sweep.sqlite --workers 2
+    """
+    from rlgauntlet.experiments.sweep import load_sweep_file, run_sweep
+
+    _check_writable(out)
+    sweep_spec = load_sweep_file(spec)
+    _KEPT["note"] = (f"finished episodes are kept in {store}; run the same command again to run only the missing ones")
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task(f"sweep {sweep_spec.name}", total=None)
+
+        def planned(plan) -> None:
+            progress.update(task, total=plan.total_episodes, completed=plan.total_episodes - plan.missing_episodes)
+            console.print(f"{len(plan.pairs)} agent/env/seed combinations, "
+                          f"{sum(len(p.cells) for p in plan.pairs)} runs, {plan.total_episodes} episodes, "
+                          f"{plan.missing_episodes} still to run in {len(plan.chunks)} chunks ({executor}, "
+                          f"{workers} worker{'s' if workers > 1 else ''})")
+
+        result = run_sweep(sweep_spec, store, executor=executor, workers=workers, address=address, on_plan=planned,
+                           on_chunk=lambda chunk, records: progress.advance(task, len(records)))
+    for report in result["reports"]:
+        print_table(report)
+        for row in report.get("strongest_of", []):
+            budget = "" if row["eps"] is None else f" at eps {row['eps']:g}"
+            console.print(f"strongest of {len(row['attacks'])}{budget}: {row['return_mean']:.4g} ± "
+                          f"{row['return_sem']:.2g} by {row['winner']}")
+    console.print(f"ran {result['ran']} of {result['episodes']} episodes in {result['seconds']:.1f} s; "
+                  f"all stored in {store}")
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2) + "\n")
+        console.print(f"wrote {out}")
+
+
+@app.command()
 def version() -> None:
     """Print the rlgauntlet version."""
     out_console.print(rlgauntlet.__version__)

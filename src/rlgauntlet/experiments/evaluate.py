@@ -104,6 +104,58 @@ def _perceptual_summary(records: list[EpisodeRecord], lpips: bool = False) -> di
     }
 
 
+def run_identity(env_info: dict, victim: Victim, threat: Threat | None, seed: int, deterministic: bool = True,
+                 label: str | None = None, lpips: bool = False, action_change_every: int = 1,
+                 uncertainty: str | None = None, uncertainty_series: bool = False) -> tuple[dict, dict]:
+    """What determines an evaluation run's episodes (hashed into its store key) and the meta
+    stored with it: (identity, meta). A sweep and ``evaluate --resume`` find the same run."""
+    spec = threat.spec if threat is not None else (label or "clean")
+    name = threat.label if threat is not None else (label or "clean")
+    identity = {
+        "agent": victim.description.get("sha256") or victim.description,
+        "vecnormalize": victim.description.get("vecnormalize"),
+        "env": env_info,
+        "spec": spec,
+        "seed": seed,
+        "deterministic": deterministic,
+        "lpips": lpips,
+        "action_change_every": action_change_every,
+    }
+    if uncertainty is not None:  # only then: the keys of earlier runs stay as they were
+        identity["uncertainty"] = {"reduce": uncertainty, "series": uncertainty_series,
+                                   "method": victim.uncertainty_method}
+        if victim.uncertainty_output != "policy":  # only then: keys of policy-output runs stay as they were
+            identity["uncertainty"]["output"] = victim.uncertainty_output
+    meta = {
+        "rlgauntlet_version": rlgauntlet.__version__,
+        "agent": victim.description,
+        "env": env_info,
+        "threat": name,
+        "spec": spec,
+        "seed": seed,
+        "deterministic": deterministic,
+        "budget_space": threat.measure_space(victim) if threat is not None else victim.budget_space,
+        "place": threat.place if threat is not None else None,
+        "params": threat.params.model_dump() if threat is not None else {},
+        "p": threat.schedule.p if threat is not None else 1.0,
+    }
+    if uncertainty is not None:
+        meta["uncertainty"] = identity["uncertainty"]
+    return identity, meta
+
+
+def open_run(store: ResultsStore, env_info: dict, victim: Victim, threat: Threat | None, seed: int,
+             deterministic: bool = True, resume: bool = False, kind: str = "evaluation", **identity_args) -> tuple[int, dict]:
+    """The run an evaluation writes to: with ``resume`` the latest run of the same identity,
+    else (or when there is none) a new one. Returns (run_id, identity)."""
+    identity, meta = run_identity(env_info, victim, threat, seed, deterministic, **identity_args)
+    key = run_key(identity)
+    run_id = store.latest_run(key) if resume else None
+    if run_id is None:
+        run_id = store.create_run(key, meta, kind=kind)
+    return run_id, identity
+
+
 def run_evaluation(
     store: ResultsStore,
     env_fn: Callable[[], gym.Env],
@@ -131,42 +183,10 @@ def run_evaluation(
     ``max``) scores every step with the agent's own uncertainty (OOD detection), keeping the
     per-step series when ``uncertainty_series``.
     """
-    spec = threat.spec if threat is not None else (label or "clean")
-    name = threat.label if threat is not None else (label or "clean")
-    identity = {
-        "agent": victim.description.get("sha256") or victim.description,
-        "vecnormalize": victim.description.get("vecnormalize"),
-        "env": env_info,
-        "spec": spec,
-        "seed": seed,
-        "deterministic": deterministic,
-        "lpips": perceptual is not None and perceptual.lpips is not None,
-        "action_change_every": action_change_every,
-    }
-    if uncertainty is not None:  # only then: the keys of earlier runs stay as they were
-        identity["uncertainty"] = {"reduce": uncertainty, "series": uncertainty_series,
-                                   "method": victim.uncertainty_method}
-        if victim.uncertainty_output != "policy":  # only then: keys of policy-output runs stay as they were
-            identity["uncertainty"]["output"] = victim.uncertainty_output
-    key = run_key(identity)
-    run_id = store.latest_run(key) if resume else None
-    if run_id is None:
-        meta = {
-            "rlgauntlet_version": rlgauntlet.__version__,
-            "agent": victim.description,
-            "env": env_info,
-            "threat": name,
-            "spec": spec,
-            "seed": seed,
-            "deterministic": deterministic,
-            "budget_space": threat.measure_space(victim) if threat is not None else victim.budget_space,
-            "place": threat.place if threat is not None else None,
-            "params": threat.params.model_dump() if threat is not None else {},
-            "p": threat.schedule.p if threat is not None else 1.0,
-        }
-        if uncertainty is not None:
-            meta["uncertainty"] = identity["uncertainty"]
-        run_id = store.create_run(key, meta, kind=kind)
+    run_id, identity = open_run(store, env_info, victim, threat, seed, deterministic, resume=resume, label=label,
+                                lpips=perceptual is not None and perceptual.lpips is not None,
+                                action_change_every=action_change_every, kind=kind, uncertainty=uncertainty,
+                                uncertainty_series=uncertainty_series)
     todo = [k for k in range(episodes) if k not in store.done_episodes(run_id)]
 
     last = [time.perf_counter()]
@@ -185,9 +205,18 @@ def run_evaluation(
                           uncertainty=uncertainty, uncertainty_series=uncertainty_series)
     finally:
         store.add_wall_seconds(run_id, time.perf_counter() - last[0])
+    return run_summary(store, run_id, victim, threat, seed, episodes, deterministic, label, identity["lpips"])
+
+
+def run_summary(store: ResultsStore, run_id: int, victim: Victim, threat: Threat | None, seed: int, episodes: int,
+                deterministic: bool = True, label: str | None = None, lpips: bool = False) -> dict:
+    """The evaluation summary of a stored run (its first ``episodes`` episodes), with its run id
+    and run-level metrics."""
+    spec = threat.spec if threat is not None else (label or "clean")
+    name = threat.label if threat is not None else (label or "clean")
     space = threat.measure_space(victim) if threat is not None else str(victim.budget_space)
     summary = summarize(store.episodes(run_id, limit=episodes), name, spec, seed,
-                        space, store.wall_seconds(run_id), lpips=identity["lpips"])
+                        space, store.wall_seconds(run_id), lpips=lpips)
     summary["place"] = threat.place if threat is not None else None
     summary["metrics"] = store.metrics(run_id)
     summary["run_id"] = run_id
@@ -380,7 +409,8 @@ def strongest_rows(evaluations: list[dict], specs: list[str], store: ResultsStor
                "by_attack": {ev["spec"]: ev["return_mean"] for ev in members}}
         meta = {"strongest_of": row["attacks"], "eps": budget, "members": {ev["spec"]: ev["run_id"] for ev in members},
                 "winner": best["spec"]}
-        run_id = store.create_run(run_key(meta), meta, kind="strongest_of")
+        key = run_key(meta)
+        run_id = store.latest_run(key) or store.create_run(key, meta, kind="strongest_of")
         store.add_metric(run_id, "return_mean", best["return_mean"], "mean return under the strongest attack")
         store.add_metric(run_id, "winner_run_id", best["run_id"], "run id of the attack that achieved the minimum")
         row["run_id"] = run_id

@@ -1,0 +1,157 @@
+"""Executors: run a function over a list of tasks somewhere else and hand each result back to
+the driver as soon as it is ready. A sweep's chunks run through them; the driver alone writes.
+
+* :class:`LocalExecutor`: worker processes on this machine (``spawn``: a clean interpreter per
+  worker, nothing inherited from the driver's torch or signal state). A worker that dies
+  breaks the pool; its unfinished tasks are resubmitted to a fresh pool, up to
+  ``max_attempts`` times each.
+* :class:`RayExecutor`: Ray tasks (one CPU each) on a running cluster (``address``) or on a
+  local head it starts with ``workers`` CPUs and stops afterwards. Ray resubmits the task of
+  a worker that died (``max_retries``).
+
+Both are context managers; on an interrupt (Ctrl-C) the workers are stopped and whatever
+``on_done`` already received stays with the caller.
+
+Example:
+    >>> with make_executor("local", workers=2) as pool:                  # doctest: +SKIP
+    ...     pool.run(abs, [-1, -2], lambda task, result: print(task, result))
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import signal
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from typing import Callable, Sequence, TypeVar
+
+from rlgauntlet.errors import UserError
+
+T = TypeVar("T")
+R = TypeVar("R")
+OnDone = Callable[[T, R], None]
+
+
+def _worker_init() -> None:
+    # Ctrl-C in a terminal reaches the whole process group: the driver handles it (it stops the
+    # workers and says what was kept); a worker dying of it first would look like a crash.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+class LocalExecutor:
+    """``workers`` processes on this machine."""
+
+    def __init__(self, workers: int = 1, max_attempts: int = 3) -> None:
+        self.workers = workers
+        self.max_attempts = max_attempts
+        self._pool: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> "LocalExecutor":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop()
+
+    def _stop(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        processes = list(getattr(pool, "_processes", {}).values())  # no public handle on the workers
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+        for process in processes:
+            process.join(timeout=10)
+
+    def run(self, fn: Callable[[T], R], tasks: Sequence[T], on_done: OnDone) -> None:
+        """Run ``fn(task)`` for every task, calling ``on_done(task, result)`` in the driver as
+        each finishes (in completion order). An exception raised by ``fn`` is raised here."""
+        attempts: Counter = Counter()
+        pending = list(tasks)
+        while pending:
+            self._pool = ProcessPoolExecutor(min(self.workers, len(pending)),
+                                             mp_context=multiprocessing.get_context("spawn"),
+                                             initializer=_worker_init)
+            futures = {self._pool.submit(fn, task): task for task in pending}
+            pending = []
+            for future in as_completed(futures):
+                task = futures[future]
+                try:
+                    result = future.result()
+                except BrokenProcessPool:
+                    attempts[task] += 1
+                    if attempts[task] >= self.max_attempts:
+                        raise UserError(f"a worker process died {attempts[task]} times running {task}; the finished "
+                                        "episodes are kept in the store: re-run the sweep to complete it") from None
+                    pending.append(task)
+                    continue
+                on_done(task, result)
+            self._stop()
+
+
+class RayExecutor:
+    """Ray tasks, one CPU each, on the cluster at ``address`` or on a local head with
+    ``workers`` CPUs (started here and stopped on exit)."""
+
+    def __init__(self, workers: int = 1, address: str | None = None, max_retries: int = 2) -> None:
+        self.workers = workers
+        self.address = address
+        self.max_retries = max_retries
+        self._pending: dict = {}
+
+    def __enter__(self) -> "RayExecutor":
+        try:
+            import ray
+        except ImportError:
+            raise UserError("--executor ray needs Ray: pip install 'rlgauntlet[ray]' (or use --executor local)") from None
+        options = dict(logging_level=logging.WARNING, log_to_driver=False, include_dashboard=False)
+        try:
+            if self.address:
+                ray.init(address=self.address, **options)
+            else:
+                ray.init(num_cpus=self.workers, **options)
+        except ConnectionError as exc:
+            raise UserError(f"--address {self.address}: no Ray cluster answers there ({exc}); start one with "
+                            "`ray start --head` or leave out --address to start a local head") from None
+        self._ray = ray
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for ref in self._pending:
+            self._ray.cancel(ref, force=True)
+        self._pending = {}
+        self._ray.shutdown()
+
+    def run(self, fn: Callable[[T], R], tasks: Sequence[T], on_done: OnDone) -> None:
+        """As :meth:`LocalExecutor.run`, with Ray tasks."""
+        ray = self._ray
+        remote = ray.remote(num_cpus=1, max_retries=self.max_retries)(fn)
+        self._pending = {remote.remote(task): task for task in tasks}
+        while self._pending:
+            ready, _ = ray.wait(list(self._pending), num_returns=1)
+            for ref in ready:
+                task = self._pending.pop(ref)
+                try:
+                    result = ray.get(ref)
+                except ray.exceptions.RayTaskError as exc:
+                    if isinstance(exc.cause, UserError):
+                        raise exc.cause from None
+                    raise
+                except ray.exceptions.WorkerCrashedError:
+                    raise UserError(f"a Ray worker died {self.max_retries + 1} times running {task}; the finished "
+                                    "episodes are kept in the store: re-run the sweep to complete it") from None
+                on_done(task, result)
+
+
+def make_executor(name: str, workers: int = 1, address: str | None = None) -> LocalExecutor | RayExecutor:
+    """``local`` or ``ray`` (``address`` only applies to Ray)."""
+    if name == "local":
+        if address is not None:
+            raise UserError("--address is the Ray cluster's; use it with --executor ray")
+        return LocalExecutor(workers)
+    if name == "ray":
+        return RayExecutor(workers, address)
+    raise UserError(f"--executor {name!r} is unknown; use local or ray")

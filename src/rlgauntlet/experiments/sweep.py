@@ -1,0 +1,416 @@
+"""Sweeps: agents × envs × threats × budgets × seeds, split into episode chunks, run by an
+executor, written to one results store, always resumable.
+
+A sweep file (YAML, validated by :class:`SweepSpec`; JSON schema in docs/sweep.schema.json)
+names what to evaluate. :func:`plan_sweep` loads every agent once (checking it fits its env
+and that every threat fits both), expands suites and budget grids into *cells* (one cell =
+one evaluation run: agent × env × threat spec × seed) and finds or creates each cell's run
+in the store, by the same key ``rlgauntlet evaluate --resume`` uses. The episodes a cell's
+run lacks are cut into *chunks* of episode indices; because episode k always uses env seed
+``seed + k``, a chunk gives the same episodes in any process, in any order. Executors
+(:mod:`rlgauntlet.experiments.executors`) run :func:`run_chunk` on the chunks; only the
+driver writes the store, a chunk's episodes as soon as the chunk returns. Re-running a sweep
+on the same store runs only the episodes still missing, so a killed driver or worker loses at
+most the chunks in flight and duplicates nothing (``(run_id, episode)`` is the store's key).
+
+Example:
+    >>> spec = SweepSpec.model_validate({"agents": ["zoo:cartpole-ppo"], "threats": ["uniform_noise"],
+    ...                                  "eps_grid": "0.1,0.2", "episodes": 4})
+    >>> spec.agents[0].agent, spec.seeds, spec.chunk_episodes
+    ('zoo:cartpole-ppo', [0], 5)
+    >>> result = run_sweep(spec, "sweep.sqlite", workers=2)              # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from rlgauntlet.engine.rollout import EpisodeRecord
+from rlgauntlet.errors import UserError
+from rlgauntlet.experiments.store import ResultsStore
+
+EXECUTORS = ("local", "ray")
+
+
+def _grid_text(value: object) -> object:
+    """``[0.1, "2/255"]`` → ``"0.1,2/255"``: a budget grid may be a YAML list or the CLI's text."""
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return value
+
+
+class AgentEntry(BaseModel):
+    """One agent of a sweep and how to load it.
+
+    ``envs`` defaults to the sweep's ``envs``, and for a zoo agent to the env it was trained on.
+    ``eps_grid`` overrides the sweep's grid for this agent (budgets live in the agent's own
+    space: pixel01, normalized or raw)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent: str = Field(description="zoo:NAME | sb3:PATH.zip[:ALGO] | torchscript:PATH")
+    envs: list[str] | None = Field(None, description="Gymnasium ids this agent is evaluated on")
+    eps_grid: str | None = Field(None, description="budgets for this agent, overriding the sweep's eps_grid")
+    preset: str | None = None
+    kind: str | None = Field(None, description="TorchScript output kind: q, categorical, gaussian, deterministic")
+    vecnormalize: str | None = Field(None, description="SB3 VecNormalize statistics saved with the agent")
+    input_space: str | None = Field(None, description="TorchScript input unit: pixel01, normalized, raw")
+    precision: Literal["auto", "float32", "float64"] = "auto"
+
+    @field_validator("eps_grid", mode="before")
+    @classmethod
+    def _grid(cls, value: object) -> object:
+        return _grid_text(value)
+
+    def load_options(self) -> dict:
+        return {"preset": self.preset, "kind": self.kind, "vecnormalize": self.vecnormalize,
+                "input_space": self.input_space, "precision": self.precision}
+
+
+class SweepSpec(BaseModel):
+    """A sweep file: every (agent, env) pair runs clean, every threat at every budget of
+    ``eps_grid`` (threats without ``eps``), every suite, and every ``strongest_of`` group, once
+    per seed, ``episodes`` episodes each."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field("sweep", description="a label for the sweep")
+    agents: list[AgentEntry] = Field(min_length=1, description="agent specs, or entries with load options and envs")
+    envs: list[str] = Field([], description="envs of the agents that name none (zoo agents default to their own)")
+    threats: list[str] = Field([], description="threat specs, e.g. pgd:steps=10 or gaussian_noise:std=0.1")
+    suites: list[str] = Field([], description="named suites: natural, adversarial, ood-cartpole, ...")
+    eps: str | None = Field(None, description="budget of the suites (without eps_grid)")
+    eps_grid: str | None = Field(None, description="budgets for every threat and suite without eps, e.g. 0.05,0.1,0.2")
+    strongest_of: list[list[str]] = Field(
+        [], description="groups of attacks whose lowest mean return per budget is reported with the winner")
+    seeds: list[int] = Field([0], min_length=1, description="evaluation seeds; episode k of seed s uses env seed s + k")
+    episodes: int = Field(20, ge=1, description="episodes per cell")
+    chunk_episodes: int = Field(5, ge=1, description="episodes per chunk (the unit of work handed to a worker)")
+    n_envs: int = Field(1, ge=1, description="envs stepped side by side inside a chunk (results do not depend on it)")
+    deterministic: bool = Field(True, description="act greedily (false: sample actions)")
+    impact: bool = Field(True, description="add impact (argmin agent for discrete agents) to every evaluation")
+
+    @field_validator("agents", mode="before")
+    @classmethod
+    def _agent_strings(cls, value: object) -> object:
+        if isinstance(value, list):
+            return [{"agent": v} if isinstance(v, str) else v for v in value]
+        return value
+
+    @field_validator("eps_grid", "eps", mode="before")
+    @classmethod
+    def _grids(cls, value: object) -> object:
+        return _grid_text(value)
+
+    @field_validator("strongest_of", mode="before")
+    @classmethod
+    def _groups(cls, value: object) -> object:
+        from rlgauntlet.threats.spec import split_spec_list
+
+        if isinstance(value, list):  # a group may be one comma-separated line, as on the CLI
+            return [split_spec_list(g) if isinstance(g, str) else g for g in value]
+        return value
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct_seeds(cls, value: list[int]) -> list[int]:
+        if len(set(value)) != len(value) or min(value) < 0:
+            raise ValueError("seeds must be distinct and non-negative")
+        return value
+
+    @model_validator(mode="after")
+    def _something_to_run(self) -> "SweepSpec":
+        for group in self.strongest_of:
+            if len(group) < 2:
+                raise ValueError(f"strongest_of group {group} compares several attacks; give at least two")
+        if self.eps is not None and self.eps_grid is not None:
+            raise ValueError("give either eps or eps_grid, not both")
+        return self
+
+
+def load_sweep_file(path: str | Path) -> SweepSpec:
+    """Read and validate a YAML sweep file; every problem is a :class:`UserError` naming it."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"sweep file {path} does not exist; give the path of a YAML sweep file (see docs/sweeps.md)")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UserError(f"sweep file {path} is not valid YAML{where}: {problem}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"sweep file {path} is not text; give a YAML sweep file") from None
+    if not isinstance(data, dict):
+        raise UserError(f"sweep file {path} must be a mapping with at least 'agents:'; see docs/sweeps.md")
+    try:
+        return SweepSpec.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+        raise UserError(f"sweep file {path}: {where}: {err['msg']}{more}") from None
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One evaluation run of a sweep: what a worker needs to rebuild the victim, env and threat."""
+
+    agent: str
+    load_options: tuple[tuple[str, object], ...]
+    env: str
+    preset: str
+    spec: str | None  # None: clean (or the argmin agent)
+    seed: int
+    deterministic: bool = True
+    argmin: bool = False
+
+    @property
+    def label(self) -> str:
+        from rlgauntlet.metrics.impact import ARGMIN_LABEL
+
+        return ARGMIN_LABEL if self.argmin else (self.spec or "clean")
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Episode indices of one cell's run, the unit of work of an executor."""
+
+    cell: Cell
+    run_id: int
+    episodes: tuple[int, ...]
+    n_envs: int = 1
+
+
+@dataclass
+class PairPlan:
+    """One (agent, env, seed): its victim (in the driver), cells and the specs of its groups."""
+
+    entry: AgentEntry
+    env: str
+    preset: str
+    seed: int
+    victim: object
+    cells: list[Cell] = field(default_factory=list)
+    run_ids: dict[Cell, int] = field(default_factory=dict)
+    groups: list[list[str]] = field(default_factory=list)
+
+
+@dataclass
+class SweepPlan:
+    spec: SweepSpec
+    pairs: list[PairPlan]
+    chunks: list[Chunk]
+    total_episodes: int  # episodes of the whole sweep
+    missing_episodes: int  # episodes still to run
+
+
+def _envs_of(entry: AgentEntry, spec: SweepSpec) -> list[str]:
+    if entry.envs:
+        return entry.envs
+    if spec.envs:
+        return spec.envs
+    if entry.agent.startswith("zoo:"):
+        from rlgauntlet.zoo import zoo_entry
+
+        return [zoo_entry(entry.agent[4:])["env"]]
+    raise UserError(f"agent {entry.agent} names no env; give envs: [ENV_ID] for it or for the whole sweep")
+
+
+def _victim(cell: Cell):
+    from rlgauntlet.experiments.agents import load_for_env
+    from rlgauntlet.metrics.impact import ArgminVictim
+
+    victim, _ = load_for_env(cell.agent, cell.env, **dict(cell.load_options))
+    return ArgminVictim(victim) if cell.argmin else victim
+
+
+def plan_sweep(spec: SweepSpec, store: ResultsStore) -> SweepPlan:
+    """Load every agent once, expand the sweep into cells, find or create each cell's run and
+    cut the episodes it lacks into chunks. Bad agents, envs or specs fail here, before any work."""
+    from rlgauntlet.envs import make_env
+    from rlgauntlet.experiments.agents import load_for_env
+    from rlgauntlet.experiments.evaluate import check_seed, open_run, threat_specs
+    from rlgauntlet.metrics.impact import ArgminVictim
+    from rlgauntlet.threats import parse_threat
+    from rlgauntlet.threats.suites import expand_eps_grid
+
+    for seed in spec.seeds:
+        check_seed(seed, spec.episodes)
+    pairs, chunks, total, missing = [], [], 0, 0
+    for entry in spec.agents:
+        grid = entry.eps_grid or spec.eps_grid
+        groups = [expand_eps_grid(list(g), grid) if grid else list(g) for g in spec.strongest_of]
+        for env in _envs_of(entry, spec):
+            victim, preset = load_for_env(entry.agent, env, **entry.load_options())
+            specs = threat_specs(victim, spec.threats, spec.suites, spec.eps, grid, env)
+            specs += [s for g in groups for s in g if s not in specs]
+            threats = [parse_threat(s) for s in specs]
+            probe = make_env(env, preset)
+            try:
+                for t in threats:
+                    t.check_victim(victim)
+                    t.check_env(probe, env)
+            finally:
+                probe.close()
+            options = tuple(sorted(entry.load_options().items()))
+            env_info = {"id": env, "preset": preset}
+            for seed in spec.seeds:
+                pair = PairPlan(entry, env, preset, seed, victim, groups=groups)
+                cells = [(Cell(entry.agent, options, env, preset, None, seed, spec.deterministic), None, victim)]
+                cells += [(Cell(entry.agent, options, env, preset, t.spec, seed, spec.deterministic), t, victim)
+                          for t in threats]
+                if spec.impact and victim.is_discrete:
+                    cells.append((Cell(entry.agent, options, env, preset, None, seed, spec.deterministic, argmin=True),
+                                  None, ArgminVictim(victim)))
+                for cell, threat, cell_victim in cells:
+                    run_id, _ = open_run(store, env_info, cell_victim, threat, seed, spec.deterministic, resume=True,
+                                         label=None if threat is not None else cell.label)
+                    pair.cells.append(cell)
+                    pair.run_ids[cell] = run_id
+                    done = store.done_episodes(run_id)
+                    todo = [k for k in range(spec.episodes) if k not in done]
+                    total += spec.episodes
+                    missing += len(todo)
+                    for start in range(0, len(todo), spec.chunk_episodes):
+                        chunks.append(Chunk(cell, run_id, tuple(todo[start:start + spec.chunk_episodes]),
+                                            spec.n_envs))
+                pairs.append(pair)
+    return SweepPlan(spec, pairs, chunks, total, missing)
+
+
+#: per worker process: victims loaded once per (agent, env, options, argmin)
+_VICTIMS: dict = {}
+
+
+def run_chunk(chunk: Chunk) -> list[EpisodeRecord]:
+    """Run one chunk's episodes (in any process) and return their records; writes nothing.
+
+    The agent is loaded once per process and checked against its file's hash as any load is;
+    torch uses one thread (see :mod:`rlgauntlet.common.threads`), so W workers use W cores."""
+    from rlgauntlet.common.threads import thread_policy
+    from rlgauntlet.engine.rollout import evaluate_episodes
+    from rlgauntlet.envs import make_env
+    from rlgauntlet.threats import parse_threat
+
+    cell = chunk.cell
+    with thread_policy(None):
+        key = (cell.agent, cell.load_options, cell.env, cell.argmin)
+        if key not in _VICTIMS:
+            _VICTIMS[key] = _victim(cell)
+        threat = parse_threat(cell.spec) if cell.spec is not None else None
+        env, preset = cell.env, cell.preset
+        return evaluate_episodes(lambda: make_env(env, preset), _VICTIMS[key], threat, list(chunk.episodes), cell.seed,
+                                 chunk.n_envs, cell.deterministic)
+
+
+def write_chunk(store: ResultsStore, chunk: Chunk, records: list[EpisodeRecord]) -> None:
+    """The driver's half: store a finished chunk's episodes and the time they took."""
+    for record in records:
+        store.add_episode(chunk.run_id, record)
+    store.add_wall_seconds(chunk.run_id, sum(r.wall_seconds for r in records))
+
+
+def summarize_sweep(plan: SweepPlan, store: ResultsStore) -> list[dict]:
+    """One report (as ``rlgauntlet evaluate --out`` writes it) per (agent, env, seed), from the
+    store: evaluations, strongest-of rows and impact."""
+    from rlgauntlet.experiments.evaluate import Report, run_summary, strongest_rows
+    from rlgauntlet.metrics.impact import default_min_score
+    from rlgauntlet.metrics.impact import impact as impact_of
+    from rlgauntlet.threats import parse_threat
+
+    spec = plan.spec
+    reports = []
+    for pair in plan.pairs:
+        victim = pair.victim
+        report = Report(victim.description, {"id": pair.env, "preset": pair.preset}, [])
+        argmin = None
+        for cell in pair.cells:
+            threat = parse_threat(cell.spec) if cell.spec is not None else None
+            summary = run_summary(store, pair.run_ids[cell], victim, threat, pair.seed, spec.episodes,
+                                  spec.deterministic, label=cell.label)
+            if cell.argmin:
+                argmin = summary
+            else:
+                report.evaluations.append(summary)
+        for group in pair.groups:
+            report.strongest_of += strongest_rows(report.evaluations, group, store, pair.seed)
+        if spec.impact:
+            report.impact = True
+            report.score_max = report.evaluations[0]["return_mean"]
+            report.score_min = None if argmin is None else argmin["return_mean"]
+            report.min_score_fixed = default_min_score(pair.env, pair.preset)
+            for ev in report.evaluations:
+                ev["impact"] = impact_of(report.score_max, ev["return_mean"], report.score_min)
+                ev["generalized_impact"] = impact_of(report.score_max, ev["return_mean"], report.min_score_fixed)
+                for name in ("impact", "generalized_impact"):
+                    if ev[name] is not None:
+                        store.add_metric(ev["run_id"], name, ev[name], "fraction of the clean-to-minimum score range")
+                ev["metrics"] = store.metrics(ev["run_id"])
+        reports.append(report.to_dict() | {"sweep": spec.name, "seed": pair.seed})
+    return reports
+
+
+def run_sweep(spec: SweepSpec | str | Path, store: str | Path | ResultsStore, executor: str = "local",
+              workers: int = 1, address: str | None = None,
+              on_plan: Callable[[SweepPlan], None] | None = None,
+              on_chunk: Callable[[Chunk, list[EpisodeRecord]], None] | None = None) -> dict:
+    """Run (or complete) a sweep: the library form of ``rlgauntlet sweep``.
+
+    Args:
+        spec: a :class:`SweepSpec` or the path of a YAML sweep file.
+        store: the SQLite store (a path or an open store); re-running on it runs only missing episodes.
+        executor: ``local`` (worker processes on this machine) or ``ray`` (Ray tasks; ``address``
+            of a running cluster, or a local head started with ``workers`` CPUs).
+        workers: worker processes (local) or CPUs of the local Ray head.
+        on_plan, on_chunk: progress callbacks (the plan before work starts; each finished chunk).
+
+    Returns:
+        ``{"sweep", "episodes", "ran", "seconds", "reports"}``: ``ran`` is how many episodes this
+        call ran (0 when the store already held the whole sweep).
+    """
+    from rlgauntlet.experiments.executors import make_executor
+
+    if not isinstance(spec, SweepSpec):
+        spec = load_sweep_file(spec)
+    if executor not in EXECUTORS:
+        raise UserError(f"--executor {executor!r} is unknown; use one of {', '.join(EXECUTORS)}")
+    if workers < 1:
+        raise UserError(f"--workers {workers}: give at least 1")
+    results = store if isinstance(store, ResultsStore) else ResultsStore(store)
+    start = time.perf_counter()
+    try:
+        plan = plan_sweep(spec, results)
+        if on_plan is not None:
+            on_plan(plan)
+        ran = [0]
+
+        def done(chunk: Chunk, records: list[EpisodeRecord]) -> None:
+            write_chunk(results, chunk, records)
+            ran[0] += len(records)
+            if on_chunk is not None:
+                on_chunk(chunk, records)
+
+        if plan.chunks:
+            with make_executor(executor, workers, address) as pool:
+                pool.run(run_chunk, plan.chunks, done)
+        reports = summarize_sweep(plan, results)
+    finally:
+        if not isinstance(store, ResultsStore):
+            results.close()
+    return {"sweep": spec.name, "episodes": plan.total_episodes, "ran": ran[0],
+            "seconds": time.perf_counter() - start, "reports": reports}
+
+
+def episodes_per_second(result: dict) -> float:
+    """Throughput of a sweep call: episodes it ran per wall-clock second."""
+    return result["ran"] / result["seconds"] if result["seconds"] > 0 else math.nan
