@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import signal
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -114,8 +115,12 @@ class RayExecutor:
             else:
                 ray.init(num_cpus=self.workers, **options)
         except ConnectionError as exc:
-            raise UserError(f"--address {self.address}: no Ray cluster answers there ({exc}); start one with "
-                            "`ray start --head` or leave out --address to start a local head") from None
+            # Ray (2.5x+) enables token authentication on clusters it starts, but a client given an
+            # explicit address only sends the token when told to
+            hint = "" if os.environ.get("RAY_AUTH_MODE") else \
+                " (a cluster with token authentication also needs RAY_AUTH_MODE=token in this shell)"
+            raise UserError(f"--address {self.address}: cannot connect to a Ray cluster there ({exc}){hint}; start "
+                            "one with `ray start --head` or leave out --address to start a local head") from None
         self._ray = ray
         return self
 

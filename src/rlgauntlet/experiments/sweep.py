@@ -414,3 +414,12 @@ def run_sweep(spec: SweepSpec | str | Path, store: str | Path | ResultsStore, ex
 def episodes_per_second(result: dict) -> float:
     """Throughput of a sweep call: episodes it ran per wall-clock second."""
     return result["ran"] / result["seconds"] if result["seconds"] > 0 else math.nan
+
+
+if __name__ == "__main__":  # regenerate the committed JSON schema of sweep files
+    import json
+    import sys
+
+    out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("docs/sweep.schema.json")
+    out.write_text(json.dumps(SweepSpec.model_json_schema(), indent=2) + "\n")
+    print(f"wrote {out}")

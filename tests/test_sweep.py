@@ -1,0 +1,268 @@
+"""Sweeps: the file format, the plan, equality with evaluate, resuming after a kill, the local
+and Ray executors (Ray only inside a loopback-only network namespace made by the test)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from rlgauntlet.errors import UserError
+from rlgauntlet.experiments.executors import LocalExecutor
+from rlgauntlet.experiments.store import ResultsStore
+from rlgauntlet.experiments.sweep import SweepSpec, load_sweep_file, plan_sweep, run_sweep
+
+REPO = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, "-m", "rlgauntlet.cli"]
+
+SMALL = {
+    "name": "small",
+    "agents": ["zoo:cartpole-dqn"],
+    "threats": ["uniform_noise", "fgsm"],
+    "eps_grid": [0.1, 0.2],
+    "strongest_of": ["uniform_noise,fgsm"],
+    "episodes": 5,
+    "chunk_episodes": 2,
+}
+
+
+def write_yaml(path: Path, data: dict) -> Path:
+    import yaml
+
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def episode_rows(store_path: Path) -> list[tuple]:
+    """Every stored episode as (spec, episode, seed, return, length), independent of run ids."""
+    conn = sqlite3.connect(store_path)
+    try:
+        rows = conn.execute("SELECT r.meta, e.episode, e.seed, e.episode_return, e.length FROM episodes e "
+                            "JOIN runs r ON r.run_id = e.run_id").fetchall()
+    finally:
+        conn.close()
+    return sorted((json.loads(meta)["spec"], *rest) for meta, *rest in rows)
+
+
+# --- the sweep file ------------------------------------------------------------------------
+
+def test_spec_accepts_strings_lists_and_groups_as_text():
+    spec = SweepSpec.model_validate(SMALL)
+    assert spec.agents[0].agent == "zoo:cartpole-dqn" and spec.agents[0].envs is None
+    assert spec.eps_grid == "0.1,0.2"
+    assert spec.strongest_of == [["uniform_noise", "fgsm"]]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"episodes": 0}, "episodes"),
+    ({"colour": "red"}, "colour"),
+    ({"strongest_of": ["pgd"]}, "at least two"),
+    ({"eps": "0.1"}, "either eps or eps_grid"),
+    ({"seeds": [1, 1]}, "distinct"),
+    ({"agents": []}, "agents"),
+    ({"agents": [{"agent": "zoo:cartpole-dqn", "precision": "half"}]}, "agents.0.precision"),
+])
+def test_bad_sweep_files_name_the_problem(tmp_path, change, message):
+    path = write_yaml(tmp_path / "s.yaml", {**SMALL, **change})
+    with pytest.raises(UserError) as err:
+        load_sweep_file(path)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_yaml_errors_give_the_line(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("agents: [zoo:cartpole-dqn\nepisodes: 3\n")
+    with pytest.raises(UserError, match="not valid YAML at line"):
+        load_sweep_file(path)
+    path.write_text("- just a list\n")
+    with pytest.raises(UserError, match="must be a mapping"):
+        load_sweep_file(path)
+
+
+def test_committed_json_schema_is_current():
+    committed = json.loads((REPO / "docs" / "sweep.schema.json").read_text())
+    assert committed == SweepSpec.model_json_schema(), "regenerate with: python -m rlgauntlet.experiments.sweep"
+
+
+# --- the plan --------------------------------------------------------------------------------
+
+def test_plan_cells_and_chunks_cover_exactly_the_missing_episodes(tmp_path):
+    spec = SweepSpec.model_validate({**SMALL, "seeds": [0, 7]})
+    store = ResultsStore(tmp_path / "s.sqlite")
+    plan = plan_sweep(spec, store)
+    # per seed: clean, 2 threats × 2 budgets, the argmin agent (impact of a discrete agent)
+    assert [len(p.cells) for p in plan.pairs] == [6, 6]
+    assert plan.total_episodes == plan.missing_episodes == 2 * 6 * 5
+    covered = sorted((c.run_id, k) for c in plan.chunks for k in c.episodes)
+    assert covered == sorted((run_id, k) for p in plan.pairs for run_id in p.run_ids.values() for k in range(5))
+    assert max(len(c.episodes) for c in plan.chunks) == 2
+    # planning again finds the same runs instead of creating new ones
+    again = plan_sweep(spec, store)
+    assert [p.run_ids for p in again.pairs] == [p.run_ids for p in plan.pairs]
+    assert len(store.runs()) == 12
+
+
+def test_plan_refuses_a_threat_that_does_not_fit_before_any_work(tmp_path):
+    spec = SweepSpec.model_validate({**SMALL, "threats": ["rotation:degrees=3"], "strongest_of": []})
+    store = ResultsStore(tmp_path / "s.sqlite")
+    with pytest.raises(UserError, match="rotation"):
+        plan_sweep(spec, store)
+    assert store.runs() == []
+
+
+def test_an_agent_without_env_needs_one(tmp_path):
+    spec = SweepSpec.model_validate({"agents": ["sb3:agent.zip"], "episodes": 1})
+    with pytest.raises(UserError, match="names no env"):
+        plan_sweep(spec, ResultsStore(":memory:"))
+
+
+# --- results ---------------------------------------------------------------------------------
+
+def test_sweep_equals_evaluate_and_resumes_into_the_same_runs(tmp_path):
+    """Two worker processes, chunks of 2 episodes: per-episode returns equal a plain evaluate's,
+    and evaluate --resume on the sweep's store finds every run complete."""
+    from rlgauntlet import evaluate
+
+    store = tmp_path / "s.sqlite"
+    result = run_sweep(SweepSpec.model_validate(SMALL), store, workers=2)
+    assert result["ran"] == result["episodes"] == 6 * 5
+    swept = {ev["spec"]: ev["returns"] for ev in result["reports"][0]["evaluations"]}
+    reference = evaluate("zoo:cartpole-dqn", "CartPole-v1", threats=["uniform_noise", "fgsm"], eps_grid="0.1,0.2",
+                         episodes=5, n_envs=3, impact=True)
+    assert swept == {ev["spec"]: ev["returns"] for ev in reference.evaluations}
+    assert result["reports"][0]["score_min"] == reference.score_min
+    rows = result["reports"][0]["strongest_of"]
+    assert [r["winner"] for r in rows] == ["fgsm:eps=0.1", "fgsm:eps=0.2"]
+    before = len(ResultsStore(store).runs())
+    seen = []
+    evaluate("zoo:cartpole-dqn", "CartPole-v1", threats=["uniform_noise", "fgsm"], eps_grid="0.1,0.2", episodes=5,
+             store=store, resume=True, on_episode=lambda label, rec: seen.append(label))
+    assert seen == [] and len(ResultsStore(store).runs()) == before
+    again = run_sweep(SweepSpec.model_validate(SMALL), store, workers=1)
+    assert again["ran"] == 0 and len(ResultsStore(store).runs()) == before  # strongest-of rows found, not added
+
+
+def test_interrupted_sweep_resumes_with_the_same_rows(tmp_path):
+    """The driver dies after its first chunks are written: a re-run runs only what is missing
+    and the store ends with exactly the rows of an uninterrupted sweep."""
+    spec = SweepSpec.model_validate(SMALL)
+    whole = tmp_path / "whole.sqlite"
+    run_sweep(spec, whole, workers=1)
+    broken = tmp_path / "broken.sqlite"
+    written = []
+
+    def die_after_three(chunk, records):
+        written.extend(records)
+        if len(written) >= 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(spec, broken, workers=2, on_chunk=die_after_three)
+    kept = len(episode_rows(broken))
+    assert 3 <= kept < 30
+    result = run_sweep(spec, broken, workers=2)
+    assert result["ran"] == 30 - kept
+    assert episode_rows(broken) == episode_rows(whole)
+
+
+def _die_once(task):
+    """A task that kills its worker process the first time it sees task 1."""
+    marker = Path(task[1])
+    if task[0] == 1 and not marker.exists():
+        marker.write_text("died")
+        os._exit(9)
+    return task[0] * 10
+
+
+def test_local_executor_survives_a_dead_worker(tmp_path):
+    tasks = [(k, str(tmp_path / "marker")) for k in range(4)]
+    done = {}
+    with LocalExecutor(workers=2) as pool:
+        pool.run(_die_once, tasks, lambda task, result: done.__setitem__(task[0], result))
+    assert done == {0: 0, 1: 10, 2: 20, 3: 30}
+    assert (tmp_path / "marker").exists()
+
+
+def test_cli_sigint_keeps_finished_chunks_and_a_rerun_completes(tmp_path):
+    spec = write_yaml(tmp_path / "s.yaml", {**SMALL, "episodes": 8, "chunk_episodes": 1})
+    store = tmp_path / "s.sqlite"
+    proc = subprocess.Popen([*CLI, "sweep", str(spec), "--store", str(store), "--workers", "2"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            if len(episode_rows(store)) >= 4:
+                break
+        except sqlite3.OperationalError:  # the store's tables are not there yet
+            pass
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "run the same command again" in err and "Traceback" not in err
+    kept = len(episode_rows(store))
+    rerun = subprocess.run([*CLI, "sweep", str(spec), "--store", str(store)], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"ran {6 * 8 - kept} of {6 * 8} episodes" in rerun.stderr
+    rows = episode_rows(store)
+    assert len(rows) == len(set((r[0], r[1]) for r in rows)) == 6 * 8
+
+
+# --- Ray, inside a loopback-only network namespace --------------------------------------------
+
+def _netns_reason() -> str | None:
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return "Ray is not installed (pip install 'rlgauntlet[ray]')"
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        return "making a network namespace needs root and iproute2"
+    return None
+
+
+def _netns(name: str, *command: str, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(["ip", "netns", "exec", name, *command], capture_output=True, text=True, **kwargs)
+
+
+def test_ray_head_in_a_namespace_matches_the_local_executor(tmp_path):
+    reason = _netns_reason()
+    if reason:
+        pytest.skip(reason)
+    name = f"rlgt-{uuid.uuid4().hex[:8]}"
+    made = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot make a network namespace here: {made.stderr.strip()}")
+    ray_bin = str(Path(sys.executable).with_name("ray"))
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    try:
+        _netns(name, "ip", "link", "set", "lo", "up", check=True)
+        head = _netns(name, ray_bin, "start", "--head", "--num-cpus", "2", "--port", "6391",
+                      "--include-dashboard=false", "--disable-usage-stats", env=env, timeout=180)
+        assert head.returncode == 0, head.stderr[-2000:]
+        assert "127.0.0.1" in head.stdout + head.stderr  # the head advertises loopback only
+        spec = write_yaml(tmp_path / "s.yaml", SMALL)
+        swept = _netns(name, *CLI, "sweep", str(spec), "--store", str(tmp_path / "ray.sqlite"), "--executor", "ray",
+                       "--address", "127.0.0.1:6391", env={**env, "RAY_AUTH_MODE": "token"}, cwd=tmp_path,
+                       timeout=300)
+        assert swept.returncode == 0, swept.stderr[-2000:]
+    finally:
+        _netns(name, ray_bin, "stop", "--force", env=env, timeout=120)
+        pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+    run_sweep(SweepSpec.model_validate(SMALL), tmp_path / "local.sqlite", workers=2)
+    assert episode_rows(tmp_path / "ray.sqlite") == episode_rows(tmp_path / "local.sqlite")
