@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -220,49 +218,23 @@ def test_cli_sigint_keeps_finished_chunks_and_a_rerun_completes(tmp_path):
 
 # --- Ray, inside a loopback-only network namespace --------------------------------------------
 
-def _netns_reason() -> str | None:
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        return "Ray is not installed (pip install 'rlgauntlet[ray]')"
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        return "making a network namespace needs root and iproute2"
-    return None
-
-
-def _netns(name: str, *command: str, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run(["ip", "netns", "exec", name, *command], capture_output=True, text=True, **kwargs)
-
-
 def test_ray_head_in_a_namespace_matches_the_local_executor(tmp_path):
-    reason = _netns_reason()
+    from rlgauntlet.common.netns import RayNamespace, namespace_unavailable
+
+    reason = namespace_unavailable()
     if reason:
         pytest.skip(reason)
-    name = f"rlgt-{uuid.uuid4().hex[:8]}"
-    made = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True)
-    if made.returncode != 0:
-        pytest.skip(f"cannot make a network namespace here: {made.stderr.strip()}")
-    ray_bin = str(Path(sys.executable).with_name("ray"))
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    spec = write_yaml(tmp_path / "s.yaml", SMALL)
     try:
-        _netns(name, "ip", "link", "set", "lo", "up", check=True)
-        head = _netns(name, ray_bin, "start", "--head", "--num-cpus", "2", "--port", "6391",
-                      "--include-dashboard=false", "--disable-usage-stats", env=env, timeout=180)
-        assert head.returncode == 0, head.stderr[-2000:]
-        assert "127.0.0.1" in head.stdout + head.stderr  # the head advertises loopback only
-        spec = write_yaml(tmp_path / "s.yaml", SMALL)
-        swept = _netns(name, *CLI, "sweep", str(spec), "--store", str(tmp_path / "ray.sqlite"), "--executor", "ray",
-                       "--address", "127.0.0.1:6391", env={**env, "RAY_AUTH_MODE": "token"}, cwd=tmp_path,
-                       timeout=300)
-        assert swept.returncode == 0, swept.stderr[-2000:]
-    finally:
-        _netns(name, ray_bin, "stop", "--force", env=env, timeout=120)
-        pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True).stdout.split()
-        for pid in pids:
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+        namespace = RayNamespace(cpus=2)
+        with namespace as ns:
+            assert "Local node IP: 127.0.0.1" in ns.head_output  # the head advertises loopback only
+            swept = ns.run([*CLI, "sweep", str(spec), "--store", str(tmp_path / "ray.sqlite"), "--executor", "ray",
+                            "--address", ns.address], cwd=tmp_path, timeout=300)
+            assert swept.returncode == 0, swept.stderr[-2000:]
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+    gone = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert namespace.name not in gone
     run_sweep(SweepSpec.model_validate(SMALL), tmp_path / "local.sqlite", workers=2)
     assert episode_rows(tmp_path / "ray.sqlite") == episode_rows(tmp_path / "local.sqlite")

@@ -45,6 +45,21 @@ def _grid_text(value: object) -> object:
     return value
 
 
+def _group_lists(value: object) -> object:
+    """A strongest-of group may be one comma-separated line, as on the CLI."""
+    from rlgauntlet.threats.spec import split_spec_list
+
+    if isinstance(value, list):
+        return [split_spec_list(g) if isinstance(g, str) else g for g in value]
+    return value
+
+
+def _check_groups(groups: list[list[str]] | None) -> None:
+    for group in groups or []:
+        if len(group) < 2:
+            raise ValueError(f"strongest_of group {group} compares several attacks; give at least two")
+
+
 class AgentEntry(BaseModel):
     """One agent of a sweep and how to load it.
 
@@ -57,6 +72,8 @@ class AgentEntry(BaseModel):
     agent: str = Field(description="zoo:NAME | sb3:PATH.zip[:ALGO] | torchscript:PATH")
     envs: list[str] | None = Field(None, description="Gymnasium ids this agent is evaluated on")
     eps_grid: str | None = Field(None, description="budgets for this agent, overriding the sweep's eps_grid")
+    threats: list[str] | None = Field(None, description="threat specs for this agent, replacing the sweep's")
+    strongest_of: list[list[str]] | None = Field(None, description="strongest-of groups for this agent, replacing the sweep's")
     preset: str | None = None
     kind: str | None = Field(None, description="TorchScript output kind: q, categorical, gaussian, deterministic")
     vecnormalize: str | None = Field(None, description="SB3 VecNormalize statistics saved with the agent")
@@ -67,6 +84,16 @@ class AgentEntry(BaseModel):
     @classmethod
     def _grid(cls, value: object) -> object:
         return _grid_text(value)
+
+    @field_validator("strongest_of", mode="before")
+    @classmethod
+    def _groups(cls, value: object) -> object:
+        return _group_lists(value)
+
+    @model_validator(mode="after")
+    def _check(self) -> "AgentEntry":
+        _check_groups(self.strongest_of)
+        return self
 
     def load_options(self) -> dict:
         return {"preset": self.preset, "kind": self.kind, "vecnormalize": self.vecnormalize,
@@ -111,11 +138,7 @@ class SweepSpec(BaseModel):
     @field_validator("strongest_of", mode="before")
     @classmethod
     def _groups(cls, value: object) -> object:
-        from rlgauntlet.threats.spec import split_spec_list
-
-        if isinstance(value, list):  # a group may be one comma-separated line, as on the CLI
-            return [split_spec_list(g) if isinstance(g, str) else g for g in value]
-        return value
+        return _group_lists(value)
 
     @field_validator("seeds")
     @classmethod
@@ -126,9 +149,7 @@ class SweepSpec(BaseModel):
 
     @model_validator(mode="after")
     def _something_to_run(self) -> "SweepSpec":
-        for group in self.strongest_of:
-            if len(group) < 2:
-                raise ValueError(f"strongest_of group {group} compares several attacks; give at least two")
+        _check_groups(self.strongest_of)
         if self.eps is not None and self.eps_grid is not None:
             raise ValueError("give either eps or eps_grid, not both")
         return self
@@ -249,10 +270,12 @@ def plan_sweep(spec: SweepSpec, store: ResultsStore) -> SweepPlan:
     pairs, chunks, total, missing = [], [], 0, 0
     for entry in spec.agents:
         grid = entry.eps_grid or spec.eps_grid
-        groups = [expand_eps_grid(list(g), grid) if grid else list(g) for g in spec.strongest_of]
+        chosen = entry.threats if entry.threats is not None else spec.threats
+        groups = [expand_eps_grid(list(g), grid) if grid else list(g)
+                  for g in (entry.strongest_of if entry.strongest_of is not None else spec.strongest_of)]
         for env in _envs_of(entry, spec):
             victim, preset = load_for_env(entry.agent, env, **entry.load_options())
-            specs = threat_specs(victim, spec.threats, spec.suites, spec.eps, grid, env)
+            specs = threat_specs(victim, chosen, spec.suites, spec.eps, grid, env)
             specs += [s for g in groups for s in g if s not in specs]
             threats = [parse_threat(s) for s in specs]
             probe = make_env(env, preset)
