@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TORCH_VERSION := 2.13.0
 
-.PHONY: install demo test test-slow bench clean
+.PHONY: install demo test test-slow browser bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,7 +25,13 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -x --durations=10
 
-test-slow: $(STAMP)
+# the slow set includes the report's browser test: Debian's Chromium driven by Playwright
+# (no browser download: Playwright uses /usr/bin/chromium), and Ray for the sweep benchmarks
+browser: $(STAMP)
+	command -v chromium >/dev/null || (apt-get install -y chromium || (apt-get update && apt-get install -y chromium))
+	$(BIN)/python -m pip install -q -e ".[test,dmc,browser,ray]"
+
+test-slow: browser
 	$(BIN)/python -m pytest -q -m slow --durations=10
 
 bench: $(STAMP)

@@ -643,6 +643,25 @@ def sweep(
 
 
 @app.command()
+def report(
+    store: List[Path] = typer.Option(..., help="results store(s) to report on, repeatable. Example: --store sweep.sqlite --store radial.sqlite"),
+    out: Path = typer.Option(Path("rlgauntlet-report.html"), help="the HTML file to write (self-contained). Example: --out report.html"),
+    agent: List[str] = typer.Option([], help="only agents whose name contains this text, repeatable. Example: --agent cartpole"),
+    title: str = typer.Option("rlgauntlet robustness report", help="the page title. Example: --title 'CartPole agents'"),
+) -> None:
+    """Render a robustness report card (HTML, figures embedded) from results stores.
+
+    Example: rlgauntlet report --store sweep.sqlite --out report.html
+    """
+    from rlgauntlet.report.html import render_report
+
+    _check_writable(out)
+    _KEPT["note"] = "no report was written"
+    path = render_report(store, out, agents=agent or None, title=title)
+    console.print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
+
+
+@app.command()
 def version() -> None:
     """Print the rlgauntlet version."""
     out_console.print(rlgauntlet.__version__)

@@ -25,7 +25,7 @@ def _agent_label(agent: dict) -> str:
     return agent.get("name") or Path(agent.get("path", "agent")).stem
 
 
-def _without_eps(spec: str) -> str:
+def without_eps(spec: str) -> str:
     name, _, rest = spec.partition(":")
     items = [i for i in rest.split(",") if i and not i.strip().startswith("eps=")]
     return f"{name}:{','.join(items)}" if items else name
@@ -50,7 +50,7 @@ def budget_curves(store: ResultsStore, env: str | None = None, agent: str | None
         if spec == "clean":
             group["clean"] = (mean, sem)
         elif "eps" in meta.get("params", {}):
-            group["curves"][_without_eps(spec)].append((float(meta["params"]["eps"]), mean, sem, len(returns)))
+            group["curves"][without_eps(spec)].append((float(meta["params"]["eps"]), mean, sem, len(returns)))
     for group in out.values():
         for points in group["curves"].values():
             points.sort()

@@ -1,0 +1,199 @@
+"""What a report shows, read from one or more results stores: per (agent, env), the latest run
+of every threat spec with its summary, the strongest-of rows, certification and OOD runs.
+
+Every figure keeps a reference to its run (store file and run id), so that each number in
+the report traces back to the run, its spec, seed and episodes.
+
+Example:
+    >>> from rlgauntlet.experiments.store import ResultsStore
+    >>> load_groups([ResultsStore(":memory:")])
+    []
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rlgauntlet.experiments.evaluate import summarize
+from rlgauntlet.experiments.store import ResultsStore
+
+#: threat families by the module a threat lives in (``rlgauntlet.threats.<module>``)
+FAMILIES = {
+    "natural": "natural", "corruptions": "natural", "noise": "natural", "memory": "natural",
+    "actions": "natural", "world": "natural",
+    "attacks": "adversarial", "learned": "learned", "model_based": "model_based",
+}
+
+
+def threat_family(spec: str) -> str:
+    """``natural``, ``adversarial``, ``learned``, ``model_based``, ``certified`` or ``other``."""
+    from rlgauntlet.threats.base import THREATS
+    from rlgauntlet.threats.spec import ALIASES
+
+    name = spec.split(":")[0].strip()
+    if name in ALIASES:
+        return "adversarial"
+    if name == "gwc":
+        return "certified"
+    if name not in THREATS:
+        return "other"
+    return FAMILIES.get(THREATS[name].__module__.split(".")[2], "other")
+
+
+def agent_label(agent: dict | str) -> str:
+    if isinstance(agent, str):
+        return agent
+    return agent.get("name") or Path(agent.get("path", "agent")).stem
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """Where a number comes from: the store (its position among the report's stores and file
+    name) and the run id in it."""
+
+    store: int
+    store_name: str
+    run_id: int
+
+    @property
+    def anchor(self) -> str:
+        return f"run-{self.store}-{self.run_id}"
+
+    @property
+    def text(self) -> str:
+        return f"{self.store_name}#{self.run_id}"
+
+
+@dataclass
+class Evaluation:
+    """One evaluation run: its meta, its summary (as ``rlgauntlet evaluate`` reports it) and metrics."""
+
+    ref: RunRef
+    meta: dict
+    summary: dict
+    metrics: dict
+
+    @property
+    def spec(self) -> str:
+        return self.meta["spec"]
+
+    @property
+    def family(self) -> str:
+        return threat_family(self.spec)
+
+    @property
+    def eps(self) -> float | None:
+        value = self.meta.get("params", {}).get("eps")
+        return None if value is None else float(value)
+
+    def metric(self, name: str) -> float | None:
+        entry = self.metrics.get(name)
+        return None if entry is None else entry["value"]
+
+
+@dataclass
+class AgentRuns:
+    """Everything the stores hold about one agent on one env."""
+
+    label: str
+    env: str
+    agent: dict = field(default_factory=dict)
+    preset: str | None = None
+    evaluations: dict[str, Evaluation] = field(default_factory=dict)  # spec -> latest run
+    strongest: list[dict] = field(default_factory=list)
+    certification: list[dict] = field(default_factory=list)
+    ood: list[dict] = field(default_factory=list)
+    runs: list[tuple[RunRef, str, dict]] = field(default_factory=list)  # every run: (ref, kind, meta)
+
+    @property
+    def clean(self) -> Evaluation | None:
+        return self.evaluations.get("clean")
+
+    @property
+    def argmin(self) -> Evaluation | None:
+        from rlgauntlet.metrics.impact import ARGMIN_LABEL
+
+        return self.evaluations.get(ARGMIN_LABEL)
+
+    def threats(self, family: str) -> list[Evaluation]:
+        """Evaluations of one threat family, by spec."""
+        return sorted((e for e in self.evaluations.values() if e.family == family), key=lambda e: (e.spec))
+
+    @property
+    def budget_space(self) -> str | None:
+        return self.clean.meta.get("budget_space") if self.clean else None
+
+    @property
+    def is_image(self) -> bool:
+        return self.budget_space == "pixel01"
+
+
+def _summary(store: ResultsStore, run_id: int, meta: dict) -> dict:
+    records = store.episodes(run_id)
+    return summarize(records, meta.get("threat", meta["spec"]), meta["spec"], meta.get("seed", 0),
+                     str(meta.get("budget_space")), store.wall_seconds(run_id))
+
+
+def load_groups(stores: list[ResultsStore], agents: list[str] | None = None) -> list[AgentRuns]:
+    """Per (agent, env), in order of first appearance; ``agents`` keeps only labels containing
+    one of the given texts."""
+    groups: dict[tuple[str, str], AgentRuns] = {}
+
+    def group(agent, env: dict) -> AgentRuns | None:
+        label = agent_label(agent)
+        if agents and not any(a in label for a in agents):
+            return None
+        key = (label, env["id"])
+        if key not in groups:
+            groups[key] = AgentRuns(label, env["id"], agent if isinstance(agent, dict) else {"name": agent},
+                                    env.get("preset"))
+        return groups[key]
+
+    for index, store in enumerate(stores):
+        name = Path(store.path).name
+        by_id = dict(store.runs())
+        kinds = {run_id: store.run_kind(run_id) for run_id in by_id}
+        for run_id, meta in by_id.items():
+            ref, kind = RunRef(index, name, run_id), kinds[run_id]
+            if kind == "strongest_of":
+                members = meta.get("members", {})
+                first = by_id.get(next(iter(members.values()), None))
+                if first is None:
+                    continue
+                g = group(first["agent"], first["env"])
+                if g is None:
+                    continue
+                g.runs.append((ref, kind, meta))
+                winner_id = int(store.metrics(run_id)["winner_run_id"]["value"])
+                winner = _summary(store, winner_id, by_id[winner_id])
+                by_attack = {spec: _summary(store, rid, by_id[rid])["return_mean"] for spec, rid in members.items()
+                             if rid in by_id}
+                g.strongest.append({"ref": ref, "eps": meta.get("eps"), "attacks": meta["strongest_of"],
+                                    "winner": meta["winner"], "winner_ref": RunRef(index, name, winner_id),
+                                    "return_mean": winner["return_mean"], "return_sem": winner["return_sem"],
+                                    "episodes": winner["episodes"], "seed": by_id[winner_id].get("seed"),
+                                    "by_attack": by_attack})
+                continue
+            if "agent" not in meta or "env" not in meta:
+                continue
+            g = group(meta["agent"], meta["env"])
+            if g is None:
+                continue
+            g.runs.append((ref, kind, meta))
+            if kind == "ood" and "shift" in meta:
+                g.ood.append({"ref": ref, "meta": meta, "metrics": store.metrics(run_id),
+                              "id_runs": meta.get("nominal_runs", []), "ood_runs": meta.get("shifted_runs", []),
+                              "store": store})
+            elif kind == "certification":
+                entry = {"ref": ref, "meta": meta, "metrics": store.metrics(run_id)}
+                if "spec" in meta:  # a GWC run: episodes like any evaluation
+                    entry["summary"] = _summary(store, run_id, meta)
+                g.certification.append(entry)
+            elif kind == "evaluation" and "spec" in meta:
+                if isinstance(meta["agent"], dict) and not g.agent.get("sha256"):
+                    g.agent = meta["agent"]
+                summary = _summary(store, run_id, meta)
+                if summary["episodes"]:
+                    g.evaluations[meta["spec"]] = Evaluation(ref, meta, summary, store.metrics(run_id))
+    return list(groups.values())

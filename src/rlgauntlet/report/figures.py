@@ -1,0 +1,81 @@
+"""The report's figures, each returned as a ``data:image/png;base64,...`` URI so that the HTML
+file is self-contained (nothing is fetched when it is viewed).
+
+Example:
+    >>> uri = png_uri_of_array(np.zeros((4, 4), dtype=np.uint8))
+    >>> uri.startswith("data:image/png;base64,")
+    True
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import numpy as np
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def figure_uri(fig) -> str:
+    """Encode a matplotlib figure as a PNG data URI and close it."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    _pyplot().close(fig)
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+def png_uri_of_array(image: np.ndarray, scale: int = 2) -> str:
+    """A uint8 grey (H, W) or RGB (H, W, 3) image as a PNG data URI, enlarged ``scale`` times
+    (nearest neighbour, so pixels stay visible)."""
+    from PIL import Image
+
+    if scale > 1:
+        image = image.repeat(scale, axis=0).repeat(scale, axis=1)
+    buffer = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(image)).save(buffer, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+def budget_curves_uri(curves: dict[str, list[tuple[float, float, float]]], clean: float | None, title: str,
+                      space: str | None) -> str:
+    """Mean return ± sem against ε, one line per threat; the clean return dashed."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for threat, points in sorted(curves.items()):
+        eps, mean, sem = map(np.array, zip(*sorted(points)))
+        ax.errorbar(eps, mean, yerr=sem, marker="o", capsize=3, label=threat)
+    if clean is not None:
+        ax.axhline(clean, color="grey", linestyle="--", label="clean")
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel(f"ε ({space})" if space else "ε")
+    ax.set_ylabel("mean return ± sem")
+    ax.legend(fontsize=7)
+    return figure_uri(fig)
+
+
+def ood_scores_uri(panels: list[dict]) -> str:
+    """One panel per shift: the per-step uncertainty score of the first ID and the first OOD
+    episode (``{"title", "id", "ood"}``)."""
+    plt = _pyplot()
+    cols = min(3, len(panels))
+    rows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 2.8 * rows), squeeze=False)
+    for ax, panel in zip(axes.flat, panels):
+        ax.plot(panel["id"], color="tab:blue", lw=1, label="ID (nominal)")
+        ax.plot(panel["ood"], color="tab:red", lw=1, label="OOD (shifted)")
+        ax.set_title(panel["title"], fontsize=8)
+        ax.set_xlabel("step")
+        ax.set_ylabel("uncertainty")
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    axes.flat[0].legend(fontsize=7)
+    fig.tight_layout()
+    return figure_uri(fig)

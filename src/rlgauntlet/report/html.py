@@ -1,0 +1,94 @@
+"""The robustness report card: one self-contained HTML file (figures embedded as data URIs,
+no script, nothing fetched at view time) rendered from one or more results stores.
+
+Per agent and env it shows the sections of :mod:`rlgauntlet.report.sections` that the stores
+hold something for; with several agents on one env, a comparison view ranks them by their
+strongest-of return; an appendix lists every run used, with its stored meta, and every
+number in the report links to it.
+
+Example:
+    >>> render_report(["sweep.sqlite"], "report.html")                   # doctest: +SKIP
+    PosixPath('report.html')
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import rlgauntlet
+from rlgauntlet.errors import UserError
+from rlgauntlet.experiments.store import ResultsStore
+from rlgauntlet.report.data import AgentRuns, load_groups
+from rlgauntlet.report.sections import SECTIONS, comparison
+
+
+#: how the first lines of every report mark it (so that an --out we did not write is never replaced)
+GENERATOR_MARK = '<meta name="generator" content="rlgauntlet'
+
+
+def _environment():
+    from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+    return Environment(loader=PackageLoader("rlgauntlet.report", "templates"), autoescape=select_autoescape(["j2"]),
+                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+
+
+def _anchor(g: AgentRuns) -> str:
+    return "agent-" + re.sub(r"[^A-Za-z0-9_-]+", "-", f"{g.label}-{g.env}").strip("-")
+
+
+def _open_stores(paths: list[str | Path]) -> list[ResultsStore]:
+    stores = []
+    for path in paths:
+        path = Path(path)
+        if not path.is_file():
+            raise UserError(f"--store {path} does not exist; give a results store written by evaluate or sweep")
+        stores.append(ResultsStore(path))
+    return stores
+
+
+def report_context(stores: list[ResultsStore], agents: list[str] | None = None) -> dict:
+    """Everything the template renders (also what tests inspect)."""
+    groups = load_groups(stores, agents)
+    if not groups:
+        which = f" for agents matching {', '.join(agents)}" if agents else ""
+        raise UserError(f"the store holds no runs{which}; run rlgauntlet evaluate or sweep first")
+    rendered = []
+    for g in groups:
+        sections = []
+        for section in SECTIONS:
+            data = section.collect(g)
+            if data is not None:
+                sections.append({"key": section.key, "title": section.title, "data": data})
+        if sections:
+            rendered.append({"label": g.label, "env": g.env, "anchor": _anchor(g), "sections": sections})
+    used = [(ref, kind, meta) for g in groups for ref, kind, meta in g.runs]
+    appendix = [{"ref": ref, "kind": kind, "title": meta.get("spec") or meta.get("shift") or
+                 ", ".join(meta.get("strongest_of", [])) or kind, "meta": json.dumps(meta, indent=1, default=str)}
+                for ref, kind, meta in sorted(used, key=lambda u: (u[0].store, u[0].run_id))]
+    return {"groups": rendered, "comparisons": comparison(groups), "appendix": appendix, "run_count": len(appendix),
+            "stores": [Path(s.path).name for s in stores]}
+
+
+def render_report(stores: list[str | Path], out: str | Path, agents: list[str] | None = None,
+                  title: str = "rlgauntlet robustness report") -> Path:
+    """Render the report of ``stores`` (paths) to ``out``; returns the path written."""
+    out = Path(out)
+    if out.is_file() and GENERATOR_MARK not in out.read_text(errors="ignore")[:2000]:
+        raise UserError(f"--out {out} exists and is not a report rlgauntlet wrote; it was left untouched: "
+                        "give a new file name")
+    opened = _open_stores(list(stores))
+    try:
+        context = report_context(opened, agents)
+    finally:
+        for store in opened:
+            store.close()
+    html = _environment().get_template("report.html.j2").render(
+        title=title, version=rlgauntlet.__version__, rendered=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        **context)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(html)
+    return out

@@ -1,0 +1,219 @@
+"""The HTML report card: known numbers from a hand-made store, sections present exactly when
+the store holds their runs, every run link resolves, nothing is fetched at view time, and (slow)
+a real headless Chromium renders it with no broken image."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlgauntlet.engine.rollout import EpisodeRecord
+from rlgauntlet.errors import UserError
+from rlgauntlet.experiments.evaluate import strongest_rows, summarize
+from rlgauntlet.experiments.store import ResultsStore, run_key
+from rlgauntlet.report.data import threat_family
+from rlgauntlet.report.html import render_report, report_context
+
+CLI = [sys.executable, "-m", "rlgauntlet.cli"]
+ENV = {"id": "CartPole-v1", "preset": "classic"}
+
+
+def agent(name: str) -> dict:
+    return {"source": "zoo", "name": name, "path": f"zoo/{name}.zip", "algorithm": "dqn", "sha256": "ab" * 32}
+
+
+def add_run(store: ResultsStore, who: str, spec: str, returns: list[float], eps: float | None = None,
+            kind: str = "evaluation", space: str = "raw") -> int:
+    meta = {"agent": agent(who), "env": ENV, "threat": spec.split(":")[0], "spec": spec, "seed": 0,
+            "budget_space": space, "place": None if spec == "clean" else "observation",
+            "params": {} if eps is None else {"eps": eps}}
+    run_id = store.create_run(run_key({**meta, "kind": kind}), meta, kind=kind)
+    for k, ret in enumerate(returns):
+        store.add_episode(run_id, EpisodeRecord(episode=k, seed=k, episode_return=ret, length=int(ret) + 1,
+                                                perturbed_steps=0 if spec == "clean" else int(ret) + 1,
+                                                linf_sum=0.0 if spec == "clean" else (eps or 0.1) * (int(ret) + 1),
+                                                linf_max=eps or 0.0))
+    return run_id
+
+
+def evaluation(store: ResultsStore, run_id: int) -> dict:
+    meta = store.run_meta(run_id)
+    summary = summarize(store.episodes(run_id), meta["threat"], meta["spec"], 0, "raw", 0.0)
+    return {**summary, "run_id": run_id}
+
+
+@pytest.fixture
+def store_path(tmp_path) -> Path:
+    """Two agents on CartPole: a weak one and a robust one, each clean, under a natural
+    threat and two attacks at two budgets with strongest-of rows; the weak one also certified,
+    under a model-based baseline and scored for OOD detection."""
+    path = tmp_path / "runs.sqlite"
+    store = ResultsStore(path)
+    for who, scale in (("weak-dqn", 1.0), ("robust-dqn", 4.0)):
+        add_run(store, who, "clean", [500.0, 500.0, 500.0, 500.0])
+        add_run(store, who, "gaussian_noise:std=0.1", [400.0, 450.0, 500.0, 350.0])
+        evals = []
+        for eps in (0.1, 0.2):
+            evals.append(evaluation(store, add_run(store, who, f"pgd:eps={eps}", [scale * 10 / eps] * 3 + [scale * 20 / eps], eps)))
+            evals.append(evaluation(store, add_run(store, who, f"random:eps={eps}", [300.0, 310.0, 320.0, 330.0], eps)))
+        strongest_rows(evals, [e["spec"] for e in evals], store, seed=0)
+    gwc = add_run(store, "weak-dqn", "gwc:eps=0.05", [120.0, 80.0], kind="certification")
+    store.add_metric(gwc, "acr", 0.625, "fraction of clean-trajectory steps")
+    add_run(store, "weak-dqn", "flip:eps=0.3", [42.0, 44.0], eps=0.3)
+    meta = {"agent": "weak-dqn", "env": ENV, "shift": "physics:param=length,scale=4", "reduce": "mean", "seed": 0,
+            "episodes": 10, "trials": 5, "detector": "ensemble", "nominal_runs": [], "shifted_runs": []}
+    ood = store.create_run(run_key(meta), meta, kind="ood")
+    store.add_metric(ood, "auroc", 0.8125, "AUROC", [0.8, 0.825])
+    store.add_metric(ood, "auroc_std", 0.0177, "std")
+    store.add_metric(ood, "fpr95", 0.375, "FPR95")
+    store.close()
+    return path
+
+
+class Page(HTMLParser):
+    """Ids, links, images, scripts and text of a rendered page."""
+
+    def __init__(self, html: str) -> None:
+        super().__init__()
+        self.ids, self.links, self.images, self.sections, self.scripts, self.external = set(), [], [], [], 0, []
+        self.text = []
+        self.feed(html)
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if "id" in a:
+            self.ids.add(a["id"])
+        if tag == "a" and a.get("href"):
+            self.links.append(a["href"])
+        if tag == "img":
+            self.images.append(a.get("src", ""))
+        if "data-section" in a:
+            self.sections.append((a.get("id"), a["data-section"]))
+        if tag == "script":
+            self.scripts += 1
+        for key in ("src", "href"):
+            if a.get(key, "").startswith(("http:", "https:", "//")):
+                self.external.append(a[key])
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def test_threat_families():
+    assert [threat_family(s) for s in ("rotation:degrees=3", "gaussian_noise:std=0.1", "physics:param=m,scale=2",
+                                       "pgd:eps=0.1", "fgsm", "maxdiff", "paad:attacker=x", "model_obs:eps=0.1",
+                                       "flip:eps=0.1", "gwc:eps=0.1", "clean")] == \
+        ["natural", "natural", "natural", "adversarial", "adversarial", "adversarial", "learned", "model_based",
+         "model_based", "certified", "other"]
+
+
+def test_report_numbers_sections_and_links(store_path, tmp_path):
+    out = render_report([store_path], tmp_path / "report.html")
+    html = out.read_text()
+    page = Page(html)
+    text = " ".join(page.text)
+    # known answers: gaussian noise on the weak agent, returns 400, 450, 500, 350
+    returns = np.array([400.0, 450.0, 500.0, 350.0])
+    assert f"{returns.mean():.4g}" in text and f"{returns.std(ddof=1) / 2:.3g}" in text  # 425 and 32.3
+    # the ACR, AUROC and FPR95 as stored; the GWC mean of 120 and 80
+    assert "62%" in text and "0.812" in text and "0.375" in text and "100" in text
+    weak = {key for sid, key in page.sections if sid and sid.startswith("agent-weak-dqn")}
+    robust = {key for sid, key in page.sections if sid and sid.startswith("agent-robust-dqn")}
+    assert weak == {"overview", "natural", "adversarial", "model_based", "certified", "ood"}
+    assert robust == {"overview", "natural", "adversarial"}  # nothing certified or OOD in the store for it
+    assert {"appendix", "comparison"} <= {key for _, key in page.sections}
+    # every run link resolves to the appendix entry of its run; every run the report uses is listed
+    run_links = [link[1:] for link in page.links if link.startswith("#run-")]
+    assert run_links and set(run_links) <= page.ids
+    assert len({i for i in page.ids if i.startswith("run-")}) == len(ResultsStore(store_path).runs())
+    # self-contained: every image embedded, no script, nothing external
+    assert page.images and all(src.startswith("data:image/png;base64,") for src in page.images)
+    assert page.scripts == 0 and page.external == []
+
+
+def test_strongest_of_and_comparison_rank_the_robust_agent_first(store_path):
+    context = report_context([ResultsStore(store_path)])
+    view = context["comparisons"][0]
+    assert view["env"] == "CartPole-v1" and view["budgets"] == [0.1, 0.2]
+    assert [r["label"] for r in view["ranking"]] == ["robust-dqn", "weak-dqn"]
+    weak = next(r for r in view["ranking"] if r["label"] == "weak-dqn")
+    # weak agent at 0.2: pgd returns 50, 50, 50, 100 (mean 62.5) beat random's 315
+    at_02 = weak["strongest"][1]
+    assert at_02["winner"] == "pgd:eps=0.2" and math.isclose(at_02["return_mean"], 62.5)
+    assert math.isclose(at_02["return_sem"], np.std([50, 50, 50, 100], ddof=1) / 2)
+    assert at_02["by_attack"] == {"pgd:eps=0.2": 62.5, "random:eps=0.2": 315.0}
+    # the robust agent at 0.1: pgd gives 400, 400, 400, 800 (650) > random 315, so random wins
+    robust = view["ranking"][0]
+    assert robust["strongest"][0]["winner"] == "random:eps=0.1"
+    assert [t["spec"] for t in view["table"]][0] == "clean"
+
+
+def test_user_text_is_escaped(tmp_path):
+    store = ResultsStore(tmp_path / "s.sqlite")
+    add_run(store, "<b>bold</b>", "clean", [1.0, 2.0])
+    store.close()
+    html = render_report([tmp_path / "s.sqlite"], tmp_path / "r.html").read_text()
+    assert "<b>bold</b>" not in html and "&lt;b&gt;bold&lt;/b&gt;" in html
+
+
+def test_report_cli_errors_and_never_replaces_a_foreign_file(store_path, tmp_path):
+    foreign = tmp_path / "notes.html"
+    foreign.write_text("<html>mine</html>")
+    done = subprocess.run([*CLI, "report", "--store", str(store_path), "--out", str(foreign)], capture_output=True,
+                          text=True)
+    assert done.returncode == 2 and "left untouched" in done.stderr and foreign.read_text() == "<html>mine</html>"
+    done = subprocess.run([*CLI, "report", "--store", str(tmp_path / "missing.sqlite"), "--out",
+                           str(tmp_path / "r.html")], capture_output=True, text=True)
+    assert done.returncode == 2 and "does not exist" in done.stderr and "Traceback" not in done.stderr
+    ok = subprocess.run([*CLI, "report", "--store", str(store_path), "--out", str(tmp_path / "r.html")],
+                        capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    again = subprocess.run([*CLI, "report", "--store", str(store_path), "--out", str(tmp_path / "r.html")],
+                           capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr  # our own report is replaced
+    with pytest.raises(UserError, match="no runs"):
+        render_report([store_path], tmp_path / "x.html", agents=["nobody"])
+
+
+# --- in a real browser ---------------------------------------------------------------------------
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+
+
+@pytest.mark.slow
+def test_headless_chromium_renders_every_section_and_no_broken_image(store_path, tmp_path):
+    """`make test-slow` installs Chromium (Debian package) and Playwright; elsewhere this skips."""
+    playwright = pytest.importorskip("playwright.sync_api", reason="pip install 'rlgauntlet[browser]'")
+    if not Path(CHROMIUM).exists():
+        pytest.skip("no Chromium: apt-get install chromium (make test-slow does)")
+    out = render_report([store_path], tmp_path / "report.html")
+    expected = {key for _, key in Page(out.read_text()).sections}
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(out.resolve().as_uri())
+            page.wait_for_load_state("load")
+            broken = page.evaluate("[...document.images].filter(i => !i.complete || i.naturalWidth === 0)"
+                                   ".map(i => i.alt)")
+            visible = page.evaluate("[...document.querySelectorAll('[data-section]')]"
+                                    ".filter(e => e.getBoundingClientRect().height > 0).map(e => e.dataset.section)")
+            images = page.evaluate("document.images.length")
+            page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+        finally:
+            browser.close()
+    assert broken == [] and images >= 1
+    assert set(visible) == expected
+    from PIL import Image
+
+    shot = np.asarray(Image.open(tmp_path / "report.png").convert("L"), dtype=float)
+    assert shot.shape[0] > 900 and shot.std() > 10  # a long page with content, not a blank one
