@@ -21,7 +21,7 @@ from pathlib import Path
 import rlgauntlet
 from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.store import ResultsStore
-from rlgauntlet.report.data import AgentRuns, load_groups
+from rlgauntlet.report.data import AgentRuns, RunRef, load_groups
 from rlgauntlet.report.sections import SECTIONS, comparison
 
 
@@ -50,13 +50,24 @@ def _open_stores(paths: list[str | Path]) -> list[ResultsStore]:
     return stores
 
 
+def _refs(data) -> set[RunRef]:
+    """Every run reference inside the rendered data (the runs the appendix must list)."""
+    if isinstance(data, RunRef):
+        return {data}
+    if isinstance(data, dict):
+        data = list(data.values())
+    if isinstance(data, (list, tuple)):
+        return set().union(*(_refs(item) for item in data)) if data else set()
+    return set()
+
+
 def report_context(stores: list[ResultsStore], agents: list[str] | None = None) -> dict:
     """Everything the template renders (also what tests inspect)."""
     groups = load_groups(stores, agents)
     if not groups:
         which = f" for agents matching {', '.join(agents)}" if agents else ""
         raise UserError(f"the store holds no runs{which}; run rlgauntlet evaluate or sweep first")
-    rendered = []
+    rendered, comparisons = [], comparison(groups)
     for g in groups:
         sections = []
         for section in SECTIONS:
@@ -65,11 +76,12 @@ def report_context(stores: list[ResultsStore], agents: list[str] | None = None) 
                 sections.append({"key": section.key, "title": section.title, "data": data})
         if sections:
             rendered.append({"label": g.label, "env": g.env, "anchor": _anchor(g), "sections": sections})
-    used = [(ref, kind, meta) for g in groups for ref, kind, meta in g.runs]
+    shown = _refs([rendered, comparisons])
+    used = [(ref, kind, meta) for g in groups for ref, kind, meta in g.runs if ref in shown]
     appendix = [{"ref": ref, "kind": kind, "title": meta.get("spec") or meta.get("shift") or
                  ", ".join(meta.get("strongest_of", [])) or kind, "meta": json.dumps(meta, indent=1, default=str)}
                 for ref, kind, meta in sorted(used, key=lambda u: (u[0].store, u[0].run_id))]
-    return {"groups": rendered, "comparisons": comparison(groups), "appendix": appendix, "run_count": len(appendix),
+    return {"groups": rendered, "comparisons": comparisons, "appendix": appendix, "run_count": len(appendix),
             "stores": [Path(s.path).name for s in stores]}
 
 
