@@ -238,3 +238,16 @@ def test_ray_head_in_a_namespace_matches_the_local_executor(tmp_path):
     assert namespace.name not in gone
     run_sweep(SweepSpec.model_validate(SMALL), tmp_path / "local.sqlite", workers=2)
     assert episode_rows(tmp_path / "ray.sqlite") == episode_rows(tmp_path / "local.sqlite")
+
+
+def test_a_worker_refuses_an_agent_file_changed_since_planning():
+    from dataclasses import replace
+
+    from rlgauntlet.experiments.sweep import run_chunk
+
+    plan = plan_sweep(SweepSpec.model_validate({**SMALL, "episodes": 1}), ResultsStore(":memory:"))
+    chunk = plan.chunks[0]
+    assert len(run_chunk(chunk)) == 1
+    stale = replace(chunk, cell=replace(chunk.cell, sha256="0" * 64))
+    with pytest.raises(UserError, match="changed while the sweep ran"):
+        run_chunk(stale)

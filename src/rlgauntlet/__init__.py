@@ -7,7 +7,7 @@ Example:
 """
 
 __version__ = "0.1.0"
-__all__ = ["evaluate", "Report", "__version__"]
+__all__ = ["evaluate", "Report", "run_sweep", "render_report", "__version__"]
 
 
 def __getattr__(name: str):
@@ -16,4 +16,12 @@ def __getattr__(name: str):
         from rlgauntlet.experiments import evaluate as module
 
         return getattr(module, name)
+    if name == "run_sweep":
+        from rlgauntlet.experiments.sweep import run_sweep
+
+        return run_sweep
+    if name == "render_report":
+        from rlgauntlet.report.html import render_report
+
+        return render_report
     raise AttributeError(f"module 'rlgauntlet' has no attribute {name!r}")

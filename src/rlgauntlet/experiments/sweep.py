@@ -194,6 +194,7 @@ class Cell:
     seed: int
     deterministic: bool = True
     argmin: bool = False
+    sha256: str | None = None  # of the agent file the driver planned with (workers check it)
 
     @property
     def label(self) -> str:
@@ -289,12 +290,14 @@ def plan_sweep(spec: SweepSpec, store: ResultsStore) -> SweepPlan:
             env_info = {"id": env, "preset": preset}
             for seed in spec.seeds:
                 pair = PairPlan(entry, env, preset, seed, victim, groups=groups)
-                cells = [(Cell(entry.agent, options, env, preset, None, seed, spec.deterministic), None, victim)]
-                cells += [(Cell(entry.agent, options, env, preset, t.spec, seed, spec.deterministic), t, victim)
-                          for t in threats]
+                sha = victim.description.get("sha256")
+                cells = [(Cell(entry.agent, options, env, preset, None, seed, spec.deterministic, sha256=sha), None,
+                          victim)]
+                cells += [(Cell(entry.agent, options, env, preset, t.spec, seed, spec.deterministic, sha256=sha), t,
+                           victim) for t in threats]
                 if spec.impact and victim.is_discrete:
-                    cells.append((Cell(entry.agent, options, env, preset, None, seed, spec.deterministic, argmin=True),
-                                  None, ArgminVictim(victim)))
+                    cells.append((Cell(entry.agent, options, env, preset, None, seed, spec.deterministic, argmin=True,
+                                       sha256=sha), None, ArgminVictim(victim)))
                 for cell, threat, cell_victim in cells:
                     run_id, _ = open_run(store, env_info, cell_victim, threat, seed, spec.deterministic, resume=True,
                                          label=None if threat is not None else cell.label)
@@ -330,6 +333,10 @@ def run_chunk(chunk: Chunk) -> list[EpisodeRecord]:
         key = (cell.agent, cell.load_options, cell.env, cell.argmin)
         if key not in _VICTIMS:
             _VICTIMS[key] = _victim(cell)
+        found = _VICTIMS[key].description.get("sha256")
+        if found != cell.sha256:  # the file was replaced after planning: its episodes would join the wrong run
+            raise UserError(f"agent {cell.agent} changed while the sweep ran (sha256 {str(found)[:12]}…, planned "
+                            f"{str(cell.sha256)[:12]}…); re-run the sweep to plan with the new file")
         threat = parse_threat(cell.spec) if cell.spec is not None else None
         env, preset = cell.env, cell.preset
         return evaluate_episodes(lambda: make_env(env, preset), _VICTIMS[key], threat, list(chunk.episodes), cell.seed,
