@@ -79,7 +79,15 @@ def killed_and_resumed(sweep: Path, store: Path, total: int) -> dict:
     seconds, done = run([*CLI, "sweep", str(sweep), "--store", str(store), "--workers", "2"])
     return {"killed_worker_at_episodes": killed_worker_at, "killed_driver_at_episodes": killed_driver_at,
             "episodes_kept_after_kill": kept, "resume_seconds": round(seconds, 1),
-            "resume_said": done.stderr.strip().splitlines()[-1]}
+            "resume_ran": _ran(done.stderr)}
+
+
+def _ran(stderr: str) -> str | None:
+    """The CLI's closing line, "ran N of M episodes in S s" (the console may wrap it)."""
+    import re
+
+    found = re.search(r"ran (\d+) of (\d+) episodes", " ".join(stderr.split()))
+    return found.group(0) if found else None
 
 
 def main() -> None:

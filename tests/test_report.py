@@ -217,3 +217,37 @@ def test_headless_chromium_renders_every_section_and_no_broken_image(store_path,
 
     shot = np.asarray(Image.open(tmp_path / "report.png").convert("L"), dtype=float)
     assert shot.shape[0] > 900 and shot.std() > 10  # a long page with content, not a blank one
+
+
+def test_example_frames_of_an_image_agent_are_the_threat_applied_to_the_agents_input(tmp_path):
+    """Pong zoo agent: the example pair is the network input's last frame and the same frame
+    through the threat; brightness +40 with contrast 1 is clip(frame + 40) pixel for pixel."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    from rlgauntlet.report.data import load_groups
+    from rlgauntlet.report.examples import natural_examples
+
+    store = ResultsStore(tmp_path / "pong.sqlite")
+    for spec in ("clean", "brightness_contrast:alpha=1,beta=40", "obs_delay:steps=1"):
+        meta = {"agent": {"source": "zoo", "name": "pong-ppo"}, "env": {"id": "PongNoFrameskip-v4", "preset": "atari"},
+                "threat": spec.split(":")[0], "spec": spec, "seed": 0, "budget_space": "pixel01",
+                "place": None if spec == "clean" else "observation", "params": {}}
+        run_id = store.create_run(run_key(meta), meta)
+        store.add_episode(run_id, EpisodeRecord(episode=0, seed=0, episode_return=21.0, length=100))
+    group = load_groups([store])[0]
+    assert group.is_image
+    examples = natural_examples(group, ["brightness_contrast:alpha=1,beta=40", "obs_delay:steps=1"])
+    assert [e["spec"] for e in examples] == ["brightness_contrast:alpha=1,beta=40"]  # a delay has no single frame
+
+    def pixels(uri: str) -> np.ndarray:
+        image = np.asarray(Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))), dtype=int)
+        return image[::2, ::2]  # drawn twice as large
+
+    clean, bright = pixels(examples[0]["clean"]), pixels(examples[0]["perturbed"])
+    assert clean.shape == (84, 84) and clean.std() > 0  # a game frame, not a blank one
+    assert np.array_equal(bright, np.minimum(clean + 40, 255))
+    html = render_report([tmp_path / "pong.sqlite"], tmp_path / "r.html").read_text()
+    assert html.count('alt="clean frame"') == 1
