@@ -152,7 +152,9 @@ def test_strongest_of_and_comparison_rank_the_robust_agent_first(store_path):
     # the robust agent at 0.1: pgd gives 400, 400, 400, 800 (650) > random 315, so random wins
     robust = view["ranking"][0]
     assert robust["strongest"][0]["winner"] == "random:eps=0.1"
-    assert [t["spec"] for t in view["table"]][0] == "clean"
+    specs = [t["spec"] for t in view["table"]]
+    assert specs[0] == "clean" and "flip:eps=0.3" not in specs  # only the weak agent ran flip
+    assert len(specs) == 6 and all(None not in t["cells"] for t in view["table"])
 
 
 def test_user_text_is_escaped(tmp_path):

@@ -177,7 +177,10 @@ def load_groups(stores: list[ResultsStore], agents: list[str] | None = None) -> 
                 continue
             if "agent" not in meta or "env" not in meta:
                 continue
-            g = group(meta["agent"], meta["env"])
+            who = meta["agent"]
+            if isinstance(who, str) and meta.get("nominal_runs"):  # an OOD run names the agent by its hash
+                who = by_id.get(meta["nominal_runs"][0], {}).get("agent", who)
+            g = group(who, meta["env"])
             if g is None:
                 continue
             g.runs.append((ref, kind, meta))

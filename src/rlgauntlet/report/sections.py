@@ -152,7 +152,8 @@ SECTIONS: list[Section] = [
 
 
 def comparison(groups: list[AgentRuns]) -> list[dict]:
-    """Per env with several agents: the threats they share (rows) by agent (columns), and the
+    """Per env with several agents: every threat at least two of them ran (rows) by agent
+    (columns, a gap where an agent did not run it), and the
     agents ranked by their strongest-of return (lowest budget's row first, then the others)."""
     by_env: dict[str, list[AgentRuns]] = defaultdict(list)
     for g in groups:
@@ -161,9 +162,13 @@ def comparison(groups: list[AgentRuns]) -> list[dict]:
     for env, members in by_env.items():
         if len(members) < 2:
             continue
-        specs = sorted(set.intersection(*(set(g.evaluations) for g in members)) - {"argmin_agent"},
-                       key=lambda s: (s != "clean", s))
-        table = [{"spec": spec, "cells": [row(g.evaluations[spec]) for g in members]} for spec in specs]
+        counts: dict[str, int] = defaultdict(int)
+        for g in members:
+            for spec in g.evaluations:
+                counts[spec] += 1
+        specs = sorted((s for s, n in counts.items() if n > 1 and s != "argmin_agent"), key=lambda s: (s != "clean", s))
+        table = [{"spec": spec, "cells": [row(g.evaluations[spec]) if spec in g.evaluations else None for g in members]}
+                 for spec in specs]
         budgets = sorted({r["eps"] for g in members for r in g.strongest if r["eps"] is not None})
         ranking = []
         for g in members:
