@@ -353,9 +353,8 @@ def write_chunk(store: ResultsStore, chunk: Chunk, records: list[EpisodeRecord])
 def summarize_sweep(plan: SweepPlan, store: ResultsStore) -> list[dict]:
     """One report (as ``rlgauntlet evaluate --out`` writes it) per (agent, env, seed), from the
     store: evaluations, strongest-of rows and impact."""
-    from rlgauntlet.experiments.evaluate import Report, run_summary, strongest_rows
-    from rlgauntlet.metrics.impact import default_min_score
-    from rlgauntlet.metrics.impact import impact as impact_of
+    from rlgauntlet.envs import make_env
+    from rlgauntlet.experiments.evaluate import Report, add_impact, run_summary, strongest_rows
     from rlgauntlet.threats import parse_threat
 
     spec = plan.spec
@@ -363,29 +362,17 @@ def summarize_sweep(plan: SweepPlan, store: ResultsStore) -> list[dict]:
     for pair in plan.pairs:
         victim = pair.victim
         report = Report(victim.description, {"id": pair.env, "preset": pair.preset}, [])
-        argmin = None
         for cell in pair.cells:
-            threat = parse_threat(cell.spec) if cell.spec is not None else None
-            summary = run_summary(store, pair.run_ids[cell], victim, threat, pair.seed, spec.episodes,
-                                  spec.deterministic, label=cell.label)
-            if cell.argmin:
-                argmin = summary
-            else:
-                report.evaluations.append(summary)
+            if not cell.argmin:
+                threat = parse_threat(cell.spec) if cell.spec is not None else None
+                report.evaluations.append(run_summary(store, pair.run_ids[cell], victim, threat, pair.seed,
+                                                      spec.episodes, spec.deterministic, label=cell.label))
         for group in pair.groups:
             report.strongest_of += strongest_rows(report.evaluations, group, store, pair.seed)
-        if spec.impact:
-            report.impact = True
-            report.score_max = report.evaluations[0]["return_mean"]
-            report.score_min = None if argmin is None else argmin["return_mean"]
-            report.min_score_fixed = default_min_score(pair.env, pair.preset)
-            for ev in report.evaluations:
-                ev["impact"] = impact_of(report.score_max, ev["return_mean"], report.score_min)
-                ev["generalized_impact"] = impact_of(report.score_max, ev["return_mean"], report.min_score_fixed)
-                for name in ("impact", "generalized_impact"):
-                    if ev[name] is not None:
-                        store.add_metric(ev["run_id"], name, ev[name], "fraction of the clean-to-minimum score range")
-                ev["metrics"] = store.metrics(ev["run_id"])
+        if spec.impact:  # the argmin agent's run is one of the sweep's cells: complete, so nothing runs here
+            env, preset = pair.env, pair.preset
+            add_impact(report, store, victim, lambda: make_env(env, preset), spec.episodes, pair.seed, 1,
+                       spec.deterministic, None)
         reports.append(report.to_dict() | {"sweep": spec.name, "seed": pair.seed})
     return reports
 
