@@ -26,7 +26,7 @@ SMALL = {
     "name": "small",
     "agents": ["zoo:cartpole-dqn"],
     "threats": ["uniform_noise", "fgsm"],
-    "eps_grid": [0.1, 0.2],
+    "eps_grid": [0.15, 0.3],  # budgets that end episodes early: a fast suite
     "strongest_of": ["uniform_noise,fgsm"],
     "episodes": 5,
     "chunk_episodes": 2,
@@ -56,7 +56,7 @@ def episode_rows(store_path: Path) -> list[tuple]:
 def test_spec_accepts_strings_lists_and_groups_as_text():
     spec = SweepSpec.model_validate(SMALL)
     assert spec.agents[0].agent == "zoo:cartpole-dqn" and spec.agents[0].envs is None
-    assert spec.eps_grid == "0.1,0.2"
+    assert spec.eps_grid == "0.15,0.3"
     assert spec.strongest_of == [["uniform_noise", "fgsm"]]
 
 
@@ -134,15 +134,15 @@ def test_sweep_equals_evaluate_and_resumes_into_the_same_runs(tmp_path):
     result = run_sweep(SweepSpec.model_validate(SMALL), store, workers=2)
     assert result["ran"] == result["episodes"] == 6 * 5
     swept = {ev["spec"]: ev["returns"] for ev in result["reports"][0]["evaluations"]}
-    reference = evaluate("zoo:cartpole-dqn", "CartPole-v1", threats=["uniform_noise", "fgsm"], eps_grid="0.1,0.2",
+    reference = evaluate("zoo:cartpole-dqn", "CartPole-v1", threats=["uniform_noise", "fgsm"], eps_grid="0.15,0.3",
                          episodes=5, n_envs=3, impact=True)
     assert swept == {ev["spec"]: ev["returns"] for ev in reference.evaluations}
     assert result["reports"][0]["score_min"] == reference.score_min
     rows = result["reports"][0]["strongest_of"]
-    assert [r["winner"] for r in rows] == ["fgsm:eps=0.1", "fgsm:eps=0.2"]
+    assert [r["winner"] for r in rows] == ["fgsm:eps=0.15", "fgsm:eps=0.3"]
     before = len(ResultsStore(store).runs())
     seen = []
-    evaluate("zoo:cartpole-dqn", "CartPole-v1", threats=["uniform_noise", "fgsm"], eps_grid="0.1,0.2", episodes=5,
+    evaluate("zoo:cartpole-dqn", "CartPole-v1", threats=["uniform_noise", "fgsm"], eps_grid="0.15,0.3", episodes=5,
              store=store, resume=True, on_episode=lambda label, rec: seen.append(label))
     assert seen == [] and len(ResultsStore(store).runs()) == before
     again = run_sweep(SweepSpec.model_validate(SMALL), store, workers=1)
