@@ -120,3 +120,48 @@ def test_bounds_flow_gradients_through_a_trainable_sb3_policy():
     lower, upper = ibp(victim, torch.zeros(3, 4), 0.1)
     (upper - lower).sum().backward()
     assert all(p.grad is not None for p in model.q_net.parameters())
+
+
+def _reference_ibp(layers, lower, upper):
+    """IBP written out corner by corner, layer by layer (no shortcuts): the check on the fast paths."""
+    for layer in layers:
+        if isinstance(layer, (nn.Linear, nn.Conv2d)):
+            centre, radius = (upper + lower) / 2, (upper - lower) / 2
+            if isinstance(layer, nn.Linear):
+                mid, rad = layer(centre), radius @ layer.weight.abs().T
+            else:
+                mid = layer(centre)
+                rad = torch.nn.functional.conv2d(radius, layer.weight.abs(), None, layer.stride, layer.padding)
+            lower, upper = mid - rad, mid + rad
+        else:
+            lower, upper = layer(lower), layer(upper)
+    return lower, upper
+
+
+SHORTCUT_NETS = {
+    # a conv straight into Flatten (the radius varies per channel there), a padded conv (border
+    # outputs see fewer inputs), two affine layers in a row
+    "conv_flatten": lambda: nn.Sequential(nn.Conv2d(2, 3, 3, stride=2), nn.Flatten(), nn.Linear(3 * 4 * 4, 2)),
+    "padded_conv": lambda: nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(3 * 81, 2)),
+    "linear_linear": lambda: nn.Sequential(nn.Linear(5, 4), nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 2)),
+}
+
+
+@pytest.mark.parametrize("name", list(SHORTCUT_NETS))
+def test_ibp_equals_plain_corner_propagation(name):
+    """Scalar ε, per-row ε and an input range that clips the ball (or not) give the bounds of a
+    plain corner-by-corner propagation written here (a check for any shortcut in ``ibp``)."""
+    torch.manual_seed(2)
+    net = SHORTCUT_NETS[name]().double()
+    shape = (3, 2, 9, 9) if "conv" in name else (3, 5)
+    x = torch.rand(shape, dtype=torch.float64)
+    per_row = torch.tensor([0.01, 0.05, 0.2], dtype=torch.float64).reshape(3, *([1] * (len(shape) - 1)))
+    with torch.no_grad():
+        for eps in (0.05, per_row):
+            for bounds in (None, (0.0, 1.0), (-5.0, 5.0)):
+                lower, upper = ibp(net, x, eps, input_bounds=bounds)
+                lo, hi = x - eps, x + eps
+                if bounds is not None:
+                    lo, hi = lo.clamp(*bounds), hi.clamp(*bounds)
+                ref_lower, ref_upper = _reference_ibp(list(net), lo, hi)
+                assert torch.allclose(lower, ref_lower, atol=1e-12) and torch.allclose(upper, ref_upper, atol=1e-12)
