@@ -251,3 +251,16 @@ def test_a_worker_refuses_an_agent_file_changed_since_planning():
     stale = replace(chunk, cell=replace(chunk.cell, sha256="0" * 64))
     with pytest.raises(UserError, match="changed while the sweep ran"):
         run_chunk(stale)
+
+
+def test_dry_run_writes_nothing_and_counts_what_is_missing(tmp_path):
+    spec = write_yaml(tmp_path / "s.yaml", {**SMALL, "episodes": 2, "strongest_of": []})
+    store = tmp_path / "s.sqlite"
+    dry = subprocess.run([*CLI, "sweep", str(spec), "--store", str(store), "--dry-run"], capture_output=True, text=True)
+    assert dry.returncode == 0, dry.stderr
+    assert not store.exists() and "12 of 12 episodes to run" in " ".join(dry.stderr.split())
+    run_sweep(SweepSpec.model_validate({**SMALL, "episodes": 1, "strongest_of": []}), store, workers=1)
+    before = store.read_bytes()
+    dry = subprocess.run([*CLI, "sweep", str(spec), "--store", str(store), "--dry-run"], capture_output=True, text=True)
+    assert dry.returncode == 0 and "6 of 12 episodes to run" in " ".join(dry.stderr.split())
+    assert store.read_bytes() == before

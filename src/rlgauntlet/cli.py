@@ -605,15 +605,33 @@ def sweep(
     address: Optional[str] = typer.Option(None, help="address of a running Ray cluster (default: start a local head with --workers CPUs). Example: --address 10.0.0.5:6379"),
     workers: int = typer.Option(1, min=1, help="worker processes (local) or CPUs of the local Ray head. Example: --workers 2"),
     out: Optional[Path] = typer.Option(None, help="write one report per agent, env and seed as JSON. Example: --out sweep.json"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="print what would run (runs, episodes stored and missing) and write nothing. Example: --dry-run"),
 ) -> None:
     """Run a sweep (agents × envs × threats × budgets × seeds) in episode chunks; always resumes.
 
     Example: rlgauntlet sweep sweeps/zoo.yaml --store sweep.sqlite --workers 2
     """
-    from rlgauntlet.experiments.sweep import load_sweep_file, run_sweep
+    from rlgauntlet.experiments.sweep import load_sweep_file, preview_sweep, run_sweep
 
     _check_writable(out)
     sweep_spec = load_sweep_file(spec)
+    if dry_run:
+        plan = preview_sweep(sweep_spec, store)
+        table = Table(title=f"sweep {sweep_spec.name} against {store} (dry run: nothing written)")
+        for col in ("agent", "env", "seed", "runs", "episodes", "stored", "to run"):
+            table.add_column(col, justify="left" if col in ("agent", "env") else "right")
+        to_run: dict = {}
+        for chunk in plan.chunks:
+            to_run[(chunk.cell.agent, chunk.cell.env, chunk.cell.seed)] = \
+                to_run.get((chunk.cell.agent, chunk.cell.env, chunk.cell.seed), 0) + len(chunk.episodes)
+        for pair in plan.pairs:
+            total = len(pair.cells) * sweep_spec.episodes
+            missing = to_run.get((pair.entry.agent, pair.env, pair.seed), 0)
+            table.add_row(pair.entry.agent, pair.env, str(pair.seed), str(len(pair.cells)), str(total),
+                          str(total - missing), str(missing))
+        out_console.print(table)
+        console.print(f"{plan.missing_episodes} of {plan.total_episodes} episodes to run in {len(plan.chunks)} chunks")
+        return
     _KEPT["note"] = (f"finished episodes are kept in {store}; run the same command again to run only the missing ones")
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=False) as progress:

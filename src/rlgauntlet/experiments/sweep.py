@@ -314,6 +314,28 @@ def plan_sweep(spec: SweepSpec, store: ResultsStore) -> SweepPlan:
     return SweepPlan(spec, pairs, chunks, total, missing)
 
 
+def preview_sweep(spec: SweepSpec, store: str | Path) -> SweepPlan:
+    """The plan a sweep would run against ``store``, computed on an in-memory copy: nothing is
+    written (the file is not even created). For ``rlgauntlet sweep --dry-run``."""
+    import sqlite3
+
+    from rlgauntlet.experiments.store import _check_is_our_store
+
+    copy = ResultsStore(":memory:")
+    path = Path(store)
+    if path.is_file() and path.stat().st_size > 0:
+        _check_is_our_store(path)
+        source = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            source.backup(copy.conn)
+        finally:
+            source.close()
+    try:
+        return plan_sweep(spec, copy)
+    finally:
+        copy.close()
+
+
 #: per worker process: victims loaded once per (agent, env, options, argmin)
 _VICTIMS: dict = {}
 
