@@ -30,8 +30,8 @@ def agent(name: str) -> dict:
 
 
 def add_run(store: ResultsStore, who: str, spec: str, returns: list[float], eps: float | None = None,
-            kind: str = "evaluation", space: str = "raw") -> int:
-    meta = {"agent": agent(who), "env": ENV, "threat": spec.split(":")[0], "spec": spec, "seed": 0,
+            kind: str = "evaluation", space: str = "raw", seed: int = 0) -> int:
+    meta = {"agent": agent(who), "env": ENV, "threat": spec.split(":")[0], "spec": spec, "seed": seed,
             "budget_space": space, "place": None if spec == "clean" else "observation",
             "params": {} if eps is None else {"eps": eps}}
     run_id = store.create_run(run_key({**meta, "kind": kind}), meta, kind=kind)
@@ -253,3 +253,23 @@ def test_example_frames_of_an_image_agent_are_the_threat_applied_to_the_agents_i
     assert np.array_equal(bright, np.minimum(clean + 40, 255))
     html = render_report([tmp_path / "pong.sqlite"], tmp_path / "r.html").read_text()
     assert html.count('alt="clean frame"') == 1
+
+
+def test_seeds_are_pooled_and_a_rerun_replaces_its_seed(tmp_path):
+    """Two seeds of one spec: one row whose mean and sem are over both seeds' episodes, linking
+    both runs; a later run of the same seed replaces the earlier one."""
+    from rlgauntlet.report.data import load_groups
+
+    store = ResultsStore(tmp_path / "s.sqlite")
+    add_run(store, "dqn", "clean", [500.0, 500.0])
+    add_run(store, "dqn", "pgd:eps=0.1", [999.0, 999.0], eps=0.1, seed=0)  # replaced by the rerun below
+    first = add_run(store, "dqn", "pgd:eps=0.1", [100.0, 200.0], eps=0.1, seed=0)
+    second = add_run(store, "dqn", "pgd:eps=0.1", [300.0, 400.0], eps=0.1, seed=7)
+    ev = load_groups([store])[0].evaluations["pgd:eps=0.1"]
+    assert [r.run_id for r in ev.refs] == [first, second] and ev.seeds == [0, 7]
+    returns = np.array([100.0, 200.0, 300.0, 400.0])
+    assert ev.summary["episodes"] == 4 and math.isclose(ev.summary["return_mean"], 250.0)
+    assert math.isclose(ev.summary["return_sem"], returns.std(ddof=1) / 2)
+    store.close()
+    html = render_report([tmp_path / "s.sqlite"], tmp_path / "r.html").read_text()
+    assert f'href="#run-0-{first}"' in html and f'href="#run-0-{second}"' in html and ">0, 7<" in html

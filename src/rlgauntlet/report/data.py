@@ -1,5 +1,6 @@
-"""What a report shows, read from one or more results stores: per (agent, env), the latest run
-of every threat spec with its summary, the strongest-of rows, certification and OOD runs.
+"""What a report shows, read from one or more results stores: per (agent, env), every threat
+spec's latest run of each seed (episodes of several seeds pooled into one summary), the
+strongest-of rows, certification and OOD runs.
 
 Every figure keeps a reference to its run (store file and run id), so that each number in
 the report traces back to the run, its spec, seed and episodes.
@@ -12,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,12 +69,25 @@ class RunRef:
 
 @dataclass
 class Evaluation:
-    """One evaluation run: its meta, its summary (as ``rlgauntlet evaluate`` reports it) and metrics."""
+    """One threat spec's evaluation: the latest run of each seed, their episodes pooled into one
+    summary (as ``rlgauntlet evaluate`` reports a run), their metas and run-level metrics."""
 
-    ref: RunRef
-    meta: dict
+    refs: list[RunRef]
+    metas: list[dict]
     summary: dict
-    metrics: dict
+    metrics: list[dict]
+
+    @property
+    def ref(self) -> RunRef:
+        return self.refs[0]
+
+    @property
+    def meta(self) -> dict:
+        return self.metas[0]
+
+    @property
+    def seeds(self) -> list[int]:
+        return [m.get("seed", 0) for m in self.metas]
 
     @property
     def spec(self) -> str:
@@ -88,8 +103,10 @@ class Evaluation:
         return None if value is None else float(value)
 
     def metric(self, name: str) -> float | None:
-        entry = self.metrics.get(name)
-        return None if entry is None else entry["value"]
+        """A run-level metric; over several seeds the mean of the runs' values (None unless every
+        run has it)."""
+        values = [m[name]["value"] for m in self.metrics if name in m and m[name]["value"] is not None]
+        return float(sum(values) / len(values)) if values and len(values) == len(self.metrics) else None
 
 
 @dataclass
@@ -100,7 +117,7 @@ class AgentRuns:
     env: str
     agent: dict = field(default_factory=dict)
     preset: str | None = None
-    evaluations: dict[str, Evaluation] = field(default_factory=dict)  # spec -> latest run
+    evaluations: dict[str, Evaluation] = field(default_factory=dict)  # spec -> latest run per seed
     strongest: list[dict] = field(default_factory=list)
     certification: list[dict] = field(default_factory=list)
     ood: list[dict] = field(default_factory=list)
@@ -150,6 +167,7 @@ def load_groups(stores: list[ResultsStore], agents: list[str] | None = None) -> 
                                     env.get("preset"))
         return groups[key]
 
+    latest: dict[tuple[str, str], dict] = defaultdict(dict)  # (agent, env) -> (spec, seed) -> run
     for index, store in enumerate(stores):
         name = Path(store.path).name
         by_id = dict(store.runs())
@@ -196,7 +214,19 @@ def load_groups(stores: list[ResultsStore], agents: list[str] | None = None) -> 
             elif kind == "evaluation" and "spec" in meta:
                 if isinstance(meta["agent"], dict) and not g.agent.get("sha256"):
                     g.agent = meta["agent"]
-                summary = _summary(store, run_id, meta)
-                if summary["episodes"]:
-                    g.evaluations[meta["spec"]] = Evaluation(ref, meta, summary, store.metrics(run_id))
+                records = store.episodes(run_id)
+                if records:  # a later run of the same spec and seed replaces an earlier one
+                    latest[(g.label, g.env)][(meta["spec"], meta.get("seed", 0))] = \
+                        (ref, meta, records, store.metrics(run_id), store.wall_seconds(run_id))
+    for key, runs in latest.items():
+        by_spec: dict[str, list] = {}
+        for (spec, _seed), run in sorted(runs.items(), key=lambda item: (item[0][0], item[0][1])):
+            by_spec.setdefault(spec, []).append(run)
+        for spec, seeds in by_spec.items():
+            meta = seeds[0][1]
+            pooled = [r for run in seeds for r in run[2]]
+            summary = summarize(pooled, meta.get("threat", spec), spec, meta.get("seed", 0),
+                                str(meta.get("budget_space")), sum(run[4] for run in seeds))
+            groups[key].evaluations[spec] = Evaluation([run[0] for run in seeds], [run[1] for run in seeds], summary,
+                                                       [run[3] for run in seeds])
     return list(groups.values())

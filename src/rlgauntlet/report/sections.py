@@ -29,8 +29,9 @@ class Section:
 def row(ev: Evaluation) -> dict:
     """The numbers an evaluation table shows, with the run they come from."""
     s = ev.summary
-    return {"spec": ev.spec, "ref": ev.ref, "return_mean": s["return_mean"], "return_sem": s["return_sem"],
-            "episodes": s["episodes"], "seed": ev.meta.get("seed"), "impact": ev.metric("impact"),
+    return {"spec": ev.spec, "ref": ev.refs if len(ev.refs) > 1 else ev.ref, "return_mean": s["return_mean"],
+            "return_sem": s["return_sem"], "episodes": s["episodes"], "seed": ", ".join(map(str, ev.seeds)),
+            "impact": ev.metric("impact"),
             "generalized_impact": ev.metric("generalized_impact"), "perturbed": s["perturbed_fraction"],
             "action_change": s["action_change_rate"], "linf": s["linf_mean"], "l2": s["l2_mean"],
             "ssim": s.get("ssim_mean"), "psnr": s.get("psnr_mean"), "space": ev.meta.get("budget_space"),
