@@ -23,7 +23,6 @@ Example:
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -448,11 +447,6 @@ def run_sweep(spec: SweepSpec | str | Path, store: str | Path | ResultsStore, ex
             results.close()
     return {"sweep": spec.name, "episodes": plan.total_episodes, "ran": ran[0],
             "seconds": time.perf_counter() - start, "reports": reports}
-
-
-def episodes_per_second(result: dict) -> float:
-    """Throughput of a sweep call: episodes it ran per wall-clock second."""
-    return result["ran"] / result["seconds"] if result["seconds"] > 0 else math.nan
 
 
 if __name__ == "__main__":  # regenerate the committed JSON schema of sweep files
