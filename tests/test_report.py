@@ -122,6 +122,12 @@ def test_report_numbers_sections_and_links(store_path, tmp_path):
     # known answers: gaussian noise on the weak agent, returns 400, 450, 500, 350
     returns = np.array([400.0, 450.0, 500.0, 350.0])
     assert f"{returns.mean():.4g}" in text and f"{returns.std(ddof=1) / 2:.3g}" in text  # 425 and 32.3
+    context = report_context([ResultsStore(store_path)])
+    weak_natural = next(s["data"] for g in context["groups"] if g["label"] == "weak-dqn"
+                        for s in g["sections"] if s["key"] == "natural")
+    [noise] = weak_natural["rows"]
+    assert noise["spec"] == "gaussian_noise:std=0.1" and noise["return_mean"] == 425.0
+    assert math.isclose(noise["return_sem"], returns.std(ddof=1) / 2) and noise["episodes"] == 4
     # the ACR, AUROC and FPR95 as stored; the GWC mean of 120 and 80
     assert "62%" in text and "0.812" in text and "0.375" in text and "100" in text
     weak = {key for sid, key in page.sections if sid and sid.startswith("agent-weak-dqn")}

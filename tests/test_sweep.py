@@ -277,3 +277,15 @@ def test_dry_run_writes_nothing_and_counts_what_is_missing(tmp_path):
     dry = subprocess.run([*CLI, "sweep", str(spec), "--store", str(store), "--dry-run"], capture_output=True, text=True)
     assert dry.returncode == 0 and "6 of 12 episodes to run" in " ".join(dry.stderr.split())
     assert store.read_bytes() == before
+
+
+def test_a_chunk_returning_other_episodes_is_an_error_not_a_short_run():
+    from rlgauntlet.engine.rollout import EpisodeRecord
+    from rlgauntlet.experiments.sweep import write_chunk
+
+    store = ResultsStore(":memory:")
+    plan = plan_sweep(SweepSpec.model_validate({**SMALL, "episodes": 2}), store)
+    chunk = plan.chunks[0]
+    with pytest.raises(RuntimeError, match="expected"):
+        write_chunk(store, chunk, [EpisodeRecord(episode=chunk.episodes[0], seed=0, episode_return=1.0, length=1)])
+    assert store.done_episodes(chunk.run_id) == set()

@@ -72,6 +72,15 @@ def print_table(report: dict) -> None:
     out_console.print(table)
 
 
+def print_report(report: dict) -> None:
+    """An evaluation report: its table, then one line per strongest-of row."""
+    print_table(report)
+    for row in report.get("strongest_of", []):
+        budget = "" if row["eps"] is None else f" at eps {row['eps']:g}"
+        console.print(f"strongest of {len(row['attacks'])}{budget}: {row['return_mean']:.4g} ± {row['return_sem']:.2g} "
+                      f"by {row['winner']}")
+
+
 def _load_for_env(agent: str, env: str, preset: Optional[str], device: str, kind: Optional[str],
                   vecnormalize: Optional[Path], input_space: Optional[str] = None, precision: str = "auto",
                   allow_pickle: bool = False):
@@ -137,11 +146,7 @@ def evaluate(
         for task in tasks.values():
             progress.update(task, completed=episodes)
     data = report.to_dict()
-    print_table(data)
-    for row in data.get("strongest_of", []):
-        budget = "" if row["eps"] is None else f" at eps {row['eps']:g}"
-        console.print(f"strongest of {len(row['attacks'])}{budget}: {row['return_mean']:.4g} ± {row['return_sem']:.2g} "
-                      f"by {row['winner']}")
+    print_report(data)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(data, indent=2) + "\n")
@@ -647,11 +652,7 @@ def sweep(
         result = run_sweep(sweep_spec, store, executor=executor, workers=workers, address=address, on_plan=planned,
                            on_chunk=lambda chunk, records: progress.advance(task, len(records)))
     for report in result["reports"]:
-        print_table(report)
-        for row in report.get("strongest_of", []):
-            budget = "" if row["eps"] is None else f" at eps {row['eps']:g}"
-            console.print(f"strongest of {len(row['attacks'])}{budget}: {row['return_mean']:.4g} ± "
-                          f"{row['return_sem']:.2g} by {row['winner']}")
+        print_report(report)
     console.print(f"ran {result['ran']} of {result['episodes']} episodes in {result['seconds']:.1f} s; "
                   f"all stored in {store}")
     if out is not None:

@@ -262,6 +262,23 @@ def threat_specs(victim: Victim, threats: Sequence[str] = (), suite: Sequence[st
     return specs
 
 
+def checked_threats(specs: Sequence[str], victim: Victim, env: str, preset: str) -> list[Threat]:
+    """Parse every spec and check it against the victim and the env (one probe env), so that a
+    threat that does not fit fails before any episode runs."""
+    from rlgauntlet.envs import make_env
+    from rlgauntlet.threats import parse_threat
+
+    threats = [parse_threat(s) for s in specs]
+    probe = make_env(env, preset)
+    try:
+        for t in threats:
+            t.check_victim(victim)
+            t.check_env(probe, env)
+    finally:
+        probe.close()
+    return threats
+
+
 #: env seeds must fit the emulators' 32-bit seeds (ALE) as well as NumPy's
 MAX_SEED = 2**31 - 1
 
@@ -353,14 +370,7 @@ def evaluate(
                                           allow_pickle)
         specs = threat_specs(victim, threats, suites, eps, eps_grid, env)
         specs += [s for s in strongest if s not in specs]
-        plan = [parse_threat(s) for s in specs]
-        probe = make_env(env, env_preset)
-        try:
-            for t in plan:
-                t.check_victim(victim)
-                t.check_env(probe, env)
-        finally:
-            probe.close()
+        plan = checked_threats(specs, victim, env, env_preset)
         meter = PerceptualMeter(AlexLPIPS.from_file(lpips_weights)) if lpips_weights is not None else None
         results = store if isinstance(store, ResultsStore) else \
             ResultsStore(store if store is not None else ":memory:")

@@ -258,11 +258,9 @@ def _victim(cell: Cell):
 def plan_sweep(spec: SweepSpec, store: ResultsStore) -> SweepPlan:
     """Load every agent once, expand the sweep into cells, find or create each cell's run and
     cut the episodes it lacks into chunks. Bad agents, envs or specs fail here, before any work."""
-    from rlgauntlet.envs import make_env
     from rlgauntlet.experiments.agents import load_for_env
-    from rlgauntlet.experiments.evaluate import check_seed, open_run, threat_specs
+    from rlgauntlet.experiments.evaluate import check_seed, checked_threats, open_run, threat_specs
     from rlgauntlet.metrics.impact import ArgminVictim
-    from rlgauntlet.threats import parse_threat
     from rlgauntlet.threats.suites import expand_eps_grid
 
     for seed in spec.seeds:
@@ -277,14 +275,7 @@ def plan_sweep(spec: SweepSpec, store: ResultsStore) -> SweepPlan:
             victim, preset = load_for_env(entry.agent, env, **entry.load_options())
             specs = threat_specs(victim, chosen, spec.suites, spec.eps, grid, env)
             specs += [s for g in groups for s in g if s not in specs]
-            threats = [parse_threat(s) for s in specs]
-            probe = make_env(env, preset)
-            try:
-                for t in threats:
-                    t.check_victim(victim)
-                    t.check_env(probe, env)
-            finally:
-                probe.close()
+            threats = checked_threats(specs, victim, env, preset)
             options = tuple(sorted(entry.load_options().items()))
             env_info = {"id": env, "preset": preset}
             for seed in spec.seeds:
@@ -365,7 +356,11 @@ def run_chunk(chunk: Chunk) -> list[EpisodeRecord]:
 
 
 def write_chunk(store: ResultsStore, chunk: Chunk, records: list[EpisodeRecord]) -> None:
-    """The driver's half: store a finished chunk's episodes and the time they took."""
+    """The driver's half: store a finished chunk's episodes and the time they took. A chunk that
+    came back without exactly its episodes is an error, not a silently shorter run."""
+    if sorted(r.episode for r in records) != sorted(chunk.episodes):
+        raise RuntimeError(f"chunk of run {chunk.run_id} returned episodes {sorted(r.episode for r in records)}, "
+                           f"expected {sorted(chunk.episodes)}")
     for record in records:
         store.add_episode(chunk.run_id, record)
     store.add_wall_seconds(chunk.run_id, sum(r.wall_seconds for r in records))
