@@ -35,6 +35,11 @@ TASKS = {
         target="position[1]:-1|position[2]:0", eps=0.5, horizon=20, replan=5, samples=100_000,
         note="the same model as dmc-cartpole-obs; ε in action units (the action space is [−1, 1]); at ε = 0.3 the "
              "attack left the agent at its clean return (2 runs)"),
+    "dmc-cartpole-swingup-obs": dict(
+        agent="zoo:dmc-cartpole-swingup-sac", env="dm_control/cartpole-swingup-v0", place="observation",
+        target="position[1]:-1|position[2]:0", eps=0.3, horizon=20, replan=5, samples=100_000,
+        note="the pole starts hanging down and the agent swings it up; the unsafe state keeps it down (the "
+             "paper's 'pole angle 180°'); ε and the attack's settings as on balance"),
     "dmc-walker-obs": dict(
         agent="zoo:dmc-walker-stand-sac", env="dm_control/walker-stand-v0", place="observation",
         target="height:0", eps=0.1, horizon=5, replan=1, samples=200_000,

@@ -146,3 +146,18 @@ def test_episode_cut_by_an_outer_time_limit_does_not_leak_into_the_next():
     alone = [evaluate_episodes(capped, victim, None, [k], seed=0, deterministic=False)[0] for k in range(3)]
     assert [(r.episode_return, r.length) for r in in_turn] == [(r.episode_return, r.length) for r in alone]
     assert all(r.length == 150 for r in in_turn)
+
+
+def test_perceptual_every_is_part_of_a_runs_key_only_when_not_the_default(tiny_models):
+    """Runs recorded before the option existed keep their keys (resume finds them); a run that
+    sampled SSIM on other steps is another run."""
+    from rlgauntlet.experiments.evaluate import run_identity
+    from rlgauntlet.experiments.store import run_key
+
+    victim = load_victim(f"sb3:{tiny_models['ppo']}")
+    threat = parse_threat("uniform_noise:eps=0.3")
+    default, _ = run_identity({"id": "CartPole-v1"}, victim, threat, 0)
+    assert "perceptual_every" not in default
+    assert run_identity({"id": "CartPole-v1"}, victim, threat, 0, perceptual_every=10)[0] == default
+    never, _ = run_identity({"id": "CartPole-v1"}, victim, threat, 0, perceptual_every=0)
+    assert never["perceptual_every"] == 0 and run_key(never) != run_key(default)

@@ -281,8 +281,9 @@ def test_a_continuous_action_changes_when_any_dimension_changes():
     assert _actions_differ(torch.tensor([1, 2]), torch.tensor([1, 3])).tolist() == [False, True]
 
 
-def test_perceptual_metrics_are_sampled_every_tenth_step():
+def test_perceptual_metrics_are_sampled_every_tenth_step_or_as_asked():
     from rlgauntlet.engine.rollout import PERCEPTUAL_EVERY
+    from rlgauntlet.metrics.perceptual import PerceptualMeter
 
     env = make_env("PongNoFrameskip-v4")
     torch.manual_seed(0)
@@ -292,6 +293,12 @@ def test_perceptual_metrics_are_sampled_every_tenth_step():
     (rec,) = evaluate_episodes(capped, victim, parse_threat("brightness_contrast:alpha=1.2"), [0], seed=0)
     assert PERCEPTUAL_EVERY == 10 and rec.length == 21 and rec.perceptual_steps == 3  # steps 0, 10, 20
     assert 0 < rec.ssim_sum / rec.perceptual_steps < 1 and rec.mse_sum > 0
+    brightness = parse_threat("brightness_contrast:alpha=1.2")
+    (every7,) = evaluate_episodes(capped, victim, brightness, [0], seed=0, perceptual=PerceptualMeter(every=7))
+    (never,) = evaluate_episodes(capped, victim, brightness, [0], seed=0, perceptual=PerceptualMeter(every=0))
+    assert every7.perceptual_steps == 3 and every7.mse_sum != rec.mse_sum  # steps 0, 7, 14: other frames
+    assert never.perceptual_steps == 0 and never.ssim_sum == never.mse_sum == 0
+    assert never.episode_return == rec.episode_return and never.perturbed_steps == 21
 
 
 def test_continuous_action_change_tolerance_is_one_millionth():
@@ -346,7 +353,7 @@ def test_corruption_severities_outside_1_to_5_are_refused(spec):
 
 
 # -- third audit's survivors -------------------------------------------------------------------------
-@pytest.mark.parametrize("ti,tj", [(2, 0), (-2, 0), (0, 3), (0, -3), (-1, 2)])
+@pytest.mark.parametrize("ti,tj", [(2, 0), (-2, 0), (0, 3), (0, -3), (-1, 2), (-2, -1), (7, 0), (3, -6), (-9, 1)])
 def test_shift_with_zero_fill_equals_numpy_roll_with_the_wrapped_band_zeroed(ti, tj):
     x = torch.rand(1, 2, 6, 7, generator=torch.Generator().manual_seed(0))
     out = parse_threat(f"shift:ti={ti},tj={tj},fill=zeros").perturb(x, _Images(), _rng(1))

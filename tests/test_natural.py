@@ -71,6 +71,36 @@ def test_perspective_moves_corners_by_norm():
     assert not torch.allclose(a[0], a[1])
 
 
+
+@pytest.mark.parametrize("degrees", [3.0, -17.5, 90.0])
+def test_rotation_equals_kornias_rotate(degrees):
+    """The warp builds its own (cached) sampling grid; kornia's rotate is the reference."""
+    from kornia.geometry.transform import rotate
+
+    x = frames(3)
+    threat = parse_threat(f"rotation:degrees={degrees}")
+    ours = threat.transform(x)
+    angle = torch.full((3,), degrees)
+    torch.testing.assert_close(ours, rotate(x, angle, mode="bilinear", padding_mode="zeros", align_corners=True),
+                               atol=1e-4, rtol=0)
+    torch.testing.assert_close(threat.transform(x[:2]), ours[:2])  # the cached grid, another batch size
+
+
+def test_perspective_equals_kornias_warp_and_follows_each_batchs_moves():
+    """Two batches with different per-row corner moves: each warped as kornia warps it (a
+    stale cached grid would warp the second batch with the first one's moves)."""
+    from kornia.geometry.transform import get_perspective_transform, warp_perspective
+
+    threat = parse_threat("perspective:norm=4")
+    corners = torch.tensor([[0, 0], [83, 0], [83, 83], [0, 83]], dtype=torch.float32).expand(2, 4, 2)
+    x = frames()
+    for seed in (0, 1):
+        r = rng(2, seed)
+        moves = threat._moves(2, r, torch.float32, "cpu")
+        matrix = get_perspective_transform(corners, corners + moves)
+        expected = warp_perspective(x, matrix, (84, 84), mode="bilinear", padding_mode="zeros", align_corners=True)
+        torch.testing.assert_close(threat.transform(x, r), expected, atol=1e-4, rtol=0)
+
 def test_brightness_follows_formula_and_clips():
     x = torch.tensor([0.0, 0.2, 0.5, 0.9]).reshape(1, 4, 1, 1).expand(1, 4, 84, 84)
     out = apply("brightness_contrast:alpha=1.7,beta=40", x)

@@ -351,3 +351,28 @@ def test_an_action_threat_returning_an_impossible_action_is_caught():
     victim = _victim("CartPole-v1", [1.0, 0.0], "q")
     with pytest.raises(RuntimeError, match="returned actions outside Discrete\\(2\\)"):
         evaluate_episodes(lambda: make_env("CartPole-v1"), victim, threat, [0], seed=0)
+
+
+class _Scale(Threat):
+    """A broken (NaN, inf) or an overflowing (huge but finite) observation threat."""
+
+    name, place = "scale_test", "observation"
+
+    class Params(ThreatParams):
+        factor: str
+
+    def perturb(self, x, victim, rng):
+        return x * float(self.params.factor)
+
+
+@pytest.mark.parametrize("factor,error,message", [
+    ("nan", RuntimeError, "returned a bad perturbation \\(NaN or inf\\): a bug"),
+    ("inf", RuntimeError, "returned a bad perturbation \\(NaN or inf\\): a bug"),
+    ("1e308", UserError, "too large"),  # finite input: the network or the norm overflows
+])
+def test_a_threat_that_breaks_the_input_is_told_apart_from_one_that_is_too_large(factor, error, message):
+    env = make_env("CartPole-v1")
+    net = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2)).double()
+    victim = TorchVictim(net, "q", env.observation_space, env.action_space, budget_space="raw")
+    with pytest.raises(error, match=message):
+        evaluate_episodes(lambda: make_env("CartPole-v1"), victim, _Scale(_Scale.Params(factor=factor)), [0], seed=0)

@@ -30,13 +30,11 @@ import torch
 
 from rlgauntlet.common.seeding import BatchRNG, episode_generator
 from rlgauntlet.errors import UserError
-from rlgauntlet.metrics.perceptual import PerceptualMeter
+from rlgauntlet.metrics.perceptual import PERCEPTUAL_EVERY, PerceptualMeter  # noqa: F401 (re-exported)
 from rlgauntlet.threats.base import Memory, Threat
 from rlgauntlet.victims.base import Victim, no_uncertainty_error
 
 CONTINUOUS_ACTION_TOL = 1e-6
-#: perceptual metrics (SSIM, MSE for PSNR, LPIPS) are computed on every k-th step of an episode
-PERCEPTUAL_EVERY = 10
 
 
 @dataclass
@@ -48,7 +46,7 @@ class EpisodeRecord:
     steps whose clean action was computed (every one by default, every k-th step of the
     episode with ``action_change_every=k``), those whose action differs from the action on
     the clean input of the same step. For image inputs, perturbed steps
-    whose index is a multiple of ``PERCEPTUAL_EVERY`` also add their SSIM (11×11 Gaussian
+    whose index is a multiple of the meter's ``every`` (``PERCEPTUAL_EVERY`` = 10 by default) also add their SSIM (11×11 Gaussian
     window, averaged over the frames of the stack), mean squared error and, when the
     evaluation has LPIPS weights, LPIPS to ``ssim_sum``/``mse_sum``/``lpips_sum``
     (``perceptual_steps`` counts them). When the evaluation asks an uncertainty-aware agent
@@ -236,8 +234,9 @@ def _batched_actions(
 ) -> list | None:
     """One batched step: preprocess, perturb the input, act, perturb the action, record what was
     applied. None when ``on_inputs`` asked to stop."""
-    x = victim.preprocess(np.stack([s.obs for s in active]))
-    if not _all_finite(x):
+    obs = np.stack([s.obs for s in active])
+    x = victim.preprocess(obs)
+    if obs.dtype.kind not in "biu" and not _all_finite(x):  # integer frames cannot hold NaN
         bad = [s.record.episode for s, ok in zip(active, torch.isfinite(x).reshape(len(active), -1).all(1)) if not ok]
         raise UserError(
             f"the env returned non-finite observations (NaN or inf) in episode(s) {bad}; "
@@ -256,7 +255,7 @@ def _batched_actions(
     n = x.shape[0]
     # one network call for the inputs acted on and, for checked rows, their clean inputs
     both = victim.forward(torch.cat([x_in, x[check]]) if check.any() else x_in)
-    _check_finite_output(both, threat if mask.any() else None)
+    _check_finite_output(both, threat if mask.any() else None, x_in)
     noise = None
     if not deterministic:
         rng = BatchRNG([s.generators["policy"] for s in active], x.device)
@@ -292,11 +291,15 @@ def _score(active: list[_Slot], victim: Victim, x_in: torch.Tensor, reduce: str,
             rec.uncertainty_series.append(score)
 
 
-def _check_finite_output(out, threat: Threat | None) -> None:
-    """A network that returns inf or NaN would act on garbage: stop with the reason."""
+def _check_finite_output(out, threat: Threat | None, x_in: torch.Tensor) -> None:
+    """A network that returns inf or NaN would act on garbage: stop with the reason. A threat
+    that put NaN or inf into the input is caught here too (the network passes them on), so
+    its input is checked only on this failure path."""
     values = [t for t in (out.q, out.logits, out.mean, out.log_std, out.action) if t is not None]
     if all(_all_finite(t) for t in values):
         return
+    if threat is not None and not _all_finite(x_in):
+        raise RuntimeError(f"threat {threat.spec!r} returned a bad perturbation (NaN or inf): a bug")
     if threat is not None:
         raise UserError(f"the agent's network returned inf or NaN on inputs changed by {threat.spec}: the change is "
                         "too large for this network; use a smaller value (finished episodes are kept)")
@@ -315,8 +318,8 @@ def _perturb(active: list[_Slot], victim: Victim, threat: Threat, x: torch.Tenso
     schedule_rng, rng = _threat_rngs(active, x.device)
     scheduled = threat.schedule.mask(schedule_rng)
     x_in, acted = threat.apply(x, victim, rng, memory, scheduled)
-    if x_in.shape != x.shape or acted.shape != scheduled.shape or not _all_finite(x_in):
-        raise RuntimeError(f"threat {threat.spec!r} returned a bad perturbation (shape or NaN): a bug")
+    if x_in.shape != x.shape or acted.shape != scheduled.shape:  # NaN or inf: see _check_finite_output
+        raise RuntimeError(f"threat {threat.spec!r} returned a bad perturbation (shape): a bug")
     return x_in.detach(), acted
 
 
@@ -405,8 +408,8 @@ def _record(active, victim, meter, x, x_in, mask, check, changed) -> None:
 
 def _perceptual(meter: PerceptualMeter, clean: torch.Tensor, perturbed: torch.Tensor,
                 steps: list[int]) -> dict[int, dict[str, float]]:
-    """Perceptual distances of the rows whose episode step is a multiple of ``PERCEPTUAL_EVERY``."""
-    rows = [j for j, t in enumerate(steps) if t % PERCEPTUAL_EVERY == 0]
+    """Perceptual distances of the rows whose episode step is a multiple of ``meter.every``."""
+    rows = [j for j, t in enumerate(steps) if meter.every and t % meter.every == 0]
     if not rows:
         return {}
     values = {k: v.tolist() for k, v in meter.measure(clean[rows], perturbed[rows]).items()}

@@ -27,7 +27,7 @@ import rlgauntlet
 from rlgauntlet.engine.rollout import EpisodeRecord, evaluate_episodes
 from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.store import ResultsStore, run_key
-from rlgauntlet.metrics.perceptual import PerceptualMeter
+from rlgauntlet.metrics.perceptual import PERCEPTUAL_EVERY, PerceptualMeter
 from rlgauntlet.threats.base import Threat
 from rlgauntlet.victims.base import Victim
 
@@ -106,7 +106,8 @@ def _perceptual_summary(records: list[EpisodeRecord], lpips: bool = False) -> di
 
 def run_identity(env_info: dict, victim: Victim, threat: Threat | None, seed: int, deterministic: bool = True,
                  label: str | None = None, lpips: bool = False, action_change_every: int = 1,
-                 uncertainty: str | None = None, uncertainty_series: bool = False) -> tuple[dict, dict]:
+                 uncertainty: str | None = None, uncertainty_series: bool = False,
+                 perceptual_every: int = PERCEPTUAL_EVERY) -> tuple[dict, dict]:
     """What determines an evaluation run's episodes (hashed into its store key) and the meta
     stored with it: (identity, meta). A sweep and ``evaluate --resume`` find the same run."""
     spec = threat.spec if threat is not None else (label or "clean")
@@ -121,6 +122,8 @@ def run_identity(env_info: dict, victim: Victim, threat: Threat | None, seed: in
         "lpips": lpips,
         "action_change_every": action_change_every,
     }
+    if perceptual_every != PERCEPTUAL_EVERY:  # only then: the keys of earlier runs stay as they were
+        identity["perceptual_every"] = perceptual_every
     if uncertainty is not None:  # only then: the keys of earlier runs stay as they were
         identity["uncertainty"] = {"reduce": uncertainty, "series": uncertainty_series,
                                    "method": victim.uncertainty_method}
@@ -186,7 +189,8 @@ def run_evaluation(
     run_id, identity = open_run(store, env_info, victim, threat, seed, deterministic, resume=resume, label=label,
                                 lpips=perceptual is not None and perceptual.lpips is not None,
                                 action_change_every=action_change_every, kind=kind, uncertainty=uncertainty,
-                                uncertainty_series=uncertainty_series)
+                                uncertainty_series=uncertainty_series,
+                                perceptual_every=PERCEPTUAL_EVERY if perceptual is None else perceptual.every)
     todo = [k for k in range(episodes) if k not in store.done_episodes(run_id)]
 
     last = [time.perf_counter()]
@@ -315,6 +319,7 @@ def evaluate(
     impact: bool = True,
     min_score: float | None = None,
     action_change_every: int = 1,
+    perceptual_every: int = 10,
     lpips_weights: str | Path | None = None,
     on_start: Callable[[str, int], None] | None = None,
     on_episode: Callable[[str, EpisodeRecord], None] | None = None,
@@ -335,6 +340,9 @@ def evaluate(
         store: SQLite file (or an open store) keeping every episode; None keeps them in memory.
         resume: continue the latest matching runs in the store.
         impact: add impact (argmin agent, discrete agents) and generalized impact.
+        action_change_every: compare with the clean action on every k-th step only (an estimate
+            of the action-change rate, one network call fewer on the other perturbed steps).
+        perceptual_every: SSIM/PSNR (and LPIPS) of image perturbations on every k-th step; 0 never.
         on_start, on_episode: progress callbacks, with the evaluation's label.
         allow_pickle: unpickle an SB3 agent file as SB3 does (runs code stored in it; default:
             read it as data).
@@ -371,7 +379,8 @@ def evaluate(
         specs = threat_specs(victim, threats, suites, eps, eps_grid, env)
         specs += [s for s in strongest if s not in specs]
         plan = checked_threats(specs, victim, env, env_preset)
-        meter = PerceptualMeter(AlexLPIPS.from_file(lpips_weights)) if lpips_weights is not None else None
+        meter = PerceptualMeter(AlexLPIPS.from_file(lpips_weights) if lpips_weights is not None else None,
+                                every=perceptual_every)
         results = store if isinstance(store, ResultsStore) else \
             ResultsStore(store if store is not None else ":memory:")
         env_info = {"id": env, "preset": env_preset}

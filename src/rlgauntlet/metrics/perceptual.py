@@ -27,6 +27,8 @@ import torch.nn as nn
 from rlgauntlet.errors import UserError
 
 SSIM_WINDOW = 11
+#: perceptual metrics (SSIM, MSE for PSNR, LPIPS) are computed on every k-th step of an episode
+PERCEPTUAL_EVERY = 10
 ALEX_CHANNELS = (64, 192, 384, 256, 256)
 
 
@@ -120,10 +122,15 @@ class AlexLPIPS(nn.Module):
 
 
 class PerceptualMeter:
-    """Per-row perceptual distances between clean and perturbed image inputs."""
+    """Per-row perceptual distances between clean and perturbed image inputs, measured on
+    every ``every``-th step of an episode (0: never; SSIM of 8 Atari frame stacks costs
+    about two clean agent steps of the zoo Pong agent)."""
 
-    def __init__(self, lpips: AlexLPIPS | None = None) -> None:
+    def __init__(self, lpips: AlexLPIPS | None = None, every: int = PERCEPTUAL_EVERY) -> None:
+        if every < 0:
+            raise UserError(f"perceptual every {every} steps: use 0 (never) or a positive step count")
         self.lpips = lpips
+        self.every = every
 
     @torch.no_grad()
     def measure(self, clean: torch.Tensor, perturbed: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -182,8 +182,10 @@ class Threat(ABC):
         """
         if not scheduled.any():
             return x, scheduled
-        out = x.clone()
         with torch.enable_grad():
+            if scheduled.all():  # the usual case: no boolean-index copies of the batch
+                return self.perturb(x, victim, rng).detach(), scheduled
+            out = x.clone()
             out[scheduled] = self.perturb(x[scheduled], victim, rng.subset(scheduled)).detach()
         return out, scheduled
 

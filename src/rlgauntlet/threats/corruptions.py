@@ -77,10 +77,13 @@ class ImpulseNoise(ImageThreat):
 
     def transform(self, x, rng: BatchRNG | None = None):
         amount = self.params.pick("amount", IMPULSE_AMOUNT)
-        u = _per_frame_draw(x, lambda shape: rng.uniform(shape)).to(x)
-        salt = _per_frame_draw(x, lambda shape: rng.uniform(shape)).to(x) < 0.5
-        hit = u < amount
-        return torch.where(hit, salt.to(x.dtype), x)
+        frames, per = _frames(x)
+        one_frame = (1, per, *x.shape[2:])
+        # decided on one frame's draws (B, 1, per, H, W), broadcast over the stack by where()
+        hit = rng.uniform(one_frame).to(x) < amount
+        salt = (rng.uniform(one_frame).to(x) < 0.5).to(x.dtype)
+        stacked = x.reshape(x.shape[0], frames, per, *x.shape[2:])
+        return torch.where(hit, salt, stacked).reshape(x.shape)
 
 
 def motion_blur_kernel(radius: int, sigma: float) -> torch.Tensor:

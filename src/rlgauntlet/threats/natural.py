@@ -50,6 +50,45 @@ class ImageThreat(Threat):
         return self.transform(x, rng).clamp(0.0, 1.0)
 
 
+class _LastGrid:
+    """The last sampling grid a warp built, and its key. A fixed rotation, or a perspective
+    whose corner moves are fixed per episode, samples the same grid on every step; building
+    it is most of a warp's cost on a batch of frame stacks (kornia builds it anew each call)."""
+
+    def __init__(self) -> None:
+        self.key, self.grid = None, None
+
+    def get(self, key, build) -> torch.Tensor:
+        if key != self.key:
+            self.key, self.grid = key, build()
+        return self.grid
+
+
+def _to_3x3(affine: torch.Tensor) -> torch.Tensor:
+    """(B, 2, 3) affine matrices as (B, 3, 3) homographies."""
+    bottom = torch.tensor([0.0, 0.0, 1.0], dtype=affine.dtype).expand(affine.shape[0], 1, 3)
+    return torch.cat([affine, bottom], dim=1)
+
+
+def homography_grid(matrix: torch.Tensor, h: int, w: int, dtype: torch.dtype, device) -> torch.Tensor:
+    """The ``grid_sample`` grid (B, h, w, 2) of the warp that maps source pixel (x, y) to
+    ``matrix`` @ (x, y, 1) (B, 3, 3), pixel centres at integers (``align_corners=True``):
+    each output pixel samples the source at the inverse image of its coordinates.
+    Computed in float64, as kornia's ``warp_perspective`` (tests hold the two to 1e-4)."""
+    inverse = torch.linalg.inv(matrix.to(torch.float64))
+    ys, xs = torch.meshgrid(torch.arange(h, dtype=torch.float64), torch.arange(w, dtype=torch.float64), indexing="ij")
+    pixels = torch.stack([xs, ys, torch.ones_like(xs)], dim=-1).reshape(-1, 3)
+    source = pixels @ inverse.transpose(1, 2)
+    source = source[..., :2] / source[..., 2:3]
+    scale = torch.tensor([(w - 1) / 2, (h - 1) / 2], dtype=torch.float64)
+    return (source / scale - 1).reshape(-1, h, w, 2).to(dtype=dtype, device=device)
+
+
+def warp_with_grid(x: torch.Tensor, grid: torch.Tensor) -> torch.Tensor:
+    """Bilinear sampling of ``x`` (B, C, H, W) at ``grid``, black outside the frame."""
+    return F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=True)
+
+
 @register_threat
 class BrightnessContrast(ImageThreat):
     """s' = clip(α·s + β): contrast α, brightness β in pixel units 0–255 (the paper's form).
@@ -125,13 +164,25 @@ class Rotation(ImageThreat):
     class Params(ThreatParams):
         degrees: float = Field(description="rotation angle in degrees, counter-clockwise")
 
+    def __init__(self, params, schedule=None, spec=None) -> None:
+        super().__init__(params, schedule, spec)
+        self._grid = _LastGrid()
+
     def transform(self, x, rng=None):
-        from kornia.geometry.transform import rotate
+        from kornia.geometry.transform import get_rotation_matrix2d
 
         if self.params.degrees == 0:
             return x
-        angle = torch.full((x.shape[0],), float(self.params.degrees), dtype=x.dtype, device=x.device)
-        return rotate(x, angle, mode="bilinear", padding_mode="zeros", align_corners=True)
+        b, _, h, w = x.shape
+
+        def matrix() -> torch.Tensor:
+            centre = torch.tensor([[(w - 1) / 2, (h - 1) / 2]], dtype=torch.float64)
+            affine = get_rotation_matrix2d(centre, torch.tensor([float(self.params.degrees)], dtype=torch.float64),
+                                           torch.ones(1, 2, dtype=torch.float64))
+            return _to_3x3(affine)
+
+        grid = self._grid.get((h, w, x.dtype, x.device), lambda: homography_grid(matrix(), h, w, x.dtype, x.device))
+        return warp_with_grid(x, grid.expand(b, h, w, 2))
 
 
 @register_threat
@@ -155,12 +206,15 @@ class Shift(ImageThreat):
         if self.params.fill == "wrap":
             return torch.roll(x, shifts=(tj, ti), dims=(2, 3))
         h, w = x.shape[-2:]
-        rows = (torch.arange(h, device=x.device) - tj)
-        cols = (torch.arange(w, device=x.device) - ti)
-        out = x[..., rows.clamp(0, h - 1), :][..., cols.clamp(0, w - 1)]
-        if self.params.fill == "zeros":
-            valid = ((rows >= 0) & (rows < h))[:, None] & ((cols >= 0) & (cols < w))[None, :]
-            out = out * valid.to(x.dtype)
+        if self.params.fill == "edge":
+            rows = (torch.arange(h, device=x.device) - tj).clamp(0, h - 1)
+            cols = (torch.arange(w, device=x.device) - ti).clamp(0, w - 1)
+            return x[..., rows, :][..., cols]
+        # zeros: one slice copy into a black frame (index gathers cost 10× more on frame stacks)
+        out = torch.zeros_like(x)
+        if abs(ti) < w and abs(tj) < h:
+            out[..., max(tj, 0):h + min(tj, 0), max(ti, 0):w + min(ti, 0)] = \
+                x[..., max(-tj, 0):h - max(tj, 0), max(-ti, 0):w - max(ti, 0)]
         return out
 
 
@@ -193,6 +247,7 @@ class Perspective(ImageThreat):
     def __init__(self, params, schedule=None, spec=None, displacements: torch.Tensor | None = None) -> None:
         super().__init__(params, schedule, spec)
         self.displacements = displacements
+        self._grid = _LastGrid()
 
     def _moves(self, batch: int, rng: BatchRNG | None, dtype, device) -> torch.Tensor:
         if self.displacements is not None:
@@ -208,16 +263,21 @@ class Perspective(ImageThreat):
         return corner_displacements(self.params.norm, draws[:, :4] * 2 * math.pi, draws[:, 4:])
 
     def transform(self, x, rng=None):
-        from kornia.geometry.transform import get_perspective_transform, warp_perspective
+        from kornia.geometry.transform import get_perspective_transform
 
         if self.params.norm == 0:
             return x
         b, _, h, w = x.shape
-        corners = torch.tensor([[0, 0], [w - 1, 0], [w - 1, h - 1], [0, h - 1]], dtype=x.dtype, device=x.device)
-        src = corners.expand(b, 4, 2)
-        dst = src + self._moves(b, rng, x.dtype, x.device)
-        matrix = get_perspective_transform(src, dst)
-        return warp_perspective(x, matrix, (h, w), mode="bilinear", padding_mode="zeros", align_corners=True)
+        moves = self._moves(b, rng, torch.float64, "cpu")
+
+        def grid() -> torch.Tensor:
+            corners = torch.tensor([[0, 0], [w - 1, 0], [w - 1, h - 1], [0, h - 1]], dtype=torch.float64)
+            src = corners.expand(b, 4, 2)
+            return homography_grid(get_perspective_transform(src, src + moves), h, w, x.dtype, x.device)
+
+        # the moves are fixed per episode, so the batch's grid changes only when an episode does
+        key = (h, w, x.dtype, x.device, moves.numpy().tobytes())
+        return warp_with_grid(x, self._grid.get(key, grid))
 
 
 @register_threat

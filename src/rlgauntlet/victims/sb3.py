@@ -25,6 +25,7 @@ import torch
 import torch.nn as nn
 
 from rlgauntlet.errors import UserError
+from rlgauntlet.victims.conv_input_grad import use_fast_input_gradients
 from rlgauntlet.victims.base import Affine, PolicyOutput, Victim, as_tensor, choose_dtype, flatten_chain
 
 SB3_ALGORITHMS = ("ppo", "a2c", "dqn", "sac", "td3", "ddpg")
@@ -140,6 +141,7 @@ class SB3Victim(Victim):
             self.policy = policy.to(device=device, dtype=self.dtype).eval()
             for p in self.policy.parameters():
                 p.requires_grad_(False)  # attacks need input gradients only
+            use_fast_input_gradients(self.policy)  # our own copy: strided convs get a cheaper input gradient
             self.device = torch.device(device)
         self.algorithm = algorithm
         self.observation_space = policy.observation_space
@@ -210,7 +212,9 @@ class SB3Victim(Victim):
         x = as_tensor(obs, self.device)
         if self.is_image:
             if x.ndim == 4 and self.channels_first and x.shape[1:] != self.observation_space.shape:
-                x = x.permute(0, 3, 1, 2)  # env frames are channel-last, SB3 stores channel-first
+                # env frames are channel-last, SB3 stores channel-first; copied while still uint8:
+                # every later pass (network, threat, finiteness check, norms) reads it faster
+                x = x.permute(0, 3, 1, 2).contiguous()
             return x.to(self.dtype) / 255.0
         x = x.reshape(x.shape[0], -1) if x.ndim > 2 else x
         if self.vecnormalize is not None:

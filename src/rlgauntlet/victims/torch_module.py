@@ -81,7 +81,7 @@ class TorchVictim(Victim):
     def preprocess(self, obs: np.ndarray) -> torch.Tensor:
         x = as_tensor(obs, self.device)
         if self.is_image:
-            return x.permute(0, 3, 1, 2).to(self.dtype) / 255.0
+            return x.permute(0, 3, 1, 2).contiguous().to(self.dtype) / 255.0  # contiguous: see SB3Victim.preprocess
         x = x.to(self.dtype)
         if self.obs_mean is not None:
             x = (x - self.obs_mean) / self.obs_std
