@@ -319,7 +319,7 @@ def evaluate(
     impact: bool = True,
     min_score: float | None = None,
     action_change_every: int = 1,
-    perceptual_every: int = 10,
+    perceptual_every: int = PERCEPTUAL_EVERY,
     lpips_weights: str | Path | None = None,
     on_start: Callable[[str, int], None] | None = None,
     on_episode: Callable[[str, EpisodeRecord], None] | None = None,
