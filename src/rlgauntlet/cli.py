@@ -114,7 +114,7 @@ def evaluate(
     impact: bool = typer.Option(True, help="compute impact against the argmin agent (discrete agents; cached in the store). Example: --no-impact"),
     min_score: Optional[float] = typer.Option(None, help="fixed minimum score for the generalized impact (default: -21 Pong, 0 other Atari). Example: --min-score 0"),
     action_change_every: int = typer.Option(1, min=1, help="compare with the clean action on every k-th step only (saves a network call per perturbed step; the rate becomes an estimate). Example: --action-change-every 10"),
-    perceptual_every: int = typer.Option(10, min=0, help="measure SSIM/PSNR (and LPIPS) of image perturbations on every k-th step of an episode; 0 never (SSIM costs about two clean agent steps of a Pong agent). Example: --perceptual-every 0"),
+    perceptual_every: int = typer.Option(10, min=0, help="measure SSIM/PSNR (and LPIPS) of image perturbations on every k-th step of an episode; 0 never (SSIM of 8 Pong frame stacks costs about two clean batched steps). Example: --perceptual-every 0"),
     lpips_weights: Optional[Path] = typer.Option(None, help="LPIPS (AlexNet) weights to add LPIPS to SSIM/PSNR for image agents; nothing is downloaded. Example: --lpips-weights lpips_alex.pt"),
     threads: Optional[int] = typer.Option(None, min=1, help="torch CPU threads for the networks (default $RLGAUNTLET_THREADS or 1: safe on a busy machine; 2 may speed up image agents on an idle one). Example: --threads 2"),
     allow_pickle: bool = typer.Option(False, "--allow-pickle", help="unpickle the SB3 agent file as SB3 does: runs code stored in it, so only for files you trust (needed for custom policy classes or activation functions). Example: --allow-pickle"),

@@ -45,9 +45,9 @@ class EpisodeRecord:
     victim's budget space; ``action_changes`` counts, among the ``action_checks`` perturbed
     steps whose clean action was computed (every one by default, every k-th step of the
     episode with ``action_change_every=k``), those whose action differs from the action on
-    the clean input of the same step. For image inputs, perturbed steps
-    whose index is a multiple of the meter's ``every`` (``PERCEPTUAL_EVERY`` = 10 by default) also add their SSIM (11×11 Gaussian
-    window, averaged over the frames of the stack), mean squared error and, when the
+    the clean input of the same step. For image inputs, perturbed steps whose index is a
+    multiple of the meter's ``every`` (``PERCEPTUAL_EVERY`` = 10 by default) also add their
+    SSIM (11×11 Gaussian window, averaged over the frames of the stack), mean squared error and, when the
     evaluation has LPIPS weights, LPIPS to ``ssim_sum``/``mse_sum``/``lpips_sum``
     (``perceptual_steps`` counts them). When the evaluation asks an uncertainty-aware agent
     for its score (OOD detection), every step adds it to ``uncertainty_sum`` and

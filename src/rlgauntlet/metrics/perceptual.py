@@ -124,7 +124,7 @@ class AlexLPIPS(nn.Module):
 class PerceptualMeter:
     """Per-row perceptual distances between clean and perturbed image inputs, measured on
     every ``every``-th step of an episode (0: never; SSIM of 8 Atari frame stacks costs
-    about two clean agent steps of the zoo Pong agent)."""
+    about as much as two clean batched steps of 8 envs of the zoo Pong agent)."""
 
     def __init__(self, lpips: AlexLPIPS | None = None, every: int = PERCEPTUAL_EVERY) -> None:
         if every < 0:

@@ -15,8 +15,9 @@ PGD-10 evaluation of 8 envs 1.3× faster (benchmarks/conv_input_grad.py).
 
 :func:`use_fast_input_gradients` swaps eligible ``nn.Conv2d`` modules of a network that
 rlgauntlet loaded itself (never a module the user handed in) for :class:`BlockStridedConv2d`,
-which shares their parameters and falls back to ``nn.Conv2d`` whenever the fast path does not
-apply (weights that need gradients: training; padding, dilation, groups).
+which shares their parameters and uses ``nn.Conv2d``'s own backward when the weights need
+gradients (training) or the batch has one row; convolutions with padding, dilation, groups or
+a stride below 4 are left as they are.
 
 Example:
     >>> import torch, torch.nn as nn
