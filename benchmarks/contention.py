@@ -147,6 +147,8 @@ def main() -> None:
     report["workloads"] = json.loads(OUT.read_text())["workloads"] if args.e2e_only else contention(args.repeats)
     if not args.skip_e2e:
         report["end_to_end"] = end_to_end()
+    elif OUT.exists():  # keep the stored end-to-end part
+        report["end_to_end"] = json.loads(OUT.read_text()).get("end_to_end")
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {OUT}")

@@ -190,3 +190,18 @@ def test_sensor_threats_on_vectors():
     b2 = threat.perturb(x[:3], vec, rng(3)) - 1
     torch.testing.assert_close(b1, b2)  # constant within an episode
     assert not torch.allclose(b1[0], b1[1])  # different between episodes
+
+
+@pytest.mark.parametrize("channels", [4, 6])  # grey frame stack; two RGB frames (channels in threes)
+def test_impulse_noise_is_the_definition_written_out_with_each_rows_draws(channels):
+    """Row b: u, then s, drawn as one frame from its own episode stream; a pixel with u < amount
+    becomes salt (1) when s < 0.5, else pepper (0), in every frame of the stack."""
+    x = frames(3, seed=1)[:, :1].expand(3, channels, 84, 84).contiguous() * 0.5 + 0.25
+    out = apply("impulse_noise:amount=0.2", x, rng(3, seed=5))
+    per = 3 if channels % 3 == 0 else 1
+    for b in range(3):
+        g = episode_generator(5, b, "threat")
+        u, s = torch.rand((1, per, 84, 84), generator=g), torch.rand((1, per, 84, 84), generator=g)
+        frame = x[b].reshape(channels // per, per, 84, 84)
+        expected = torch.where(u < 0.2, (s < 0.5).float(), frame).reshape(channels, 84, 84)
+        torch.testing.assert_close(out[b], expected, atol=0, rtol=0)
