@@ -10,6 +10,7 @@ from rlgauntlet.common.seeding import BatchRNG, episode_generator
 from rlgauntlet.errors import UserError
 from rlgauntlet.threats import parse_threat
 from rlgauntlet.threats.corruptions import IMPULSE_AMOUNT, PIXELATE_FACTOR
+from rlgauntlet.threats.suites import NATURAL_IMAGE
 from rlgauntlet.victims import TorchVictim
 
 PIXELS = gym.spaces.Box(0, 255, (84, 84, 4), np.uint8)
@@ -205,3 +206,18 @@ def test_impulse_noise_is_the_definition_written_out_with_each_rows_draws(channe
         frame = x[b].reshape(channels // per, per, 84, 84)
         expected = torch.where(u < 0.2, (s < 0.5).float(), frame).reshape(channels, 84, 84)
         torch.testing.assert_close(out[b], expected, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("spec", list(NATURAL_IMAGE))
+def test_a_natural_threat_leaves_the_clean_input_untouched(spec):
+    """The engine hands the whole batch to ``perturb`` (no copy when every row is scheduled)
+    and measures the perturbation against it: a threat writing into its input would report
+    a perturbation of 0 and compare actions with the perturbed input."""
+    from rlgauntlet.threats import Memory
+
+    x = frames(2)
+    before = x.clone()
+    threat = parse_threat(spec)
+    out, acted = threat.apply(x, VICTIM, rng(2), Memory([None, None], torch.zeros(2, dtype=torch.long)),
+                              torch.ones(2, dtype=torch.bool))
+    assert torch.equal(x, before) and bool(acted.all()) and not torch.equal(out, x)

@@ -168,7 +168,8 @@ class Threat(ABC):
 
     # -- observation threats ------------------------------------------------------------------
     def perturb(self, x: torch.Tensor, victim: Victim, rng: BatchRNG) -> torch.Tensor:
-        """Return the perturbed input, same shape as ``x`` (B, *input_shape)."""
+        """Return the perturbed input, same shape as ``x`` (B, *input_shape). ``x`` itself must
+        not be changed: the engine measures the perturbation and the action change against it."""
         raise NotImplementedError(f"{self.name} is a {self.place} threat")
 
     def apply(self, x: torch.Tensor, victim: Victim, rng: BatchRNG, memory: Memory,

@@ -64,12 +64,6 @@ class _LastGrid:
         return self.grid
 
 
-def _to_3x3(affine: torch.Tensor) -> torch.Tensor:
-    """(B, 2, 3) affine matrices as (B, 3, 3) homographies."""
-    bottom = torch.tensor([0.0, 0.0, 1.0], dtype=affine.dtype).expand(affine.shape[0], 1, 3)
-    return torch.cat([affine, bottom], dim=1)
-
-
 def homography_grid(matrix: torch.Tensor, h: int, w: int, dtype: torch.dtype, device) -> torch.Tensor:
     """The ``grid_sample`` grid (B, h, w, 2) of the warp that maps source pixel (x, y) to
     ``matrix`` @ (x, y, 1) (B, 3, 3), pixel centres at integers (``align_corners=True``):
@@ -169,6 +163,7 @@ class Rotation(ImageThreat):
         self._grid = _LastGrid()
 
     def transform(self, x, rng=None):
+        from kornia.geometry.conversions import convert_affinematrix_to_homography
         from kornia.geometry.transform import get_rotation_matrix2d
 
         if self.params.degrees == 0:
@@ -179,9 +174,10 @@ class Rotation(ImageThreat):
             centre = torch.tensor([[(w - 1) / 2, (h - 1) / 2]], dtype=torch.float64)
             affine = get_rotation_matrix2d(centre, torch.tensor([float(self.params.degrees)], dtype=torch.float64),
                                            torch.ones(1, 2, dtype=torch.float64))
-            return _to_3x3(affine)
+            return convert_affinematrix_to_homography(affine)
 
-        grid = self._grid.get((h, w, x.dtype, x.device), lambda: homography_grid(matrix(), h, w, x.dtype, x.device))
+        key = (self.params.degrees, h, w, x.dtype, x.device)
+        grid = self._grid.get(key, lambda: homography_grid(matrix(), h, w, x.dtype, x.device))
         return warp_with_grid(x, grid.expand(b, h, w, 2))
 
 
