@@ -1,6 +1,7 @@
 """RADIAL-RL Table 1 format on CartPole: vanilla zoo agents against their RADIAL fine-tunes
 (cartpole-radial-dqn, cartpole-radial-ppo) at ε ∈ {0.02, 0.05, 0.1} (raw units): nominal,
-PGD-30 (step ε/10, as RADIAL's evaluation), FGSM, GWC and ACR; 20 episodes, mean ± sem.
+PGD-30 (step ε/10, as RADIAL's evaluation), FGSM, GWC and ACR; 20 episodes, mean ± sem; with
+ACR, the median score gap and certified margin along the clean trajectory (why ACR is what it is).
 Writes benchmarks/results/radial_cartpole.json (resumes from benchmarks/results/radial.sqlite).
 
 Run: python benchmarks/radial_cartpole.py [--episodes 20]
@@ -50,11 +51,13 @@ def main() -> None:
                        "nominal": [clean["return_mean"], clean["return_sem"]],
                        "pgd30": [pgd["return_mean"], pgd["return_sem"]],
                        "fgsm": [fgsm["return_mean"], fgsm["return_sem"]],
-                       "gwc": [c["gwc"]["return_mean"], c["gwc"]["return_sem"]], "acr": c["acr"]}
+                       "gwc": [c["gwc"]["return_mean"], c["gwc"]["return_sem"]], "acr": c["acr"],
+                       "score_gap_median": c["score_gap_median"], "certified_margin_median": c["certified_margin_median"]}
                 rows.append(row)
                 print(f"{name:20s} ε={e:5s} nominal {row['nominal'][0]:6.1f}  PGD-30 {row['pgd30'][0]:6.1f} ± "
                       f"{row['pgd30'][1]:5.1f}  FGSM {row['fgsm'][0]:6.1f}  GWC {row['gwc'][0]:6.1f} ± "
-                      f"{row['gwc'][1]:5.1f}  ACR {row['acr']:.1%}", flush=True)
+                      f"{row['gwc'][1]:5.1f}  ACR {row['acr']:.1%}  gap {row['score_gap_median']:.3g}  "
+                      f"margin {row['certified_margin_median']:.3g}", flush=True)
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps({"episodes": args.episodes, "seed": 0, "eps_space": "raw", "rows": rows}, indent=2) + "\n")
     print(f"wrote {OUT}")

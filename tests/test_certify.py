@@ -9,8 +9,8 @@ import torch.nn as nn
 
 from rlgauntlet.engine.rollout import evaluate_episodes
 from rlgauntlet.envs import make_env
-from rlgauntlet.experiments.certify import (GreedyWorstCaseVictim, absolute_worst_case, certified, certify,
-                                            feasible_actions)
+from rlgauntlet.experiments.certify import (GreedyWorstCaseVictim, absolute_worst_case, certified, certified_margin,
+                                            certify, feasible_actions, score_gap)
 from rlgauntlet.experiments.store import ResultsStore
 from rlgauntlet.victims import TorchVictim, load_victim
 
@@ -30,6 +30,23 @@ def test_feasible_set_and_certification_known_answers():
     assert feasible_actions(lower, upper).tolist() == [[False, True, True]]  # 0.4 < max lower 0.5
     assert certified(torch.tensor([[0.2, 0.7, 0.0]]), lower, upper).tolist() == [False]  # 0.5 < 0.6
     assert certified(torch.tensor([[0.2, 0.7, 0.0]]), lower, torch.tensor([[0.4, 0.9, 0.45]])).tolist() == [True]
+
+
+def test_certified_margin_and_score_gap_known_answers():
+    nominal, lower, upper = torch.tensor([[0.2, 0.7, 0.0]]), torch.tensor([[0.0, 0.5, -1.0]]), torch.tensor([[0.4, 0.9, 0.6]])
+    # chosen action 1: its lower bound 0.5 against the others' largest upper bound 0.6
+    assert certified_margin(nominal, lower, upper).tolist() == pytest.approx([-0.1])
+    assert score_gap(nominal).tolist() == pytest.approx([0.5])  # 0.7 − 0.2, not 0.7 − 0.0
+
+
+def test_certify_reports_the_median_gap_and_margin_of_a_linear_agent():
+    """Q0 = x0 and Q1 = 0: each step's score gap is |x0| and its IBP margin |x0| − ε exactly (Q0's
+    bounds are x0 ± ε, Q1's are 0), so the medians differ by ε and ACR is the share of |x0| > ε."""
+    result = certify(_linear_victim(), "CartPole-v1", eps_grid="0.01,0.03", episodes=3, n_envs=2)
+    for row in result["rows"]:
+        assert row["certified_margin_median"] == pytest.approx(row["score_gap_median"] - row["eps_value"], abs=1e-6)
+        assert row["score_gap_median"] > 0
+    assert result["rows"][0]["score_gap_median"] == pytest.approx(result["rows"][1]["score_gap_median"])
 
 
 @pytest.mark.parametrize("eps, expected", [(0.1, 1), (0.01, 0)])
@@ -73,6 +90,8 @@ def test_certification_is_a_stored_run_with_its_metrics(tmp_path):
     assert [r for r, _ in runs] == [row["run_id"] for row in result["rows"]]
     zero, five = (store.metrics(row["run_id"]) for row in result["rows"])
     assert zero["acr"]["value"] == 1.0 and zero["awc_finished"]["value"] == 1.0  # at ε = 0 every action is certified
+    # at ε = 0 the bounds are the scores: the margin is the gap
+    assert zero["certified_margin_median"]["value"] == pytest.approx(zero["score_gap_median"]["value"])
     assert zero["awc"]["value"] == pytest.approx(np.mean(result["rows"][0]["awc"]["returns"]))  # a mean, not a sum
     assert 0.0 <= five["acr"]["value"] <= 1.0 and five["awc_nodes"]["value"] > 0
     assert len(store.episodes(result["rows"][1]["run_id"])) == 2

@@ -451,13 +451,15 @@ def certify(
                              on_row=lambda r: console.print(f"  ε = {r['eps']}: done in {r['wall_seconds']:.1f} s"))
     table = Table(title=f"certified figures, {episodes} episodes, ε in {result['rows'][0]['budget_space']} units")
     discrete = "gwc" in result["rows"][0]
-    columns = ["ε", "nominal"] + (["GWC", "±sem", "ACR"] if discrete else ["certified action deviation"])
+    columns = ["ε", "nominal"] + (["GWC", "±sem", "ACR", "score gap", "certified margin"] if discrete
+                                  else ["certified action deviation"])
     columns += ["AWC (finished)"] if awc_max_nodes else []
     for col in columns:
         table.add_column(col, justify="right")
     for r in result["rows"]:
         row = [r["eps"], _fmt(r["nominal"])]
-        row += [_fmt(r["gwc"]["return_mean"]), _fmt(r["gwc"]["return_sem"]), f"{r['acr']:.1%}"] if discrete else \
+        row += [_fmt(r["gwc"]["return_mean"]), _fmt(r["gwc"]["return_sem"]), f"{r['acr']:.1%}",
+                f"{r['score_gap_median']:.3g}", f"{r['certified_margin_median']:.3g}"] if discrete else \
             [_fmt(r["certified_action_deviation"])]
         if awc_max_nodes:
             done = [v for v, f in zip(r["awc"]["returns"], r["awc"]["finished"]) if f and v is not None]

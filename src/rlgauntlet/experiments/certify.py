@@ -9,7 +9,10 @@ argmax.
 * GWC (Algorithm 2): every step, act with the feasible action of lowest nominal score.
   Episodes are run by the engine like any evaluation (episode k with seed seed + k).
 * ACR: along the clean trajectory, the fraction of steps whose chosen action is certified
-  (its lower bound above every other action's upper bound).
+  (its lower bound above every other action's upper bound). With it, the medians over those
+  steps of the score gap (best minus second-best nominal score) and of the certified margin
+  (the chosen action's lower bound minus the others' largest upper bound; > 0 is certified),
+  which say how far an uncertified agent is from certification.
 * AWC (Algorithm 1): depth-first search over every sequence of feasible actions, with env
   snapshots, up to a node budget; the lowest return found. It bounds the worst case only for
   a deterministic policy and env, and only when the search finished.
@@ -53,11 +56,23 @@ def feasible_actions(lower: torch.Tensor, upper: torch.Tensor) -> torch.Tensor:
     return upper >= lower.max(dim=-1, keepdim=True).values
 
 
-def certified(nominal: torch.Tensor, lower: torch.Tensor, upper: torch.Tensor) -> torch.Tensor:
-    """(B,) bool: the nominal argmax keeps its place for every input of the ball."""
+def certified_margin(nominal: torch.Tensor, lower: torch.Tensor, upper: torch.Tensor) -> torch.Tensor:
+    """(B,) the nominal argmax's lower bound minus the largest upper bound of the other actions:
+    > 0 where the action is certified, and how far from it (in score units) where not."""
     chosen = nominal.argmax(dim=-1)
     others = upper.scatter(-1, chosen[:, None], float("-inf")).max(dim=-1).values
-    return lower.gather(-1, chosen[:, None]).squeeze(-1) > others
+    return lower.gather(-1, chosen[:, None]).squeeze(-1) - others
+
+
+def certified(nominal: torch.Tensor, lower: torch.Tensor, upper: torch.Tensor) -> torch.Tensor:
+    """(B,) bool: the nominal argmax keeps its place for every input of the ball."""
+    return certified_margin(nominal, lower, upper) > 0
+
+
+def score_gap(nominal: torch.Tensor) -> torch.Tensor:
+    """(B,) the nominal best score minus the second best: the margin bounds must stay within."""
+    top = nominal.topk(2, dim=-1).values
+    return top[:, 0] - top[:, 1]
 
 
 class GreedyWorstCaseVictim(DelegatingVictim):
@@ -82,12 +97,15 @@ class GreedyWorstCaseVictim(DelegatingVictim):
 
 class _CertificationMeter(DelegatingVictim):
     """The victim acting as itself, counting along the way the steps whose action is certified
-    (discrete) or summing the action box's half width (continuous)."""
+    and keeping each step's certified margin and score gap (discrete), or summing the action
+    box's half width (continuous)."""
 
     def __init__(self, victim: Victim, eps: float) -> None:
         super().__init__(victim)
         self.eps = eps
         self.steps, self.certified, self.half_width = 0, 0, 0.0
+        self.margins: list[torch.Tensor] = []
+        self.gaps: list[torch.Tensor] = []
 
     def forward(self, x: torch.Tensor) -> PolicyOutput:
         out = self.victim.forward(x)
@@ -95,7 +113,10 @@ class _CertificationMeter(DelegatingVictim):
             lower, upper = ibp(self.victim, x, self.eps)
             self.steps += x.shape[0]
             if self.victim.is_discrete:
-                self.certified += int(certified(out.scores(), lower, upper).sum())
+                margin = certified_margin(out.scores(), lower, upper)
+                self.certified += int((margin > 0).sum())
+                self.margins.append(margin.double())
+                self.gaps.append(score_gap(out.scores()).double())
             else:
                 self.half_width += float(((upper - lower) / 2).mean(dim=-1).sum())
         return out
@@ -184,7 +205,14 @@ def certify(
                 run_id = summary["run_id"]
                 row["gwc"] = summary  # the evaluation summary of the GWC episodes
                 row["acr"] = meter.certified / meter.steps
+                # why a step is not certified: its score gap against the bounds' width (median over steps)
+                row["score_gap_median"] = float(torch.cat(meter.gaps).median())
+                row["certified_margin_median"] = float(torch.cat(meter.margins).median())
                 results.add_metric(run_id, "acr", row["acr"], "fraction of clean-trajectory steps")
+                results.add_metric(run_id, "score_gap_median", row["score_gap_median"],
+                                   "score units (best minus second-best Q-value or logit, clean trajectory)")
+                results.add_metric(run_id, "certified_margin_median", row["certified_margin_median"],
+                                   "score units (chosen action's lower bound minus the others' largest upper bound)")
                 summary["metrics"] = results.metrics(run_id)
             else:
                 meta = {"agent": victim.description, "env": env_info, "eps": text, "seed": seed, "episodes": episodes}
