@@ -44,6 +44,16 @@ TASKS = {
         agent="zoo:dmc-walker-stand-sac", env="dm_control/walker-stand-v0", place="observation",
         target="height:0", eps=0.1, horizon=5, replan=1, samples=200_000,
         note="unsafe state: torso height 0 (fallen), the paper's 'head height 0'"),
+    "dmc-walker-walk-obs": dict(
+        agent="zoo:dmc-walker-walk-sac", env="dm_control/walker-walk-v0", place="observation",
+        target="height:0", eps=0.3, horizon=1, replan=1, samples=200_000,
+        note="unsafe state: torso height 0 (fallen), as on stand; T = 1, the paper's best horizon on walk (and ours on "
+             "stand, where our inaccurate walker model favours the shortest plan); ε as on stand's table"),
+    "walker2d-obs": dict(
+        agent="zoo:walker2d-td3", env="Walker2d-v5", place="observation", target="height:0", eps=0.3, horizon=5,
+        replan=1, samples=200_000,
+        note="Gymnasium MuJoCo (no [dmc] extra), the TD3 walker in raw observation units; episodes end when the "
+             "walker falls (torso below 0.8), so a fallen walker keeps its last state's loss: compare returns first"),
     "hopper-obs": dict(
         agent="zoo:hopper-ppo", env="Hopper-v5", place="observation", target="height:0", eps=0.15, horizon=5,
         replan=1, samples=200_000,
