@@ -259,14 +259,14 @@ for _base, _short in (("cartpole-dqn", "cartpole-dqn"), ("pendulum-td3", "pendul
         PRESETS[_preset.name] = _preset
 
 
-def _dmc_sac(name: str, env_id: str, total: int, target: float, notes: str) -> TrainPreset:
+def _dmc_sac(name: str, env_id: str, total: int, target: float, notes: str, stop_at_target: bool = True) -> TrainPreset:
     """A SAC victim for a DeepMind Control Suite task (the model-based attack paper's tasks)."""
     return TrainPreset(
         name=name, env_id=env_id, algo="sac", total_timesteps=total, n_envs=1, seed=0,
         hyperparams=dict(policy="MlpPolicy", learning_rate=3e-4, buffer_size=300_000, learning_starts=5_000,
                          batch_size=256, tau=0.005, gamma=0.99, train_freq=1, gradient_steps=1,
                          policy_kwargs=dict(net_arch=[256, 256])),
-        target_return=target, checkpoint_every=10_000,
+        target_return=target, checkpoint_every=10_000, stop_at_target=stop_at_target,
         source="SAC defaults for continuous control (Haarnoja et al. 2018; SB3 defaults, net 256-256)",
         notes="The paper's victim is D4PG, which SB3 does not have; SAC is the SB3 algorithm closest to it (an "
               "off-policy actor-critic). Evaluated deterministically (the mean action). " + notes,
@@ -283,7 +283,8 @@ for _preset in (
     _dmc_sac("dmc-cartpole-swingup-sac", "dm_control/cartpole-swingup-v0", 100_000, 750.0,
              "The paper's D4PG scores 883 (its Table: clean 873 in the attack runs)."),
     _dmc_sac("dmc-walker-walk-sac", "dm_control/walker-walk-v0", 250_000, 700.0,
-             "The paper's D4PG scores 985 after far longer training. 250k steps: the CPU budget of one session."),
+             "The paper's D4PG scores 985 after far longer training. 250k steps, the whole budget (no early stop "
+             "on noisy training episodes): the CPU budget of one session.", stop_at_target=False),
 ):
     PRESETS[_preset.name] = _preset
 
