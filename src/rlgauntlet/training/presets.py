@@ -290,13 +290,13 @@ for _preset in (
 
 
 PRESETS["walker2d-td3"] = TrainPreset(
-    name="walker2d-td3", env_id="Walker2d-v5", algo="td3", total_timesteps=300_000, n_envs=1, seed=0,
+    name="walker2d-td3", env_id="Walker2d-v5", algo="td3", total_timesteps=250_000, n_envs=1, seed=0,
     hyperparams=dict(policy="MlpPolicy", learning_starts=10_000, train_freq=1, gradient_steps=1,
                      learning_rate=1e-3, batch_size=256, policy_kwargs=dict(net_arch=[400, 300])),
     action_noise_std=0.1, target_return=1500.0, checkpoint_every=25_000, stop_at_target=False,
     source="RL Baselines3 Zoo TD3 hyperparameters for Walker2d (MuJoCo set: lr 1e-3, batch 256, net 400-300, "
            "Gaussian action noise 0.1)",
-    notes="The model-based attack paper's Gymnasium-side walker (its victims are D4PG on dm_control). 300k of the "
+    notes="The model-based attack paper's Gymnasium-side walker (its victims are D4PG on dm_control). 250k of the "
           "zoo's 1M steps: the CPU budget of one session. The target (1500: the walker stays up for its 1000 steps "
           "and moves forward) is what the attack tables need, a victim that does not fall by itself, not the zoo's "
           "1M-step figure (about 4000).",
