@@ -51,6 +51,12 @@ TASKS = {
         target="height:0", eps=0.3, horizon=1, replan=1, samples=200_000,
         note="unsafe state: torso height 0 (fallen), as on stand; T = 1, the paper's best horizon on walk (and ours on "
              "stand, where our inaccurate walker model favours the shortest plan); ε as on stand's table"),
+    "dmc-fish-action": dict(
+        agent="zoo:dmc-fish-upright-sac", env="dm_control/fish-upright-v0", place="action",
+        target="upright:0", eps=0.5, horizon=20, replan=5, samples=100_000,
+        note="unsafe state: 'not upright', the torso's z-axis projection 0 (the paper's target); ε in action units "
+             "(the 5 fin and tail actions are in [−1, 1]), as on the cart-pole action table; T = 20, the paper's "
+             "longer horizon for cart-pole and fish"),
     "walker2d-obs": dict(
         agent="zoo:walker2d-td3", env="Walker2d-v5", place="observation", target="height:0", eps=0.3, horizon=5,
         replan=1, samples=200_000,

@@ -12,6 +12,13 @@ torch.set_num_threads(1)
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _sb3_logs_in_pytest_temp(tmp_path_factory):
+    """The tests' own SB3 models log with SB3's default logger, which makes an empty folder
+    per learn() call; keep those in pytest's temp dir, not in the machine's."""
+    os.environ.setdefault("SB3_LOGDIR", str(tmp_path_factory.mktemp("sb3-logs")))
+
+
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory) -> dict[str, Path]:
     """SB3 models of each algorithm, trained for a few hundred steps and saved as .zip."""

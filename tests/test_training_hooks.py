@@ -200,3 +200,18 @@ def test_threat_on_image_training_envs_acts_in_pixel01_units():
     assert np.allclose(delta.max(), 2.0, atol=1e-3)
     assert np.all(np.isclose(delta, 2.0, atol=1e-3) | np.isclose(delta, 0.0, atol=1e-3))
     assert env.linf_max == pytest.approx(2 / 255, rel=1e-4)
+
+
+def test_training_leaves_nothing_in_the_users_temp_dir(tmp_path, monkeypatch):
+    """SB3's default logger makes an empty SB3-<date> folder per learn() call in the temp dir;
+    our trainers give it a logger that writes nowhere."""
+    import tempfile
+
+    temp = tmp_path / "user-temp"
+    temp.mkdir()
+    monkeypatch.delenv("SB3_LOGDIR", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    register_preset(_small("test-quiet", total_timesteps=256))
+    train_preset("test-quiet", tmp_path / "run", log=lambda s: None)
+    del PRESETS["test-quiet"]
+    assert list(temp.glob("SB3-*")) == []

@@ -23,7 +23,7 @@ from rlgauntlet.errors import UserError
 from rlgauntlet.threats.learned.actor import AttackActor, check_variant, default_variant
 from rlgauntlet.training.attack_mdp import AttackVecEnv
 from rlgauntlet.training.presets import TrainPreset
-from rlgauntlet.training.sb3_train import _build_model, _CheckpointCallback
+from rlgauntlet.training.sb3_train import _build_model, _CheckpointCallback, quiet_logger
 from rlgauntlet.victims.base import Victim
 
 #: PPO settings of the director per env family (n_envs, then SB3 PPO keyword arguments)
@@ -115,6 +115,7 @@ def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str 
     callback = _TimedCheckpoint(preset, env, run_dir, progress, None, log, budget=total_steps,
                                 show_progress=show_progress)
     if model.num_timesteps < total_steps:
+        quiet_logger(model)
         model.learn(total_timesteps=total_steps - model.num_timesteps, reset_num_timesteps=False, callback=callback)
         if model.num_timesteps != callback.last_steps:
             callback.save()

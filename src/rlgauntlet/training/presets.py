@@ -285,6 +285,10 @@ for _preset in (
     _dmc_sac("dmc-walker-walk-sac", "dm_control/walker-walk-v0", 250_000, 700.0,
              "The paper's D4PG scores 985 after far longer training. 250k steps, the whole budget (no early stop "
              "on noisy training episodes): the CPU budget of one session.", stop_at_target=False),
+    _dmc_sac("dmc-fish-upright-sac", "dm_control/fish-upright-v0", 150_000, 700.0,
+             "The paper's D4PG scores 962; the paper attacks fish through its actions only. 150k steps, the whole "
+             "budget (no early stop on noisy training episodes): the CPU budget of one session.",
+             stop_at_target=False),
 ):
     PRESETS[_preset.name] = _preset
 

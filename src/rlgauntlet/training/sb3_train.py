@@ -23,6 +23,7 @@ from typing import Callable
 import numpy as np
 import torch
 from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.logger import Logger
 
 from rlgauntlet.envs.presets import make_train_vec_env
 from rlgauntlet.errors import UserError
@@ -47,6 +48,13 @@ def _build_env(preset: TrainPreset, run_dir: Path, threat: str | None = None):
 
         env = ThreatVecEnv(env, parse_threat(threat), seed=preset.seed)
     return env
+
+
+def quiet_logger(model) -> None:
+    """Give ``model`` a logger that writes nowhere. Without one, every ``learn()`` call makes
+    an empty ``SB3-<date>`` folder in the user's temporary directory (SB3's default
+    ``configure()``); our progress goes to the run folder's progress.json instead."""
+    model.set_logger(Logger(folder=None, output_formats=[]))
 
 
 def _build_model(preset: TrainPreset, env, device: str):
@@ -288,6 +296,7 @@ def train_preset(
     if progress.get("stopped_at_target") and total_timesteps is None:
         log(f"[{name}] already reached its target at {model.num_timesteps} steps")
     elif model.num_timesteps < budget:
+        quiet_logger(model)
         model.learn(total_timesteps=budget - model.num_timesteps, reset_num_timesteps=False, callback=callback)
         if model.num_timesteps != callback.last_steps:
             callback.save()
