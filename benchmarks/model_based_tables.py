@@ -57,6 +57,12 @@ TASKS = {
         note="unsafe state: 'not upright', the torso's z-axis projection 0 (the paper's target); ε in action units "
              "(the 5 fin and tail actions are in [−1, 1]), as on the cart-pole action table; T = 20, the paper's "
              "longer horizon for cart-pole and fish"),
+    "dmc-fish-action-inverted": dict(
+        agent="zoo:dmc-fish-upright-sac", env="dm_control/fish-upright-v0", place="action",
+        target="upright:-1", eps=0.5, horizon=20, replan=5, samples=100_000,
+        note="our second target for fish: upside down (upright = −1). The paper's target, 0 (on its side), "
+             "scores an inverted fish as far from unsafe as an upright one, though its reward is 0; the same model "
+             "and settings as dmc-fish-action"),
     "walker2d-obs": dict(
         agent="zoo:walker2d-td3", env="Walker2d-v5", place="observation", target="height:0", eps=0.3, horizon=5,
         replan=1, samples=200_000,
@@ -106,6 +112,14 @@ def specs(task: dict, model: Path, m: int, horizon: int | None = None, lr: float
     }
 
 
+def result_files(task: str | None) -> list[Path]:
+    """The task's result files: model_based_TASK.json and its variants model_based_TASK_*.json
+    (not another task whose name starts with this one's)."""
+    if task is None:
+        return sorted(RESULTS.glob("model_based_*.json"))
+    return sorted([*RESULTS.glob(f"model_based_{task}.json"), *RESULTS.glob(f"model_based_{task}_*.json")])
+
+
 def markdown(result: dict) -> str:
     """The stored results as Markdown: per method total loss and return, mean (std) and median
     / min / max over the runs, then ratios and wins when the comparison is there."""
@@ -153,7 +167,7 @@ def main() -> int:
     args = parser.parse_args()
     os.chdir(ROOT)
     if args.markdown:
-        for path in sorted(RESULTS.glob(f"model_based_{args.task or ''}*.json")):
+        for path in result_files(args.task):
             print(markdown(json.loads(path.read_text())))
         return 0
     if args.task is None:
@@ -198,9 +212,12 @@ def main() -> int:
     result.setdefault("methods", {})
 
     def stored(spec: str | None) -> dict | None:
-        """A method with this spec already run for this task (in any of its result files)."""
-        for path in RESULTS.glob(f"model_based_{args.task}*.json"):
+        """A method with this spec already run for this task (in any of its result files, with the
+        same agent and target: a run's loss is measured to the target)."""
+        for path in result_files(args.task):
             other = result if path == out else json.loads(path.read_text())
+            if (other.get("agent"), other.get("target")) != (task["agent"], task["target"]):
+                continue
             for method in other.get("methods", {}).values():
                 if method["spec"] == spec and len(method["runs"]) == args.episodes:
                     return method
