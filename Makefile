@@ -5,7 +5,11 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TORCH_VERSION := 2.13.0
 
-.PHONY: install demo test test-slow browser bench clean
+# the fast suite runs on both cores of a CI machine: one pytest worker per core, one torch
+# thread per worker (tests/conftest.py); `make test TEST_WORKERS=1` runs it in one process
+TEST_WORKERS ?= 2
+
+.PHONY: install demo test test-shuffled test-slow browser bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,7 +27,11 @@ demo: $(STAMP)
 		--episodes 20 --n-envs 4 --out out/demo.json --store out/demo.sqlite
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -x --durations=10
+	$(BIN)/python -m pytest -q -x -n $(TEST_WORKERS) --durations=10
+
+# the same suite in a random order (a test that leans on another's leftovers fails here)
+test-shuffled: $(STAMP)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --random-order
 
 # the slow set includes the report's browser test: Debian's Chromium driven by Playwright
 # (no browser download: Playwright uses /usr/bin/chromium), and Ray for the sweep benchmarks

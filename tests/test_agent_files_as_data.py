@@ -149,3 +149,27 @@ def test_cli_refuses_a_hostile_zip_with_exit_2(tiny_models, tmp_path, cli_env):
                           "CartPole-v1"], capture_output=True, text=True, env=cli_env, cwd=tmp_path)
     assert res.returncode == 2 and "--allow-pickle" in res.stderr and "Traceback" not in res.stderr
     assert not marker.exists()
+
+
+def test_init_from_an_sb3_zip_reads_it_as_data(tiny_models, tmp_path, no_unpickling):
+    """Fine-tuning (``train --init-from sb3:PATH.zip``) takes the weights only: a payload in the
+    zip's observation space never runs, and the weights still arrive."""
+    import torch
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from rlgauntlet.training.presets import PRESETS
+    from rlgauntlet.training.sb3_train import _build_model, _init_from
+
+    marker = tmp_path / "pwned"
+    evil = tmp_path / "evil.zip"
+    _tamper(tiny_models["dqn"], evil, "observation_space",
+            {":type:": "<class 'gymnasium.spaces.box.Box'>", ":serialized:": base64.b64encode(_payload(marker)).decode()})
+    preset = PRESETS["cartpole-dqn"]
+    env = make_vec_env("CartPole-v1", n_envs=1, seed=0)
+    preset = type(preset)(**{**preset.__dict__, "hyperparams": {**preset.hyperparams,
+                                                                   "policy_kwargs": {"net_arch": [32, 32]}}})
+    model = _build_model(preset, env, "cpu")
+    _init_from(model, env, f"sb3:{evil}", preset)
+    assert not marker.exists()
+    source = load_sb3(tiny_models["dqn"], precision="float32").policy.state_dict()
+    assert all(torch.equal(model.policy.state_dict()[k], v) for k, v in source.items())  # bit-exact: copied

@@ -43,7 +43,7 @@ def test_stochastic_director_action_is_a_zero_sum_direction_with_one_free_coordi
     d = zero_sum_direction(free)
     assert d.shape == (2, 4)
     assert torch.allclose(d.sum(dim=1), torch.zeros(2), atol=1e-7)
-    assert torch.equal(d[:, :3], free)
+    assert torch.equal(d[:, :3], free)  # bit-exact on purpose: the free coordinates are copied, not computed
     victim = _linear_victim("categorical", [[1.0, 0, 0, 0], [0, 1.0, 0, 0], [0, 0, 1.0, 0]])
     assert director_action_space("stochastic", victim, (4,)).shape == (2,)
 

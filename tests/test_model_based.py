@@ -318,7 +318,7 @@ def test_flip_is_minus_eps_sign(pendulum):
     from rlgauntlet.common.seeding import BatchRNG
 
     out = threat.perturb(x, pendulum, BatchRNG([torch.Generator()]))
-    assert torch.equal(out, torch.tensor([[0.4, -0.1, 0.0, 2.9]], dtype=torch.float64))
+    torch.testing.assert_close(out, torch.tensor([[0.4, -0.1, 0.0, 2.9]], dtype=torch.float64), rtol=0, atol=1e-15)
     acts = parse_threat("flip_action:eps=0.5").perturb_action(torch.tensor([[1.8], [-0.2], [0.0]], dtype=torch.float64),
                                                               pendulum, None, None)
     assert torch.allclose(acts, torch.tensor([[1.3], [0.3], [0.0]], dtype=torch.float64))

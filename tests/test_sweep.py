@@ -68,12 +68,38 @@ def test_spec_accepts_strings_lists_and_groups_as_text():
     ({"seeds": [1, 1]}, "distinct"),
     ({"agents": []}, "agents"),
     ({"agents": [{"agent": "zoo:cartpole-dqn", "precision": "half"}]}, "agents.0.precision"),
+    ({"episodes": True}, "episodes"),  # YAML's true is not 1 episode
+    ({"seeds": [True]}, "seeds"),
 ])
 def test_bad_sweep_files_name_the_problem(tmp_path, change, message):
     path = write_yaml(tmp_path / "s.yaml", {**SMALL, **change})
     with pytest.raises(UserError) as err:
         load_sweep_file(path)
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_unquoted_numbers_are_budgets():
+    spec = SweepSpec.model_validate({**SMALL, "eps_grid": None, "eps": 0.05, "suites": ["adversarial"]})
+    assert spec.eps == "0.05"
+
+
+def test_certified_suite_stores_certification_rows(tmp_path):
+    """``suites: [certified]`` runs the certification in the sweep and stores it (it used to
+    be dropped silently); a re-run reuses the stored budgets."""
+    from rlgauntlet.experiments.store import ResultsStore
+
+    spec = SweepSpec.model_validate({"agents": ["zoo:cartpole-dqn"], "suites": ["certified"], "eps_grid": [0.01, 0.2],
+                                     "episodes": 2, "impact": False})
+    result = run_sweep(spec, tmp_path / "s.sqlite", workers=1)
+    rows = result["certified"][0]["evaluations"]
+    assert [r["spec"] for r in rows] == ["gwc:eps=0.01", "gwc:eps=0.2"]
+    assert all(0.0 <= r["metrics"]["acr"]["value"] <= 1.0 for r in rows)
+    store = ResultsStore(tmp_path / "s.sqlite")
+    certification_runs = store.runs(kind="certification")
+    store.close()
+    assert len(certification_runs) >= 2
+    again = run_sweep(spec, tmp_path / "s.sqlite", workers=1)
+    assert again["certified"][0]["evaluations"][0]["returns"] == rows[0]["returns"]
 
 
 def test_yaml_errors_give_the_line(tmp_path):

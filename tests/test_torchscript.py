@@ -50,10 +50,14 @@ def _trace(module, obs_dim, path):
 def exports(tmp_path_factory):
     import stable_baselines3 as sb3
 
+    from rlgauntlet.training.export import export_sb3
+
     out = tmp_path_factory.mktemp("exports")
-    ppo = sb3.PPO.load(zoo_dir() / "cartpole-ppo.zip", device="cpu")
-    dqn = sb3.DQN.load(zoo_dir() / "cartpole-dqn.zip", device="cpu")
-    td3 = sb3.TD3.load(zoo_dir() / "pendulum-td3.zip", device="cpu")
+    for name in ("cartpole-ppo", "cartpole-dqn", "pendulum-td3"):  # the zoo's files as SB3 zips
+        export_sb3(name, out / f"{name}.zip")
+    ppo = sb3.PPO.load(out / "cartpole-ppo.zip", device="cpu")
+    dqn = sb3.DQN.load(out / "cartpole-dqn.zip", device="cpu")
+    td3 = sb3.TD3.load(out / "pendulum-td3.zip", device="cpu")
     space = td3.action_space
     return {
         "ppo": _trace(PPOLogits(ppo.policy), 4, out / "ppo_logits.pt"),

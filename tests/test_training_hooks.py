@@ -135,18 +135,21 @@ def test_cli_train_with_a_changed_recipe_needs_a_zoo_name(tmp_path, cli_env):
     assert res.returncode == 2 and "give --zoo-name NAME" in res.stderr and not (tmp_path / "runs").exists()
 
 
-def test_multi_file_entries_are_verified_and_attackers_pinned_to_their_victim(tmp_path, temp_zoo):
+def sha256_file(path):
+    from rlgauntlet.victims.sb3 import sha256_file as digest
+
+    return digest(path)
+
+
+def test_multi_file_entries_are_verified_and_attackers_pinned_to_their_victim(tmp_path, temp_zoo, tiny_models):
     from rlgauntlet.zoo import add_zoo_entry, zoo_entry, zoo_files
 
-    members = []
-    for k in range(3):
-        path = tmp_path / f"m{k}.zip"
-        path.write_bytes(bytes([k]) * 100)
-        members.append((path, {"seed": k}))
+    members = [(tiny_models[name], {"seed": k}) for k, name in enumerate(("dqn", "ppo", "a2c"))]
     add_zoo_entry("tiny-ensemble", {"env": "CartPole-v1", "algorithm": "dqn", "kind": "ensemble"}, members=members)
     assert len(zoo_files(zoo_entry("tiny-ensemble"))) == 3
-    attacker = tmp_path / "attacker.zip"
-    attacker.write_bytes(b"director")
+    # stored as agent files: the trained file's sha256 stays on record
+    assert [m["source_sha256"] for m in zoo_entry("tiny-ensemble")["members"]] == [sha256_file(p) for p, _ in members]
+    attacker = tiny_models["ppo"]
     add_zoo_entry("tiny-attacker", {"env": "CartPole-v1", "kind": "attacker"}, files={"file": attacker},
                   victim="cartpole-ppo")
     entry = zoo_entry("tiny-attacker")

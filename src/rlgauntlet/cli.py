@@ -5,7 +5,6 @@ Every command reports bad input as one line on stderr and exits with status 2.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 import rlgauntlet
+from rlgauntlet.common.outputs import check_output, check_run_dir, write_json
 from rlgauntlet.errors import UserError
 
 app = typer.Typer(
@@ -81,6 +81,33 @@ def print_report(report: dict) -> None:
                       f"by {row['winner']}")
 
 
+# -- agent options, shared by every command that loads an agent (one definition each) ------------
+_PRESET = typer.Option(None, help="override the env preset: atari, classic, mujoco, dm_control, none. Example: --preset none")
+_KIND = typer.Option(None, help="TorchScript output kind: q, categorical, gaussian, deterministic. Example: --kind q")
+_VECNORMALIZE = typer.Option(None, help="SB3 VecNormalize statistics saved with the agent (.pkl, read as data). Example: --vecnormalize vecnormalize.pkl")
+_INPUT_SPACE = typer.Option(None, help="unit of the network input for TorchScript agents: pixel01, normalized, raw. Example: --input-space raw")
+_PRECISION = typer.Option("auto", help="network precision: auto (float64 for vector inputs, float32 for images), float32, float64. Example: --precision float32")
+_DEVICE = typer.Option("cpu", help="torch device: cpu or cuda. Example: --device cuda")
+_ALLOW_PICKLE = typer.Option(False, "--allow-pickle", help="unpickle the SB3 agent file as SB3 does: runs code stored in it, so only for files you trust (needed for custom policy classes or activation functions). Example: --allow-pickle")
+_THREADS = typer.Option(None, min=1, help="torch CPU threads for the networks (default $RLGAUNTLET_THREADS or 1: safe on a busy machine; 2 may speed up image agents on an idle one). Example: --threads 2")
+
+
+def _agent_spec(agent: str, preset: Optional[str] = None, kind: Optional[str] = None,
+                vecnormalize: Optional[Path] = None, input_space: Optional[str] = None, precision: str = "auto",
+                device: str = "cpu", allow_pickle: bool = False):
+    """The one agent description the library's jobs take, from the shared agent options."""
+    from pydantic import ValidationError
+
+    from rlgauntlet.experiments.agents import AgentSpec
+
+    try:
+        return AgentSpec(agent=agent, preset=preset, kind=kind, vecnormalize=None if vecnormalize is None else str(vecnormalize),
+                         input_space=input_space, precision=precision, device=device, allow_pickle=allow_pickle)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise UserError(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}") from None
+
+
 def _load_for_env(agent: str, env: str, preset: Optional[str], device: str, kind: Optional[str],
                   vecnormalize: Optional[Path], input_space: Optional[str] = None, precision: str = "auto",
                   allow_pickle: bool = False):
@@ -127,9 +154,9 @@ def evaluate(
     from rlgauntlet.experiments.evaluate import evaluate as run
     from rlgauntlet.threats.spec import split_spec_list
 
-    _check_writable(out)
     strongest = [spec for text in strongest_of for spec in split_spec_list(text)]
     store_path = store or ((out.parent if out else Path(".")) / DEFAULT_STORE_NAME)
+    _check_outputs(out, store=store_path)
     _KEPT["note"] = (f"finished episodes are kept in {store_path}; run the same command with --resume to run "
                      "only the missing ones")
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
@@ -148,10 +175,7 @@ def evaluate(
             progress.update(task, completed=episodes)
     data = report.to_dict()
     print_report(data)
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(data, indent=2) + "\n")
-        console.print(f"wrote {out} (episodes stored in {store_path})")
+    _write_json(out, data, store_path)
 
 
 @app.command()
@@ -159,7 +183,7 @@ def train(
     preset: str = typer.Option(..., help="zoo preset to train. Example: --preset cartpole-ppo"),
     run_dir: Optional[Path] = typer.Option(None, help="checkpoint folder (default runs/PRESET); resumed if it holds one. Example: --run-dir runs/pong"),
     device: str = typer.Option("cpu", help="torch device for training. Example: --device cuda"),
-    steps: Optional[int] = typer.Option(None, help="override the preset's training budget (agent steps). Example: --steps 200000"),
+    steps: Optional[int] = typer.Option(None, min=1, help="override the preset's training budget (agent steps). Example: --steps 200000"),
     threads: int = typer.Option(1, min=1, help="torch CPU threads (1 is safe on a busy machine). Example: --threads 2"),
     stop_at_target: bool = typer.Option(True, help="stop when recent training episodes beat the target return. Example: --no-stop-at-target"),
     register: bool = typer.Option(True, help="copy the result into zoo/ and write its manifest entry (20-episode clean return). Example: --no-register"),
@@ -177,11 +201,16 @@ def train(
     from rlgauntlet.training.sb3_train import train_preset
 
     get_preset(preset)
+    if zoo_name is not None:
+        from rlgauntlet.zoo import check_new_zoo_name
+
+        check_new_zoo_name(zoo_name)
     changed = [f"--{k} {v}" for k, v in (("seed", seed), ("init-from", init_from), ("threat", threat)) if v is not None]
     if changed and register and zoo_name is None:
         raise UserError(f"an agent trained with {' '.join(changed)} is not the preset's zoo agent; "
                         "give --zoo-name NAME for its zoo entry, or --no-register")
     suffix = "".join(f"-{k}" for k in (f"seed{seed}" if seed is not None else None, zoo_name) if k)
+    check_run_dir(run_dir or Path("runs") / (preset + suffix))
     _KEPT["note"] = (f"the last checkpoint in {run_dir or Path('runs') / (preset + suffix)} is kept; run the same "
                      "command to resume from it")
     options = dict(device=device, total_timesteps=steps, threads=threads, stop_at_target=stop_at_target,
@@ -245,6 +274,7 @@ def attack_train(
     budget = parse_value(eps, f"eps={eps}", "eps")
     if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not math.isfinite(budget) or budget <= 0:
         raise UserError(f"--eps {eps}: give a positive number or fraction, e.g. --eps 0.1 or --eps 1/255")
+    check_run_dir(run_dir)
     _KEPT["note"] = f"the last checkpoint in {run_dir} is kept; run the same command to resume from it"
     manifest = train_attacker(agent, env, method, budget, steps, run_dir, seed=seed, variant=variant,
                               actor_steps=actor_steps, lam=lam, loss=loss, eval_episodes=eval_episodes, device=device,
@@ -277,6 +307,7 @@ def dynamics_train(
     from rlgauntlet.envs import make_env
     from rlgauntlet.training.dynamics import learn_dynamics
 
+    check_run_dir(run_dir)
     victim, preset = _load_for_env(agent, env, None, "cpu", None, vecnormalize)
     _KEPT["note"] = f"the collected data and the last epoch's checkpoint in {run_dir} are kept; run the same command to resume"
     with thread_policy(threads):
@@ -300,13 +331,15 @@ def plot(
     from rlgauntlet.experiments.store import ResultsStore
     from rlgauntlet.report.curves import budget_curves, plot_curves
 
-    if not store.exists():
-        raise UserError(f"results store {store} not found; give --store the file that rlgauntlet evaluate wrote")
+    if not store.is_file():
+        what = "is a directory" if store.is_dir() else "not found"
+        raise UserError(f"results store {store} {what}; give --store the file that rlgauntlet evaluate wrote")
+    _check_png(out, store)
     curves = budget_curves(ResultsStore(store), env=env, agent=agent)
     path = plot_curves(curves, out)
     data = [{"agent": a, "env": e, "clean": g["clean"], "curves": {t: [dict(zip(("eps", "return_mean", "return_sem", "episodes"), p)) for p in pts] for t, pts in g["curves"].items()}}
             for (a, e), g in sorted(curves.items())]
-    path.with_suffix(".json").write_text(json.dumps(data, indent=2) + "\n")
+    write_json(path.with_suffix(".json"), {"curves": data})
     console.print(f"wrote {path} and {path.with_suffix('.json')}")
 
 
@@ -337,15 +370,14 @@ def spectrum(
     from rlgauntlet.metrics.spectrum import plot_spectrum
     from rlgauntlet.threats import parse_threat
 
-    _check_writable(out)
+    _check_png(out)
     threats = [parse_threat(s) for s in threat]
     victim, env_preset = _load_for_env(agent, env, preset, device, kind, vecnormalize, allow_pickle=allow_pickle)
     with thread_policy(threads):
         report = analyse_spectrum(victim, lambda: make_env(env, env_preset), threats, steps, seed)
     report["env"] = env
-    out.parent.mkdir(parents=True, exist_ok=True)
     plot_spectrum(report, out)
-    out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
+    write_json(out.with_suffix(".json"), report)
     table = Table(title=f"energy change vs original, {report['steps']} states")
     for col in ("threat", "DC", "low", "mid", "high"):
         table.add_column(col, justify="left" if col == "threat" else "right")
@@ -389,7 +421,7 @@ def calibrate(
 
     if not 0 < target_impact <= 1:
         raise UserError(f"--target-impact {target_impact} must be in (0, 1]")
-    _check_writable(out)
+    _check_outputs(out, store=store)
     _KEPT["note"] = f"finished probes are kept in {store}; run the same command again to reuse them"
     name = threat.partition(":")[0]
     space = search_space(threat, param, low, high)
@@ -411,8 +443,7 @@ def calibrate(
     else:
         out_console.print(result["message"])
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=2) + "\n")
+        write_json(out, result)
 
 
 @app.command()
@@ -443,7 +474,7 @@ def certify(
     from rlgauntlet.common.threads import thread_policy
     from rlgauntlet.experiments.certify import certify as run_certify
 
-    _check_writable(out)
+    _check_outputs(out, store=store)
     _KEPT["note"] = f"finished budgets are kept in {store}"
     with thread_policy(threads):
         result = run_certify(agent, env, eps, eps_grid, episodes, seed, n_envs, store, awc_max_nodes, awc_horizon,
@@ -467,8 +498,7 @@ def certify(
         table.add_row(*row)
     out_console.print(table)
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=2) + "\n")
+        write_json(out, result)
         console.print(f"wrote {out} (runs stored in {store})")
 
 
@@ -484,8 +514,8 @@ def _ood_callbacks(progress):
 
 
 def _ood_common(out: Optional[Path], store: Optional[Path]) -> Path:
-    _check_writable(out)
     store_path = store or ((out.parent if out else Path(".")) / DEFAULT_STORE_NAME)
+    _check_outputs(out, store=store_path)
     _KEPT["note"] = (f"finished episodes are kept in {store_path}; run the same command with --resume to run "
                      "only the missing ones")
     return store_path
@@ -493,12 +523,11 @@ def _ood_common(out: Optional[Path], store: Optional[Path]) -> Path:
 
 def _write_json(out: Optional[Path], data: dict, store_path: Path) -> None:
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(data, indent=2) + "\n")
+        write_json(out, data)
         console.print(f"wrote {out} (episodes stored in {store_path})")
 
 
-_OOD_AGENT = typer.Option(..., help="zoo:NAME | sb3:PATH.zip[:ALGO]. Example: --agent zoo:cartpole-dqn-ensemble")
+_OOD_AGENT = typer.Option(..., help="zoo:NAME | sb3:PATH.zip[:ALGO] | torchscript:PATH. Example: --agent zoo:cartpole-dqn-ensemble")
 _OOD_ENV = typer.Option(..., help="Gymnasium id. Example: --env CartPole-v1")
 _OOD_SUITE = typer.Option(None, help="shift grid: ood-cartpole, ood-pendulum or ood-pong. Example: --suite ood-cartpole")
 _OOD_SHIFT = typer.Option([], help="a shift (threat spec), repeatable, instead of or beside --suite. Example: --shift physics:param=length,scale=4")
@@ -509,7 +538,6 @@ _OOD_FAIL = typer.Option(0.5, help="a shift fails when (R − R_random)/(R_clean
 _OOD_OUT = typer.Option(None, help="write the JSON result here. Example: --out results/ood.json")
 _OOD_STORE = typer.Option(None, help=f"SQLite results store (default {DEFAULT_STORE_NAME} beside --out, or here). Example: --store runs.sqlite")
 _OOD_RESUME = typer.Option(False, help="continue the latest matching runs in the store. Example: --resume")
-_OOD_THREADS = typer.Option(None, min=1, help="torch CPU threads (default $RLGAUNTLET_THREADS or 1). Example: --threads 2")
 
 
 @ood_app.command("scan")
@@ -517,7 +545,9 @@ def ood_scan_command(
     agent: str = _OOD_AGENT, env: str = _OOD_ENV, suite: Optional[str] = _OOD_SUITE, shift: List[str] = _OOD_SHIFT,
     episodes: int = _OOD_EPISODES, seed: int = _OOD_SEED, n_envs: int = _OOD_NENVS, fail_below: float = _OOD_FAIL,
     out: Optional[Path] = _OOD_OUT, store: Optional[Path] = _OOD_STORE, resume: bool = _OOD_RESUME,
-    threads: Optional[int] = _OOD_THREADS,
+    threads: Optional[int] = _THREADS, preset: Optional[str] = _PRESET, kind: Optional[str] = _KIND,
+    vecnormalize: Optional[Path] = _VECNORMALIZE, input_space: Optional[str] = _INPUT_SPACE,
+    precision: str = _PRECISION, device: str = _DEVICE, allow_pickle: bool = _ALLOW_PICKLE,
 ) -> None:
     """Evaluate an agent over a shift grid and mark the shifts where it fails (step 1 of the protocol).
 
@@ -528,7 +558,8 @@ def ood_scan_command(
     store_path = _ood_common(out, store)
     with _ood_progress() as progress:
         on_start, on_episode = _ood_callbacks(progress)
-        result = ood_scan(agent, env, suite, shift, episodes, seed, n_envs, store_path, resume=resume,
+        spec = _agent_spec(agent, preset, kind, vecnormalize, input_space, precision, device, allow_pickle)
+        result = ood_scan(spec, env, suite, shift, episodes, seed, n_envs, store_path, resume=resume,
                           fail_below=fail_below, threads=threads, on_start=on_start, on_episode=on_episode)
     table = Table(title=f"{agent} on {env}: clean {result['clean']['return_mean']:.4g}, random policy "
                         f"{result['random_policy']['return_mean']:.4g}, fails below {fail_below:g} normalised")
@@ -550,24 +581,32 @@ def ood_bench_command(
     episodes: int = _OOD_EPISODES, seed: int = _OOD_SEED, n_envs: int = _OOD_NENVS,
     reduce: str = typer.Option("mean", help="per-step score over actions: mean or max of the per-action std. Example: --reduce max"),
     score_of: str = typer.Option("policy", "--score-of", help="what the spread is measured on: policy (the agent's output: Q-values, action) or critic (TD3/DDPG/SAC: the critic's value of the action taken). Example: --score-of critic"),
-    fail_below: float = _OOD_FAIL, out: Optional[Path] = _OOD_OUT, store: Optional[Path] = _OOD_STORE,
-    resume: bool = _OOD_RESUME, threads: Optional[int] = _OOD_THREADS,
+    fail_below: Optional[float] = typer.Option(None, help="with --suite: a shift is benchmarked when (R − R_random)/(R_clean − R_random) is below this (default 0.5). Example: --fail-below 0.3"),
+    out: Optional[Path] = _OOD_OUT, store: Optional[Path] = _OOD_STORE,
+    resume: bool = _OOD_RESUME, threads: Optional[int] = _THREADS,
     plot: Optional[Path] = typer.Option(None, help="write the per-step score plot (PNG) here. Example: --plot results/ood.png"),
+    preset: Optional[str] = _PRESET, kind: Optional[str] = _KIND, vecnormalize: Optional[Path] = _VECNORMALIZE,
+    input_space: Optional[str] = _INPUT_SPACE, precision: str = _PRECISION, device: str = _DEVICE,
+    allow_pickle: bool = _ALLOW_PICKLE,
 ) -> None:
     """AUROC and FPR at 95% TPR of the agent's own uncertainty, nominal against each failing shift.
 
     Example: rlgauntlet ood bench --agent zoo:cartpole-dqn-ensemble --env CartPole-v1 --suite ood-cartpole --trials 5
     """
-    from rlgauntlet.experiments.ood import ood_bench
+    from rlgauntlet.experiments.ood import FAIL_BELOW, ood_bench
 
+    if shift and fail_below is not None:
+        raise UserError("--fail-below chooses which shifts of --suite are benchmarked; with --shift every given "
+                        "shift is: drop --fail-below")
     store_path = _ood_common(out, store)
-    _check_writable(plot)
+    _check_png(plot, store)
     with _ood_progress() as progress:
         on_start, on_episode = _ood_callbacks(progress)
-        result = ood_bench(agent, env, suite, shift, trials, episodes, seed, n_envs, store_path, reduce=reduce,
-                           score_of=score_of,
-                           resume=resume, fail_below=fail_below, threads=threads, on_start=on_start,
-                           on_episode=on_episode)
+        spec = _agent_spec(agent, preset, kind, vecnormalize, input_space, precision, device, allow_pickle)
+        result = ood_bench(spec, env, suite, shift, trials, episodes, seed, n_envs, store_path, reduce=reduce,
+                           score_of=score_of, resume=resume,
+                           fail_below=FAIL_BELOW if fail_below is None else fail_below, threads=threads,
+                           on_start=on_start, on_episode=on_episode)
     table = Table(title=f"{agent} on {env}: {result['detector']} on the {score_of} ({result['reduce']} over actions), "
                         f"{trials} trials × {episodes} episodes")
     for col in ("shift", "AUROC mean ± std", "best", "FPR@95TPR", "OOD return"):
@@ -605,6 +644,23 @@ def zoo_list() -> None:
     out_console.print(table)
 
 
+@zoo_app.command("export")
+def zoo_export(
+    name: str = typer.Argument(..., help="zoo agent name (see `rlgauntlet zoo list`). Example: cartpole-ppo"),
+    out: Path = typer.Option(..., help="the SB3 zip to write (never overwritten). Example: --out cartpole-ppo.zip"),
+    member: Optional[int] = typer.Option(None, help="which member of an ensemble agent. Example: --member 0"),
+) -> None:
+    """Write a zoo agent as a zip that Stable-Baselines3's own load() reads (and its
+    VecNormalize statistics as OUT.vecnormalize.pkl when it has them).
+
+    Example: rlgauntlet zoo export cartpole-ppo --out cartpole-ppo.zip
+    """
+    from rlgauntlet.training.export import export_sb3
+
+    for path in export_sb3(name, out, member):
+        console.print(f"wrote {path}")
+
+
 @app.command()
 def sweep(
     spec: Path = typer.Argument(..., help="YAML sweep file (see docs/sweeps.md). Example: sweeps/zoo.yaml"),
@@ -621,7 +677,7 @@ def sweep(
     """
     from rlgauntlet.experiments.sweep import load_sweep_file, preview_sweep, run_sweep
 
-    _check_writable(out)
+    _check_outputs(out, store=store)
     sweep_spec = load_sweep_file(spec)
     if dry_run:
         plan = preview_sweep(sweep_spec, store)
@@ -659,8 +715,7 @@ def sweep(
     console.print(f"ran {result['ran']} of {result['episodes']} episodes in {result['seconds']:.1f} s; "
                   f"all stored in {store}")
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=2) + "\n")
+        write_json(out, result)
         console.print(f"wrote {out}")
 
 
@@ -677,7 +732,8 @@ def report(
     """
     from rlgauntlet.report.html import render_report
 
-    _check_writable(out)
+    for one in store:
+        _check_outputs(out, store=one)
     _KEPT["note"] = "no report was written"
     path = render_report(store, out, agents=agent or None, title=title)
     console.print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
@@ -705,19 +761,21 @@ def _on_signal(signum, frame) -> None:
     raise Interrupted(signum)
 
 
-def _check_writable(out: Optional[Path]) -> None:
-    """Refuse an --out that cannot be written before any work is done."""
-    import os
+def _check_outputs(out: Optional[Path], store: Optional[Path] = None, option: str = "--out") -> None:
+    """Refuse, before any work, an output that cannot be written, is the store, or is a file
+    rlgauntlet did not write (see ``common.outputs``)."""
+    check_output(out, option, protect=[store])
 
+
+def _check_png(out: Optional[Path], store: Optional[Path] = None, option: str = "--out") -> None:
+    """A plot: a .png, with its numbers going beside it as .json; both are checked."""
     if out is None:
         return
-    if out.is_dir():
-        raise UserError(f"--out {out} is a directory; give a file name, e.g. --out {out}/report.json")
-    folder = out.parent
-    while not folder.exists():
-        folder = folder.parent
-    if not os.access(folder, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
-        raise UserError(f"--out {out} cannot be written (no permission); give a path in a folder you can write")
+    if out.suffix.lower() != ".png":
+        raise UserError(f"{option} {out}: plots are written as PNG; give a name ending in .png, "
+                        f"e.g. {option} {out.with_suffix('.png').name}")
+    check_output(out, option, protect=[store])
+    check_output(out.with_suffix(".json"), f"{option} (its numbers, beside the plot)", protect=[store])
 
 
 def main() -> None:

@@ -45,6 +45,18 @@ def write_manifest(manifest: dict[str, dict], directory: Path | None = None) -> 
     path.write_text(json.dumps(dict(sorted(manifest.items())), indent=2) + "\n")
 
 
+def check_new_zoo_name(name: str) -> None:
+    """Refuse a zoo name that would write outside the zoo or replace an agent it holds: a name
+    is lower-case letters, digits and dashes, and new."""
+    import re
+
+    if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,63}", name):
+        raise UserError(f"--zoo-name {name!r}: use lower-case letters, digits and dashes (e.g. cartpole-ppo-noise)")
+    if name in load_manifest():
+        raise UserError(f"--zoo-name {name}: the zoo already holds an agent of that name; choose a new name "
+                        "(a zoo agent is never replaced)")
+
+
 def zoo_entry(name: str) -> dict:
     """The manifest entry of ``name``; a :class:`UserError` lists the known names otherwise."""
     manifest = load_manifest()
@@ -109,26 +121,46 @@ def _write_member_list(directory: Path, name: str, entry: dict) -> None:
     entry.update(file=target.name, sha256=sha256_file(target))
 
 
+def _store_agent_file(src: Path, target: Path) -> dict:
+    """Copy one agent file into the zoo in the form evaluation needs (see
+    ``victims.sb3_files.write_agent_zip``): an SB3 zip loses its optimizer state and target
+    networks, a VecNormalize pickle becomes plain numbers. Returns its manifest fields; the
+    trained file's own sha256 stays on record as ``source_sha256``."""
+    from rlgauntlet.victims.sb3 import sha256_file
+    from rlgauntlet.victims.sb3_files import write_agent_zip, write_vecnormalize_json
+
+    src = Path(src)
+    if src.suffix == ".zip":
+        write_agent_zip(src, target)
+    elif src.suffix == ".pkl":
+        write_vecnormalize_json(src, target)
+    else:
+        shutil.copyfile(src, target)
+    return {"file": target.name, "sha256": sha256_file(target), "source_sha256": sha256_file(src)}
+
+
+def _zoo_suffix(src: Path) -> str:
+    return ".json" if Path(src).suffix == ".pkl" else Path(src).suffix
+
+
 def add_zoo_entry(name: str, entry: dict, files: dict[str, Path] | None = None,
                   members: list[tuple[Path, dict]] | None = None, victim: str | None = None) -> dict:
-    """Copy files into the zoo and write the manifest entry ``name``.
+    """Put agent files into the zoo and write the manifest entry ``name``.
 
     Args:
         entry: the entry's fields (env, algorithm, preset, command, seed, clean return, ...).
-        files: ``{"file": path}`` and optionally ``{"vecnormalize": path}``, copied as
-            ``NAME.zip`` / ``NAME.vecnormalize.pkl``.
-        members: ensemble members ``(path, fields)``, copied as ``NAME.member-K.zip``.
+        files: ``{"file": path}`` and optionally ``{"vecnormalize": path}``, stored as
+            ``NAME.zip`` / ``NAME.vecnormalize.json`` (see :func:`_store_agent_file`).
+        members: ensemble members ``(path, fields)``, stored as ``NAME.member-K.zip``.
         victim: the zoo agent this one was trained against (its sha256 is recorded).
     """
-    from rlgauntlet.victims.sb3 import sha256_file
-
     directory = zoo_dir()
     directory.mkdir(parents=True, exist_ok=True)
     entry = dict(entry)
     for key, src in (files or {}).items():
-        target = directory / (f"{name}{Path(src).suffix}" if key == "file" else f"{name}.{key}{Path(src).suffix}")
-        shutil.copyfile(src, target)
-        info = {"file": target.name, "sha256": sha256_file(target)}
+        suffix = _zoo_suffix(src)
+        target = directory / (f"{name}{suffix}" if key == "file" else f"{name}.{key}{suffix}")
+        info = _store_agent_file(src, target)
         if key == "file":
             entry.update(info)
         else:
@@ -136,9 +168,8 @@ def add_zoo_entry(name: str, entry: dict, files: dict[str, Path] | None = None,
     if members is not None:
         entry["members"] = []
         for k, (src, fields) in enumerate(members):
-            target = directory / f"{name}.member-{k}{Path(src).suffix}"
-            shutil.copyfile(src, target)
-            entry["members"].append({**fields, "file": target.name, "sha256": sha256_file(target)})
+            target = directory / f"{name}.member-{k}{_zoo_suffix(src)}"
+            entry["members"].append({**fields, **_store_agent_file(src, target)})
         _write_member_list(directory, name, entry)
     if victim is not None:
         entry["victim"] = {"name": victim, "sha256": zoo_entry(victim)["sha256"]}

@@ -1,12 +1,73 @@
-"""Load an agent for an env: the victim, checked against the env with its preset."""
+"""The one agent description every job takes, and the job context that loads it.
+
+:class:`AgentSpec` says which agent and how to load it (source, env preset, VecNormalize
+statistics, input space, output kind, precision, device, whether pickled code may run). The
+CLI builds it from the same options on every command; a sweep file's agent entries are
+AgentSpecs with a few sweep fields more; library callers pass a spec string, an AgentSpec or a
+ready :class:`Victim`.
+
+:func:`open_job` gives a job everything it needs, in one place: the victim (checked against
+the env), the env factory and preset, the env's record for the store, the results store (owned
+and closed by the context, or borrowed from the caller) and the thread policy, applied for the
+whole job.
+
+Example:
+    >>> from rlgauntlet.experiments.agents import AgentSpec, open_job
+    >>> with open_job(AgentSpec(agent="zoo:cartpole-ppo"), "CartPole-v1") as job:
+    ...     env = job.env_fn()
+    ...     int(job.victim.act(env.reset(seed=0)[0][None])[0]) in (0, 1)
+    True
+"""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable, Iterator, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from rlgauntlet.envs import make_env, resolve_preset
 from rlgauntlet.errors import UserError
 from rlgauntlet.victims import Victim, load_victim
+
+
+class AgentSpec(BaseModel):
+    """Which agent, and how to load it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent: str = Field(description="zoo:NAME | sb3:PATH.zip[:ALGO] | torchscript:PATH")
+    preset: str | None = Field(None, description="env preset override: atari, classic, mujoco, dm_control, none")
+    kind: str | None = Field(None, description="TorchScript output kind: q, categorical, gaussian, deterministic")
+    vecnormalize: str | None = Field(None, description="SB3 VecNormalize statistics saved with the agent")
+    input_space: str | None = Field(None, description="TorchScript input unit: pixel01, normalized, raw")
+    precision: Literal["auto", "float32", "float64"] = "auto"
+    device: str = Field("cpu", description="torch device: cpu or cuda")
+    allow_pickle: bool = Field(False, description="unpickle SB3 files as SB3 does (runs code stored in them)")
+
+    def load_options(self) -> dict:
+        """The options that change which victim is loaded (what a sweep cell carries)."""
+        return {"preset": self.preset, "kind": self.kind, "vecnormalize": self.vecnormalize,
+                "input_space": self.input_space, "precision": self.precision, "allow_pickle": self.allow_pickle}
+
+    def load(self, env: str) -> tuple[Victim, str]:
+        """The victim, checked against ``env`` with its preset: (victim, preset name)."""
+        return load_for_env(self.agent, env, self.preset, self.device, self.kind, self.vecnormalize,
+                            self.input_space, self.precision, self.allow_pickle)
+
+
+def as_agent_spec(agent: str | AgentSpec | Victim, **options: Any) -> AgentSpec | Victim:
+    """``agent`` as an AgentSpec (a spec string with loading ``options``), or the Victim itself."""
+    given = {k: v for k, v in options.items() if v is not None}
+    if isinstance(agent, (AgentSpec, Victim)):
+        if isinstance(agent, AgentSpec) and given:
+            return agent.model_copy(update=given)
+        return agent
+    if isinstance(given.get("vecnormalize"), Path):
+        given["vecnormalize"] = str(given["vecnormalize"])
+    return AgentSpec(agent=agent, **given)
 
 
 def load_for_env(agent: str | Victim, env: str, preset: str | None = None, device: str = "cpu",
@@ -34,3 +95,51 @@ def load_for_env(agent: str | Victim, env: str, preset: str | None = None, devic
     finally:
         probe.close()
     return victim, env_preset
+
+
+@dataclass
+class Job:
+    """What a job works with (see :func:`open_job`)."""
+
+    victim: Victim
+    env_id: str
+    preset: str
+    env_fn: Callable[[], Any]
+    store: Any  # ResultsStore
+    threads: int
+
+    @property
+    def env_info(self) -> dict:
+        """The env as runs record it in the store."""
+        return {"id": self.env_id, "preset": self.preset}
+
+
+@contextmanager
+def open_job(agent: str | AgentSpec | Victim, env: str, store: Any = None, threads: int | None = None,
+             preset: str | None = None) -> Iterator[Job]:
+    """Load the agent for ``env``, open the store and apply the thread policy for one job.
+
+    Args:
+        agent: a spec string, an :class:`AgentSpec` or a loaded :class:`Victim`.
+        env: Gymnasium id.
+        store: a results store path (opened here and closed at the end), a ``ResultsStore``
+            (borrowed: left open), or None (an in-memory store).
+        threads: torch intra-op threads (``--threads``; default the thread policy's).
+        preset: the env preset, for a Victim given directly (an AgentSpec carries its own).
+    """
+    from rlgauntlet.common.threads import thread_policy
+    from rlgauntlet.experiments.store import ResultsStore
+
+    spec = as_agent_spec(agent)
+    with thread_policy(threads) as n_threads:
+        if isinstance(spec, AgentSpec):
+            victim, env_preset = spec.load(env)
+        else:
+            victim, env_preset = load_for_env(spec, env, preset)
+        owned = not isinstance(store, ResultsStore)
+        results = ResultsStore(store if store is not None else ":memory:") if owned else store
+        try:
+            yield Job(victim, env, env_preset, lambda: make_env(env, env_preset), results, n_threads)
+        finally:
+            if owned:
+                results.close()

@@ -34,6 +34,7 @@ import torch
 import rlgauntlet
 from rlgauntlet.engine.rollout import EpisodeRecord
 from rlgauntlet.errors import UserError
+from rlgauntlet.experiments.agents import AgentSpec, as_agent_spec, open_job
 from rlgauntlet.experiments.evaluate import check_seed, run_evaluation
 from rlgauntlet.experiments.store import ResultsStore, run_key
 from rlgauntlet.metrics.ood import auroc, best_threshold, fpr_at_tpr, trial_summary
@@ -69,16 +70,6 @@ def normalised_return(value: float, clean: float, floor: float) -> float | None:
     return None if clean <= floor else (value - floor) / (clean - floor)
 
 
-def _setup(agent, env, preset, device, store):
-    from rlgauntlet.envs import make_env
-    from rlgauntlet.experiments.agents import load_for_env
-
-    victim, env_preset = load_for_env(agent, env, preset, device)
-    results = store if isinstance(store, ResultsStore) else ResultsStore(store if store is not None else ":memory:")
-    env_info = {"id": env, "preset": env_preset}
-    return victim, results, env_info, (lambda: make_env(env, env_preset))
-
-
 def _threats(specs: Sequence[str], victim: Victim, env_fn):
     from rlgauntlet.threats import parse_threat
 
@@ -94,7 +85,7 @@ def _threats(specs: Sequence[str], victim: Victim, env_fn):
 
 
 def ood_scan(
-    agent: str | Victim,
+    agent: str | AgentSpec | Victim,
     env: str,
     suite: str | None = None,
     shifts: Sequence[str] = (),
@@ -116,39 +107,33 @@ def ood_scan(
     Returns ``{"clean", "random_policy", "fail_below", "rows": [{spec, return_mean,
     return_sem, normalised_return, fails, run_id}], "failing": [spec, ...]}``.
     """
-    from rlgauntlet.common.threads import thread_policy
-
     specs = (ood_suite(suite, env) if suite else []) + [s for s in shifts]
     if not specs:
         raise UserError("give --suite (ood-cartpole, ood-pendulum, ood-pong) or at least one --shift")
     if not 0.0 < fail_below <= 1.0:
         raise UserError(f"--fail-below {fail_below}: give a fraction of the clean-over-random return in (0, 1]")
     check_seed(seed, episodes)
-    with thread_policy(threads):
-        victim, results, env_info, env_fn = _setup(agent, env, preset, device, store)
-        try:
-            threats = _threats(specs, victim, env_fn)
+    with open_job(as_agent_spec(agent, preset=preset, device=device), env, store, threads, preset) as job:
+        victim, results, env_info, env_fn = job.victim, job.store, job.env_info, job.env_fn
+        threats = _threats(specs, victim, env_fn)
 
-            def run(threat, label=None, who=victim, deterministic=True):
-                name = label or (threat.spec if threat is not None else "clean")
-                if on_start is not None:
-                    on_start(name, episodes)
-                return run_evaluation(results, env_fn, env_info, who, threat, episodes, seed, n_envs=n_envs,
-                                      deterministic=deterministic, resume=resume, label=label,
-                                      on_episode=None if on_episode is None else (lambda r: on_episode(name, r)))
+        def run(threat, label=None, who=victim, deterministic=True):
+            name = label or (threat.spec if threat is not None else "clean")
+            if on_start is not None:
+                on_start(name, episodes)
+            return run_evaluation(results, env_fn, env_info, who, threat, episodes, seed, n_envs=n_envs,
+                                  deterministic=deterministic, resume=resume, label=label,
+                                  on_episode=None if on_episode is None else (lambda r: on_episode(name, r)))
 
-            clean = run(None)
-            floor = run(None, RANDOM_POLICY_LABEL, UniformPolicy(victim), deterministic=False)
-            rows = []
-            for threat in threats:
-                ev = run(threat)
-                norm = normalised_return(ev["return_mean"], clean["return_mean"], floor["return_mean"])
-                rows.append({"spec": threat.spec, "world": ev.get("world"), "return_mean": ev["return_mean"],
-                             "return_sem": ev["return_sem"], "normalised_return": norm,
-                             "fails": norm is not None and norm < fail_below, "run_id": ev["run_id"]})
-        finally:
-            if not isinstance(store, ResultsStore):
-                results.close()
+        clean = run(None)
+        floor = run(None, RANDOM_POLICY_LABEL, UniformPolicy(victim), deterministic=False)
+        rows = []
+        for threat in threats:
+            ev = run(threat)
+            norm = normalised_return(ev["return_mean"], clean["return_mean"], floor["return_mean"])
+            rows.append({"spec": threat.spec, "world": ev.get("world"), "return_mean": ev["return_mean"],
+                         "return_sem": ev["return_sem"], "normalised_return": norm,
+                         "fails": norm is not None and norm < fail_below, "run_id": ev["run_id"]})
     if clean["return_mean"] <= floor["return_mean"]:
         raise UserError(f"the agent's clean return {clean['return_mean']:.4g} is no better than a random policy's "
                         f"{floor['return_mean']:.4g}; a failure scan needs an agent that solves the nominal env")
@@ -165,7 +150,7 @@ def _scores(records: list[EpisodeRecord]) -> np.ndarray:
 
 
 def ood_bench(
-    agent: str | Victim,
+    agent: str | AgentSpec | Victim,
     env: str,
     suite: str | None = None,
     shifts: Sequence[str] = (),
@@ -179,7 +164,7 @@ def ood_bench(
     score_of: str = "policy",
     resume: bool = False,
     fail_below: float = FAIL_BELOW,
-    scan_agent: str | Victim | None = None,
+    scan_agent: str | AgentSpec | Victim | None = None,
     preset: str | None = None,
     device: str = "cpu",
     threads: int | None = None,
@@ -196,7 +181,6 @@ def ood_bench(
     threshold, id_steps, ood_steps, run_id, series}], ...}``; ``series`` holds trial 0's first
     ID and OOD episodes' per-step scores (for the plot).
     """
-    from rlgauntlet.common.threads import thread_policy
     from rlgauntlet.victims.uncertainty import REDUCTIONS, SCORE_OUTPUTS
 
     if score_of not in SCORE_OUTPUTS:
@@ -206,6 +190,8 @@ def ood_bench(
     if reduce not in REDUCTIONS:
         raise UserError(f"--reduce {reduce}: choose one of {', '.join(REDUCTIONS)}")
     check_seed(seed, episodes * trials)
+    if shifts and suite:
+        raise UserError("give --suite (its failing shifts are benchmarked) or --shift (these shifts), not both")
     scan = None
     if not shifts:
         if not suite:
@@ -214,33 +200,29 @@ def ood_bench(
                         store=store, resume=resume, fail_below=fail_below, preset=preset, device=device,
                         threads=threads, on_start=on_start, on_episode=on_episode)
         shifts = scan["failing"]
-    with thread_policy(threads):
-        victim, results, env_info, env_fn = _setup(agent, env, preset, device, store)
-        try:
-            if victim.uncertainty_method is None:
-                raise no_uncertainty_error(victim)
-            if score_of == "critic" and victim.is_discrete:
-                raise UserError("--score-of critic needs an actor-critic agent with an action-value critic "
-                                "(TD3, DDPG, SAC); a DQN's output already is its Q-values")
-            victim.uncertainty_output = score_of
-            threats = _threats(list(shifts), victim, env_fn)
+    with open_job(as_agent_spec(agent, preset=preset, device=device), env, store, threads, preset) as job:
+        victim, results, env_info, env_fn = job.victim, job.store, job.env_info, job.env_fn
+        if victim.uncertainty_method is None:
+            raise no_uncertainty_error(victim)
+        if score_of == "critic" and victim.is_discrete:
+            raise UserError("--score-of critic needs an actor-critic agent with an action-value critic "
+                            "(TD3, DDPG, SAC); a DQN's output already is its Q-values")
+        victim.uncertainty_output = score_of
+        threats = _threats(list(shifts), victim, env_fn)
 
-            def scored(threat, trial):
-                name = f"{threat.spec if threat is not None else 'nominal'} (trial {trial + 1})"
-                if on_start is not None:
-                    on_start(name, episodes)
-                ev = run_evaluation(results, env_fn, env_info, victim, threat, episodes, seed + trial * episodes,
-                                    n_envs=n_envs, resume=resume, kind="ood", uncertainty=reduce,
-                                    uncertainty_series=True,
-                                    on_episode=None if on_episode is None else (lambda r: on_episode(name, r)))
-                return ev, results.episodes(ev["run_id"], limit=episodes)
+        def scored(threat, trial):
+            name = f"{threat.spec if threat is not None else 'nominal'} (trial {trial + 1})"
+            if on_start is not None:
+                on_start(name, episodes)
+            ev = run_evaluation(results, env_fn, env_info, victim, threat, episodes, seed + trial * episodes,
+                                n_envs=n_envs, resume=resume, kind="ood", uncertainty=reduce,
+                                uncertainty_series=True,
+                                on_episode=None if on_episode is None else (lambda r: on_episode(name, r)))
+            return ev, results.episodes(ev["run_id"], limit=episodes)
 
-            nominal = [scored(None, t) for t in range(trials)]
-            rows = [_bench_row(threat, nominal, [scored(threat, t) for t in range(trials)], victim, env_info,
-                               results, reduce, seed, episodes) for threat in threats]
-        finally:
-            if not isinstance(store, ResultsStore):
-                results.close()
+        nominal = [scored(None, t) for t in range(trials)]
+        rows = [_bench_row(threat, nominal, [scored(threat, t) for t in range(trials)], victim, env_info,
+                           results, reduce, seed, episodes) for threat in threats]
     return {"rlgauntlet_version": rlgauntlet.__version__, "agent": victim.description, "env": env_info,
             "detector": victim.uncertainty_method, "reduce": reduce, "score_of": score_of, "trials": trials, "episodes": episodes,
             "seed": seed, "suite": suite, "scan": scan,

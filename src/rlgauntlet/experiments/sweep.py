@@ -26,12 +26,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Callable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rlgauntlet.engine.rollout import EpisodeRecord
 from rlgauntlet.errors import UserError
+from rlgauntlet.experiments.agents import AgentSpec
 from rlgauntlet.experiments.store import ResultsStore
 
 EXECUTORS = ("local", "ray")
@@ -39,8 +40,12 @@ EXECUTORS = ("local", "ray")
 
 def _grid_text(value: object) -> object:
     """``[0.1, "2/255"]`` → ``"0.1,2/255"``: a budget grid may be a YAML list or the CLI's text."""
+    if isinstance(value, bool):
+        return value  # refused by the str field: true is not a budget
     if isinstance(value, (list, tuple)):
         return ",".join(str(v) for v in value)
+    if isinstance(value, (int, float)):  # an unquoted YAML number: eps: 0.05
+        return repr(value)
     return value
 
 
@@ -59,25 +64,17 @@ def _check_groups(groups: list[list[str]] | None) -> None:
             raise ValueError(f"strongest_of group {group} compares several attacks; give at least two")
 
 
-class AgentEntry(BaseModel):
-    """One agent of a sweep and how to load it.
+class AgentEntry(AgentSpec):
+    """One agent of a sweep and how to load it (an :class:`AgentSpec` and the sweep's fields).
 
     ``envs`` defaults to the sweep's ``envs``, and for a zoo agent to the env it was trained on.
     ``eps_grid`` overrides the sweep's grid for this agent (budgets live in the agent's own
     space: pixel01, normalized or raw)."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    agent: str = Field(description="zoo:NAME | sb3:PATH.zip[:ALGO] | torchscript:PATH")
     envs: list[str] | None = Field(None, description="Gymnasium ids this agent is evaluated on")
     eps_grid: str | None = Field(None, description="budgets for this agent, overriding the sweep's eps_grid")
     threats: list[str] | None = Field(None, description="threat specs for this agent, replacing the sweep's")
     strongest_of: list[list[str]] | None = Field(None, description="strongest-of groups for this agent, replacing the sweep's")
-    preset: str | None = None
-    kind: str | None = Field(None, description="TorchScript output kind: q, categorical, gaussian, deterministic")
-    vecnormalize: str | None = Field(None, description="SB3 VecNormalize statistics saved with the agent")
-    input_space: str | None = Field(None, description="TorchScript input unit: pixel01, normalized, raw")
-    precision: Literal["auto", "float32", "float64"] = "auto"
 
     @field_validator("eps_grid", mode="before")
     @classmethod
@@ -93,10 +90,6 @@ class AgentEntry(BaseModel):
     def _check(self) -> "AgentEntry":
         _check_groups(self.strongest_of)
         return self
-
-    def load_options(self) -> dict:
-        return {"preset": self.preset, "kind": self.kind, "vecnormalize": self.vecnormalize,
-                "input_space": self.input_space, "precision": self.precision}
 
 
 class SweepSpec(BaseModel):
@@ -133,6 +126,20 @@ class SweepSpec(BaseModel):
     @classmethod
     def _grids(cls, value: object) -> object:
         return _grid_text(value)
+
+    @field_validator("episodes", "chunk_episodes", "n_envs", mode="before")
+    @classmethod
+    def _counts(cls, value: object) -> object:
+        if isinstance(value, bool):  # YAML's true would pass as 1
+            raise ValueError("a count, not true/false")
+        return value
+
+    @field_validator("seeds", mode="before")
+    @classmethod
+    def _seed_values(cls, value: object) -> object:
+        if isinstance(value, list) and any(isinstance(v, bool) for v in value):
+            raise ValueError("seeds are integers, not true/false")
+        return value
 
     @field_validator("strongest_of", mode="before")
     @classmethod
@@ -258,7 +265,6 @@ def _victim(cell: Cell):
 def plan_sweep(spec: SweepSpec, store: ResultsStore) -> SweepPlan:
     """Load every agent once, expand the sweep into cells, find or create each cell's run and
     cut the episodes it lacks into chunks. Bad agents, envs or specs fail here, before any work."""
-    from rlgauntlet.experiments.agents import load_for_env
     from rlgauntlet.experiments.evaluate import check_seed, checked_threats, open_run, threat_specs
     from rlgauntlet.metrics.impact import ArgminVictim
     from rlgauntlet.threats.suites import expand_eps_grid
@@ -272,7 +278,7 @@ def plan_sweep(spec: SweepSpec, store: ResultsStore) -> SweepPlan:
         groups = [expand_eps_grid(list(g), grid) if grid else list(g)
                   for g in (entry.strongest_of if entry.strongest_of is not None else spec.strongest_of)]
         for env in _envs_of(entry, spec):
-            victim, preset = load_for_env(entry.agent, env, **entry.load_options())
+            victim, preset = entry.load(env)
             specs = threat_specs(victim, chosen, spec.suites, spec.eps, grid, env)
             specs += [s for g in groups for s in g if s not in specs]
             threats = checked_threats(specs, victim, env, preset)
@@ -437,11 +443,30 @@ def run_sweep(spec: SweepSpec | str | Path, store: str | Path | ResultsStore, ex
             with make_executor(executor, workers, address) as pool:
                 pool.run(run_chunk, plan.chunks, done)
         reports = summarize_sweep(plan, results)
+        certified = _certify_pairs(plan, results) if "certified" in spec.suites else []
     finally:
         if not isinstance(store, ResultsStore):
             results.close()
-    return {"sweep": spec.name, "episodes": plan.total_episodes, "ran": ran[0],
-            "seconds": time.perf_counter() - start, "reports": reports}
+    out = {"sweep": spec.name, "episodes": plan.total_episodes, "ran": ran[0],
+           "seconds": time.perf_counter() - start, "reports": reports}
+    if certified:
+        out["certified"] = certified
+    return out
+
+
+def _certify_pairs(plan: SweepPlan, results: ResultsStore) -> list[dict]:
+    """``suites: [certified]``: GWC and ACR per budget for every (agent, env, seed), run in the
+    driver with the store (bound computations are cheap next to episodes; finished budgets are
+    reused on a re-run), exactly as ``evaluate --suite certified`` stores them."""
+    from rlgauntlet.experiments.evaluate import certified_evaluations
+
+    rows = []
+    for pair in plan.pairs:
+        grid = pair.entry.eps_grid or plan.spec.eps_grid
+        evaluations = certified_evaluations(pair.victim, pair.env, None if grid else plan.spec.eps, grid,
+                                            plan.spec.episodes, pair.seed, plan.spec.n_envs, results)
+        rows.append({"agent": pair.entry.agent, "env": pair.env, "seed": pair.seed, "evaluations": evaluations})
+    return rows
 
 
 if __name__ == "__main__":  # regenerate the committed JSON schema of sweep files

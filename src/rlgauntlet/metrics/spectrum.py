@@ -98,5 +98,7 @@ def plot_spectrum(report: dict, path) -> None:
     ax2.set_xticks(np.arange(3) + width * (len(specs) - 1) / 2, BANDS)
     ax2.set_ylabel("energy change vs original (fraction)")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    from rlgauntlet.common.outputs import save_figure
+
+    save_figure(fig, path, dpi=120)
     plt.close(fig)

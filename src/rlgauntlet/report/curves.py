@@ -81,6 +81,8 @@ def plot_curves(curves: dict, path: str | Path, space: str = "") -> Path:
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    from rlgauntlet.common.outputs import save_figure
+
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
     return path

@@ -40,6 +40,8 @@ def plot_ood_scores(bench: dict, path: str | Path) -> Path:
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    from rlgauntlet.common.outputs import save_figure
+
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path

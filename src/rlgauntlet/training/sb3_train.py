@@ -71,15 +71,15 @@ def _build_model(preset: TrainPreset, env, device: str):
 
 def _init_from(model, env, agent: str, preset: TrainPreset) -> dict:
     """Load the policy weights (and VecNormalize statistics) of ``agent`` into a fresh model:
-    fine-tuning starts from them with a new optimizer. Returns what was loaded, for the record."""
-    from stable_baselines3.common.save_util import load_from_zip_file
-
-    from rlgauntlet.victims.sb3 import sha256_file
+    fine-tuning starts from them with a new optimizer. The files are read as data (weights
+    only, statistics without unpickling code). Returns what was loaded, for the record."""
+    from rlgauntlet.victims.sb3 import VecNormalizeStats, sha256_file
+    from rlgauntlet.victims.sb3_files import read_sb3_zip, with_target_networks
 
     path, vecnormalize = _agent_files(agent)
-    _, params, _ = load_from_zip_file(path, device=model.device, print_system_info=False)
+    _, state = read_sb3_zip(path)
     try:
-        model.policy.load_state_dict(params["policy"])
+        model.policy.load_state_dict(with_target_networks(state, list(model.policy.state_dict())))
     except (RuntimeError, KeyError) as exc:
         raise UserError(
             f"--init-from {agent}: its policy does not fit the {preset.algo.upper()} policy of preset {preset.name} "
@@ -88,11 +88,12 @@ def _init_from(model, env, agent: str, preset: TrainPreset) -> dict:
     record = {"agent": agent, "sha256": sha256_file(path)}
     norm = _find_vecnormalize(env)
     if vecnormalize is not None and norm is not None:
-        from rlgauntlet.victims.sb3 import VecNormalizeStats
-
         stats = VecNormalizeStats(vecnormalize)
+        if stats.mean.shape != norm.obs_rms.mean.shape:
+            raise UserError(f"--init-from {agent}: its VecNormalize statistics have shape {stats.mean.shape}, the "
+                            f"env's observations {norm.obs_rms.mean.shape}; start from an agent of the same env")
         norm.obs_rms.mean, norm.obs_rms.var = stats.mean.copy(), stats.var.copy()
-        norm.obs_rms.count = float(getattr(stats._source.obs_rms, "count", 1e4))
+        norm.obs_rms.count = stats.count
         record["vecnormalize_sha256"] = sha256_file(vecnormalize)
     return record
 
@@ -119,8 +120,8 @@ def _agent_files(agent: str) -> tuple[Path, Path | None]:
         path = Path(rest.rsplit(":", 1)[0] if rest.rsplit(":", 1)[-1] in SB3_BASES else rest)
         if not path.exists():
             raise UserError(f"--init-from {agent}: {path} not found; give zoo:NAME or sb3:PATH.zip")
-        stats = path.with_name(path.stem + ".vecnormalize.pkl")
-        return path, (stats if stats.exists() else None)
+        stats = [path.with_name(path.stem + ".vecnormalize" + ext) for ext in (".pkl", ".json")]
+        return path, next((s for s in stats if s.exists()), None)
     raise UserError(f"--init-from {agent}: give zoo:NAME or sb3:PATH.zip (an SB3 agent to fine-tune)")
 
 

@@ -38,6 +38,11 @@ def load_victim(
     source, sep, rest = agent.partition(":")
     if not sep or not rest:
         raise UserError(f"agent {agent!r} has no source prefix; use one of: {AGENT_FORMS}")
+    if source in ("zoo", "sb3"):
+        given = [name for name, value in (("--kind", kind), ("--input-space", input_space)) if value is not None]
+        if given:
+            raise UserError(f"{' and '.join(given)} describe TorchScript agents; an SB3 or zoo agent declares its "
+                            f"own output and input: drop {' and '.join(given)}")
     if source == "zoo":
         from rlgauntlet.zoo import zoo_entry, zoo_file
 

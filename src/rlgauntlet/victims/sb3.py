@@ -63,10 +63,13 @@ class VecNormalizeStats:
     """
 
     def __init__(self, path: str | Path, allow_pickle: bool = False) -> None:
-        from rlgauntlet.victims.sb3_files import load_data_pickle
+        from rlgauntlet.victims.sb3_files import load_data_pickle, read_vecnormalize_json
 
         try:
-            self._source = load_data_pickle(Path(path), allow_pickle)
+            if Path(path).suffix == ".json":  # the zoo's plain-number form
+                self._source = read_vecnormalize_json(Path(path))
+            else:
+                self._source = load_data_pickle(Path(path), allow_pickle)
             self.mean, self.var, self.clip, self.epsilon, self.enabled  # noqa: B018 - validate the file now
         except UserError:
             raise
@@ -93,6 +96,10 @@ class VecNormalizeStats:
     @property
     def var(self) -> np.ndarray:
         return np.asarray(self._source.obs_rms.var, dtype=np.float64)
+
+    @property
+    def count(self) -> float:
+        return float(getattr(self._source.obs_rms, "count", 1e4))
 
     @property
     def clip(self) -> float:
@@ -384,7 +391,8 @@ def load_sb3(
     kwargs = {**kwargs, "optimizer_class": _NoOptimizer, "optimizer_kwargs": {}}
     try:
         policy = policy_class(obs_space, act_space, lambda _: 0.0, **kwargs)
-        policy.load_state_dict(state)
+        # the zoo's agent files leave out target networks: they are copies of the online ones
+        policy.load_state_dict(sb3_files.with_target_networks(state, list(policy.state_dict())))
     except Exception as exc:  # noqa: BLE001
         raise UserError(
             f"cannot rebuild the policy stored in {path} ({type(exc).__name__}: {exc}); "

@@ -200,3 +200,84 @@ def load_data_pickle(path: Path, allow_pickle: bool = False) -> Any:
             return _DataUnpickler(f).load()
         except pickle.UnpicklingError as exc:
             raise UserError(f"{path} refers to {exc}, which is not plain data; " + PICKLE_HINT) from None
+
+
+# -- the zoo's agent files: what evaluation needs, nothing that runs code ------------------------
+
+#: ``data`` fields an agent file keeps: what the reader above uses (the policy class, the spaces,
+#: the policy's keyword arguments, gSDE) and the hyperparameters that tell PPO from A2C and TD3
+#: from DDPG. Training state (the last observations, episode buffers, schedules) is left out.
+AGENT_DATA_FIELDS = ("policy_class", "observation_space", "action_space", "policy_kwargs", "use_sde",
+                     "clip_range", "policy_delay", "target_noise_clip")
+#: fields whose pickled form is kept (so that SB3's own reader, behind --allow-pickle, still
+#: rebuilds them); the others keep only their readable summary or plain value
+_KEEP_SERIALIZED = ("policy_class", "observation_space", "action_space", "policy_kwargs")
+#: target networks: copies of the online networks that only training reads
+TARGET_NETWORKS = {"q_net_target.": "q_net.", "actor_target.": "actor.", "critic_target.": "critic."}
+
+
+def without_target_networks(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The policy state dict minus the target networks (DQN's, TD3's, DDPG's and SAC's)."""
+    return {k: v for k, v in state.items() if not k.startswith(tuple(TARGET_NETWORKS))}
+
+
+def with_target_networks(state: dict[str, torch.Tensor], expected: list[str]) -> dict[str, torch.Tensor]:
+    """``state`` completed with the target networks a policy expects (``expected``: its state
+    dict's keys), each a copy of its online network, as SB3 itself initialises them. A state
+    that already has them is returned unchanged."""
+    out = dict(state)
+    for key in expected:
+        if key not in out:
+            for target, online in TARGET_NETWORKS.items():
+                if key.startswith(target) and online + key[len(target):] in state:
+                    out[key] = state[online + key[len(target):]].clone()
+    return out
+
+
+def write_agent_zip(source: Path, target: Path) -> None:
+    """Write the agent file the zoo ships: an SB3-layout zip that holds only ``data`` (the
+    fields of :data:`AGENT_DATA_FIELDS`) and ``policy.pth`` (the policy weights without target
+    networks, readable with ``torch.load(weights_only=True)``). No optimizer state, no replay
+    buffer, no training state. :func:`read_sb3_zip` reads it like any SB3 zip; ``rlgauntlet zoo
+    export`` turns it back into a zip SB3 itself loads."""
+    data, state = read_sb3_zip(source)
+    slim = {}
+    for key in AGENT_DATA_FIELDS:
+        if key in data:
+            value = data[key]
+            if isinstance(value, dict) and key not in _KEEP_SERIALIZED:
+                value = {k: v for k, v in value.items() if k != ":serialized:"}
+            slim[key] = value
+    weights = io.BytesIO()
+    torch.save(without_target_networks(state), weights)
+    with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("data", json.dumps(slim, indent=2))
+        archive.writestr("policy.pth", weights.getvalue())
+
+
+def write_vecnormalize_json(source: Path, target: Path) -> None:
+    """VecNormalize statistics as plain numbers (JSON): what evaluation needs of them."""
+    vn = load_data_pickle(source)
+    rms = vn.obs_rms
+    target.write_text(json.dumps({
+        "format": "rlgauntlet.vecnormalize/1",
+        "norm_obs": bool(vn.norm_obs), "clip_obs": float(vn.clip_obs), "epsilon": float(vn.epsilon),
+        "obs_mean": np.asarray(rms.mean, dtype=np.float64).tolist(),
+        "obs_var": np.asarray(rms.var, dtype=np.float64).tolist(),
+        "obs_count": float(getattr(rms, "count", 1e4)),
+    }, indent=1) + "\n")
+
+
+def read_vecnormalize_json(path: Path) -> Any:
+    """Statistics written by :func:`write_vecnormalize_json`, shaped like SB3's VecNormalize
+    (``obs_rms.mean``, ``obs_rms.var``, ``obs_rms.count``, ``clip_obs``, ``epsilon``, ``norm_obs``)."""
+    raw = json.loads(path.read_text())
+    if not isinstance(raw, dict) or raw.get("format") != "rlgauntlet.vecnormalize/1":
+        raise ValueError("not an rlgauntlet VecNormalize statistics file")
+    stats, rms = _Inert(), _Inert()
+    rms.mean = np.asarray(raw["obs_mean"], dtype=np.float64)
+    rms.var = np.asarray(raw["obs_var"], dtype=np.float64)
+    rms.count = float(raw["obs_count"])
+    stats.obs_rms, stats.clip_obs, stats.epsilon, stats.norm_obs = rms, float(raw["clip_obs"]), float(raw["epsilon"]), \
+        bool(raw["norm_obs"])
+    return stats

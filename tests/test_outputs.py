@@ -1,0 +1,148 @@
+"""No output ever destroys data, and every output is checked before the work starts.
+
+The cases are generated from the CLI's own option table: every command's options that name a
+file or folder it writes are found by name, and each gets the hostile values of its kind. A new
+command with an output option fails :func:`test_every_writing_command_has_a_base_invocation`
+until it is given a base invocation here, and is then covered by construction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+#: options that name a file the command writes, and those that name a folder it writes into
+FILE_OUTPUTS = ("out", "plot")
+DIR_OUTPUTS = ("run_dir",)
+
+#: for each writing command: arguments that make a valid invocation apart from its outputs
+#: ({tmp} is the test's folder). Work must never start: every case here is refused first.
+BASE = {
+    "evaluate": ["--agent", "zoo:cartpole-ppo", "--env", "CartPole-v1", "--episodes", "1", "--no-impact"],
+    "train": ["--preset", "cartpole-ppo", "--steps", "64", "--no-register"],
+    "attack-train": ["--method", "paad", "--agent", "zoo:cartpole-dqn", "--env", "CartPole-v1", "--eps", "0.1",
+                     "--steps", "64"],
+    "dynamics-train": ["--agent", "zoo:pendulum-td3", "--env", "Pendulum-v1", "--samples", "10"],
+    "plot": [],
+    "spectrum": ["--agent", "zoo:pong-ppo", "--env", "PongNoFrameskip-v4", "--threat", "rotation:degrees=3",
+                 "--steps", "1"],
+    "calibrate": ["--agent", "zoo:cartpole-dqn", "--env", "CartPole-v1", "--threat", "random", "--target-impact",
+                  "0.5", "--episodes", "2"],
+    "certify": ["--agent", "zoo:cartpole-dqn", "--env", "CartPole-v1", "--eps", "0.01", "--episodes", "1"],
+    "ood scan": ["--agent", "zoo:cartpole-dqn-ensemble", "--env", "CartPole-v1", "--shift",
+                 "physics:param=length,scale=2", "--episodes", "1"],
+    "ood bench": ["--agent", "zoo:cartpole-dqn-ensemble", "--env", "CartPole-v1", "--suite", "ood-cartpole",
+                  "--episodes", "1"],
+    "sweep": ["{repo}/sweeps/zoo.yaml"],
+    "report": [],
+    "zoo export": ["cartpole-ppo"],
+}
+#: commands whose store must already exist (they read it): given a real one, made by the test
+READS_STORE = ("plot", "report")
+
+
+def _commands():
+    """(command path, its click command) for every command of the CLI, sub-groups included."""
+    import typer.main
+
+    from rlgauntlet.cli import app
+
+    def walk(group, prefix):
+        for name, command in group.commands.items():
+            if hasattr(command, "commands"):
+                yield from walk(command, prefix + [name])
+            else:
+                yield " ".join(prefix + [name]), command
+
+    yield from walk(typer.main.get_command(app), [])
+
+
+def _outputs(command):
+    return [(p.name, p.opts[0]) for p in command.params if p.name in FILE_OUTPUTS + DIR_OUTPUTS and p.opts]
+
+
+WRITERS = {name: _outputs(cmd) for name, cmd in _commands() if _outputs(cmd)}
+
+
+def _has_store(name: str) -> bool:
+    return any(p.name == "store" for cmd_name, cmd in _commands() if cmd_name == name for p in cmd.params)
+
+
+def test_every_writing_command_has_a_base_invocation():
+    assert set(WRITERS) <= set(BASE), f"add a base invocation for {sorted(set(WRITERS) - set(BASE))}"
+    assert {"evaluate", "plot", "sweep", "report", "train", "ood scan", "zoo export"} <= set(WRITERS)
+
+
+@pytest.fixture(scope="module")
+def cli_main():
+    from rlgauntlet.cli import main
+
+    def call(args, capsys, monkeypatch, cwd):
+        monkeypatch.setattr(sys, "argv", ["rlgauntlet", *args])
+        monkeypatch.chdir(cwd)
+        with pytest.raises(SystemExit) as exc:
+            main()
+        return exc.value.code, capsys.readouterr().err
+
+    yield call
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _store(folder: Path) -> Path:
+    from rlgauntlet.experiments.store import ResultsStore
+
+    path = folder / "mine.sqlite"
+    ResultsStore(path).close()
+    return path
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _snapshot(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): (_sha(p) if p.is_file() else "dir") for p in sorted(folder.rglob("*"))}
+
+
+def _cases():
+    for command, outputs in sorted(WRITERS.items()):
+        for name, option in outputs:
+            kinds = ["file", "unwritable"] if name in DIR_OUTPUTS else ["foreign", "directory", "unwritable"]
+            if name in FILE_OUTPUTS and _has_store(command):
+                kinds.append("the store")
+            for kind in kinds:
+                yield pytest.param(command, name, option, kind, id=f"{command}-{option}-{kind}")
+
+
+@pytest.mark.parametrize("command, name, option, kind", list(_cases()))
+def test_hostile_output_is_refused_in_one_line_and_nothing_changes(command, name, option, kind, tmp_path, cli_main,
+                                                                   capsys, monkeypatch):
+    repo = Path(__file__).resolve().parents[1]
+    args = command.split() + [a.format(repo=repo, tmp=tmp_path) for a in BASE[command]]
+    suffix = ".png" if name == "plot" or command in ("plot", "spectrum") else (".zip" if command == "zoo export" else
+                                                                               ".html" if command == "report" else ".json")
+    foreign = tmp_path / f"theirs{suffix}"
+    foreign.write_text(json.dumps({"mine": True}))
+    if command in READS_STORE or _has_store(command):
+        store = _store(tmp_path) if command in READS_STORE else tmp_path / "results.sqlite"
+        args += ["--store", str(store)]
+    value = {"foreign": foreign, "directory": tmp_path, "file": foreign,
+             "unwritable": Path("/proc/rlgauntlet-none/out" + (suffix if name in FILE_OUTPUTS else "")),
+             "the store": tmp_path / "results.sqlite" if command not in READS_STORE else tmp_path / "mine.sqlite"}[kind]
+    if kind == "the store" and not value.exists():
+        value = _store(tmp_path).rename(value)
+    other = [o for n, o in WRITERS[command] if o != option]  # other outputs: somewhere harmless
+    for o in other:
+        args += [o, str(tmp_path / "elsewhere" / f"x{'.png' if o == '--plot' else '.json'}")]
+    before = _snapshot(tmp_path)
+    code, err = cli_main([*args, option, str(value)], capsys, monkeypatch, tmp_path)
+    lines = [line for line in err.splitlines() if line.startswith("rlgauntlet:")]
+    assert code == 2 and "Traceback" not in err and len(lines) == 1, err
+    assert str(value) in lines[0] or option in lines[0], lines[0]
+    assert _snapshot(tmp_path) == before  # no file changed, none created (no store, no run folder)
