@@ -173,3 +173,55 @@ def test_init_from_an_sb3_zip_reads_it_as_data(tiny_models, tmp_path, no_unpickl
     assert not marker.exists()
     source = load_sb3(tiny_models["dqn"], precision="float32").policy.state_dict()
     assert all(torch.equal(model.policy.state_dict()[k], v) for k, v in source.items())  # bit-exact: copied
+
+
+def test_a_checkpoint_is_resumed_as_data_with_everything_restored(tmp_path, no_unpickling):
+    """A checkpoint found in a --run-dir is resumed without unpickling: a payload in its zip's
+    fields never runs, and the weights, both optimizers' states, the step counters, the replay
+    buffer and the VecNormalize statistics come back exactly (bit-exact: copies)."""
+    import torch
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from rlgauntlet.training.checkpoints import load_checkpoint_zip, load_replay_buffer
+    from rlgauntlet.training.presets import PRESETS
+    from rlgauntlet.training.sb3_train import _build_model, train_preset
+
+    run_dir = tmp_path / "run"
+    ckpt = train_preset("cartpole-dqn", run_dir, total_timesteps=1200, stop_at_target=False, log=lambda s: None)
+    assert (ckpt / "replay_buffer.npz").exists() and not (ckpt / "replay_buffer.pkl").exists()
+    marker = tmp_path / "pwned"
+    clean = tmp_path / "clean.zip"
+    (ckpt / "model.zip").rename(clean)
+    _tamper(clean, ckpt / "model.zip", "learning_rate",
+            {":type:": "<class 'function'>", ":serialized:": base64.b64encode(_payload(marker)).decode()})
+    model = _build_model(PRESETS["cartpole-dqn"], make_vec_env("CartPole-v1", n_envs=1, seed=5), "cpu")
+    load_checkpoint_zip(model, ckpt / "model.zip")
+    assert load_replay_buffer(model, ckpt)
+    with zipfile.ZipFile(clean) as archive:
+        saved = torch.load(__import__("io").BytesIO(archive.read("policy.pth")), weights_only=True)
+        optimizer = torch.load(__import__("io").BytesIO(archive.read("policy.optimizer.pth")), weights_only=True)
+        data = json.loads(archive.read("data"))
+    assert all(torch.equal(model.policy.state_dict()[k], v) for k, v in saved.items())
+    assert model.policy.optimizer.state_dict()["state"].keys() == optimizer["state"].keys() != set()
+    assert (model.num_timesteps, model._n_updates, model._n_calls) == \
+        (data["num_timesteps"], data["_n_updates"], data["_n_calls"]) and model.num_timesteps >= 1200
+    assert model.replay_buffer.pos == model.num_timesteps % model.replay_buffer.buffer_size and \
+        float(abs(model.replay_buffer.observations[:model.num_timesteps]).sum()) > 0
+    train_preset("cartpole-dqn", run_dir, total_timesteps=1300, stop_at_target=False, log=lambda s: None)
+    assert json.loads((ckpt / "progress.json").read_text())["num_timesteps"] >= 1300
+    assert not marker.exists()
+
+
+def test_a_pickled_replay_buffer_needs_allow_pickle(tmp_path):
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from rlgauntlet.training.checkpoints import load_replay_buffer
+    from rlgauntlet.training.presets import PRESETS
+    from rlgauntlet.training.sb3_train import _build_model
+
+    model = _build_model(PRESETS["cartpole-dqn"], make_vec_env("CartPole-v1", n_envs=1, seed=5), "cpu")
+    marker = tmp_path / "pwned"
+    (tmp_path / "replay_buffer.pkl").write_bytes(_payload(marker))
+    with pytest.raises(UserError, match="pickled replay buffer.*--allow-pickle"):
+        load_replay_buffer(model, tmp_path)
+    assert not marker.exists()

@@ -146,3 +146,41 @@ def test_hostile_output_is_refused_in_one_line_and_nothing_changes(command, name
     assert code == 2 and "Traceback" not in err and len(lines) == 1, err
     assert str(value) in lines[0] or option in lines[0], lines[0]
     assert _snapshot(tmp_path) == before  # no file changed, none created (no store, no run folder)
+
+
+# -- numbers: every float option is finite, every int option keeps its minimum ---------------------
+
+def _number_cases():
+    for command, click_command in _commands():
+        for p in click_command.params:
+            if not p.opts or not p.opts[0].startswith("--"):
+                continue
+            kind = p.bare_type()
+            if kind == "float":
+                for value in ("nan", "inf", "-inf"):
+                    yield pytest.param(command, p.opts[0], value, id=f"{command}-{p.opts[0]}-{value}")
+            elif kind == "int" and p.min is not None:
+                yield pytest.param(command, p.opts[0], str(int(p.min) - 1), id=f"{command}-{p.opts[0]}-below-min")
+
+
+def test_there_are_number_options_to_check():
+    cases = list(_number_cases())
+    assert len(cases) > 30 and any("--min-score" in str(c.values) for c in cases)
+
+
+@pytest.mark.parametrize("command, option, value", list(_number_cases()))
+def test_hostile_numbers_are_refused_in_one_line_before_any_work(command, option, value, tmp_path, cli_main,
+                                                                 capsys, monkeypatch):
+    repo = Path(__file__).resolve().parents[1]
+    args = command.split() + [a.format(repo=repo, tmp=tmp_path) for a in BASE.get(command, [])]
+    code, err = cli_main([*args, option, value], capsys, monkeypatch, tmp_path)
+    lines = [line for line in err.splitlines() if line.startswith("rlgauntlet:")]
+    assert code == 2 and "Traceback" not in err and len(lines) == 1 and option in lines[0], err
+    assert not list(tmp_path.iterdir())  # refused before anything was written
+
+
+def test_a_bare_group_names_what_is_missing(cli_main, capsys, monkeypatch, tmp_path):
+    for args in ([], ["zoo"], ["ood"]):
+        code, err = cli_main(args, capsys, monkeypatch, tmp_path)
+        lines = [line for line in err.splitlines() if line.startswith("rlgauntlet:")]
+        assert code == 2 and len(lines) == 1 and "give a command" in lines[0], err

@@ -19,6 +19,15 @@ import rlgauntlet
 from rlgauntlet.common.outputs import check_output, check_run_dir, write_json
 from rlgauntlet.errors import UserError
 
+
+def _finite_number(value: Optional[float]) -> Optional[float]:
+    """Every number option is finite: a NaN passes a range check (comparisons with NaN are
+    false) and would become a silently wrong number. Given to every float option as its callback."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"{value!r} is not a finite number")
+    return value
+
+
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
@@ -139,7 +148,7 @@ def evaluate(
     eps: Optional[str] = typer.Option(None, help="budget of --suite, in the agent's budget space (fractions allowed). Example: --eps 2/255"),
     eps_grid: Optional[str] = typer.Option(None, "--eps-grid", help="evaluate every threat without eps (and every suite) at each budget. Example: --eps-grid 0,1/255,2/255,3/255 --threat pgd:objective=minbest"),
     impact: bool = typer.Option(True, help="compute impact against the argmin agent (discrete agents; cached in the store). Example: --no-impact"),
-    min_score: Optional[float] = typer.Option(None, help="fixed minimum score for the generalized impact (default: -21 Pong, 0 other Atari). Example: --min-score 0"),
+    min_score: Optional[float] = typer.Option(None, callback=_finite_number, help="fixed minimum score for the generalized impact (default: -21 Pong, 0 other Atari). Example: --min-score 0"),
     action_change_every: int = typer.Option(1, min=1, help="compare with the clean action on every k-th step only (saves a network call per perturbed step; the rate becomes an estimate). Example: --action-change-every 10"),
     perceptual_every: int = typer.Option(10, min=0, help="measure SSIM/PSNR (and LPIPS) of image perturbations on every k-th step of an episode; 0 never (SSIM of 8 Pong frame stacks costs about two clean batched steps). Example: --perceptual-every 0"),
     lpips_weights: Optional[Path] = typer.Option(None, help="LPIPS (AlexNet) weights to add LPIPS to SSIM/PSNR for image agents; nothing is downloaded. Example: --lpips-weights lpips_alex.pt"),
@@ -191,6 +200,7 @@ def train(
     init_from: Optional[str] = typer.Option(None, "--init-from", help="fine-tune from this agent's weights (zoo:NAME or sb3:PATH.zip). Example: --init-from zoo:cartpole-ppo"),
     threat: Optional[str] = typer.Option(None, help="train under this observation threat, applied after VecNormalize (ε as in evaluation). Example: --threat uniform_noise:eps=0.05"),
     zoo_name: Optional[str] = typer.Option(None, "--zoo-name", help="zoo name of the result (required with --seed, --init-from or --threat). Example: --zoo-name cartpole-ppo-noise"),
+    allow_pickle: bool = typer.Option(False, "--allow-pickle", help="resume from a pickled replay buffer of an earlier version: runs code stored in it, so only for files you trust. Example: --allow-pickle"),
 ) -> None:
     """Train a zoo agent with its fixed recipe (SB3), with resumable checkpoints.
 
@@ -215,7 +225,7 @@ def train(
                      "command to resume from it")
     options = dict(device=device, total_timesteps=steps, threads=threads, stop_at_target=stop_at_target,
                    log=lambda s: console.print(s), show_progress=console.is_terminal, seed=seed, init_from=init_from,
-                   threat=threat)
+                   threat=threat, allow_pickle=allow_pickle)
     if get_preset(preset).members > 1:
         from rlgauntlet.training.register import register_zoo_ensemble
         from rlgauntlet.training.sb3_train import train_ensemble
@@ -250,15 +260,16 @@ def attack_train(
     seed: int = typer.Option(0, help="training seed; also the seed of the final evaluation. Example: --seed 3"),
     variant: Optional[str] = typer.Option(None, help="PA-AD variant: stochastic or deterministic (discrete agents), directional or continuous (continuous agents). Example: --variant deterministic"),
     actor_steps: int = typer.Option(1, min=1, help="PA-AD actor gradient steps (1 = FGSM, the paper's default). Example: --actor-steps 30"),
-    lam: float = typer.Option(1.0, min=0.0, help="PA-AD lambda of the cosine term. Example: --lam 0.5"),
+    lam: float = typer.Option(1.0, min=0.0, callback=_finite_number, help="PA-AD lambda of the cosine term. Example: --lam 0.5"),
     loss: str = typer.Option("hinge", help="deterministic PA-AD actor loss: hinge or ce. Example: --loss ce"),
     eval_episodes: int = typer.Option(20, min=1, help="episodes of the final strength evaluation. Example: --eval-episodes 50"),
     vecnormalize: Optional[Path] = typer.Option(None, help="the victim's VecNormalize statistics file. Example: --vecnormalize agent.vecnormalize.pkl"),
     device: str = typer.Option("cpu", help="torch device. Example: --device cuda"),
     threads: Optional[int] = typer.Option(None, min=1, help="torch CPU threads (default: the thread policy). Example: --threads 2"),
-    sarsa_eps: float = typer.Option(0.02, min=0.0, help="robust-sarsa: radius of the robustness regulariser on [x, a]. Example: --sarsa-eps 0.05"),
-    sarsa_reg: float = typer.Option(0.1, min=0.0, help="robust-sarsa: weight of the robustness regulariser. Example: --sarsa-reg 1.0"),
+    sarsa_eps: float = typer.Option(0.02, min=0.0, callback=_finite_number, help="robust-sarsa: radius of the robustness regulariser on [x, a]. Example: --sarsa-eps 0.05"),
+    sarsa_reg: float = typer.Option(0.1, min=0.0, callback=_finite_number, help="robust-sarsa: weight of the robustness regulariser. Example: --sarsa-reg 1.0"),
     checkpoint_every: Optional[int] = typer.Option(None, min=1, help="director steps between resumable checkpoints (default: a tenth of --steps, at least 10000). Example: --checkpoint-every 20000"),
+    allow_pickle: bool = _ALLOW_PICKLE,
 ) -> None:
     """Train a learned attacker (PA-AD, SA-RL, Robust Sarsa) against an agent and measure it.
 
@@ -280,7 +291,7 @@ def attack_train(
                               actor_steps=actor_steps, lam=lam, loss=loss, eval_episodes=eval_episodes, device=device,
                               vecnormalize=vecnormalize, threads=threads, log=lambda s: console.print(s),
                               show_progress=console.is_terminal, sarsa_eps=sarsa_eps, sarsa_reg=sarsa_reg,
-                              checkpoint_every=checkpoint_every)
+                              checkpoint_every=checkpoint_every, allow_pickle=allow_pickle)
     spec = f"robust_sarsa:q={run_dir},eps={eps}" if method == "robust-sarsa" else f"{method}:attacker={run_dir},eps={eps}"
     console.print(f"wrote {run_dir}; use it with --threat {spec}  (strength: {manifest['strength']['attacked_mean']:.1f})")
 
@@ -298,6 +309,7 @@ def dynamics_train(
     n_envs: int = typer.Option(4, min=1, help="envs stepped side by side while collecting. Example: --n-envs 8"),
     vecnormalize: Optional[Path] = typer.Option(None, help="the agent's VecNormalize statistics file. Example: --vecnormalize agent.vecnormalize.pkl"),
     threads: Optional[int] = typer.Option(None, min=1, help="torch CPU threads (default: the thread policy). Example: --threads 2"),
+    allow_pickle: bool = _ALLOW_PICKLE,
 ) -> None:
     """Learn the one-step dynamics model f(s, a) -> s' that model_obs / model_action plan with.
 
@@ -308,7 +320,7 @@ def dynamics_train(
     from rlgauntlet.training.dynamics import learn_dynamics
 
     check_run_dir(run_dir)
-    victim, preset = _load_for_env(agent, env, None, "cpu", None, vecnormalize)
+    victim, preset = _load_for_env(agent, env, None, "cpu", None, vecnormalize, allow_pickle=allow_pickle)
     _KEPT["note"] = f"the collected data and the last epoch's checkpoint in {run_dir} are kept; run the same command to resume"
     with thread_policy(threads):
         manifest = learn_dynamics(victim, env, lambda: make_env(env, preset), samples, run_dir, seed=seed, hidden=hidden,
@@ -393,10 +405,10 @@ def calibrate(
     agent: str = typer.Option(..., help="the agent to calibrate against. Example: --agent zoo:pong-ppo"),
     env: str = typer.Option(..., help="Gymnasium id. Example: --env PongNoFrameskip-v4"),
     threat: str = typer.Option(..., help="threat (spec without the searched parameter). Example: --threat rotation"),
-    target_impact: float = typer.Option(..., help="impact to reach, in (0, 1]. Example: --target-impact 0.9"),
+    target_impact: float = typer.Option(..., callback=_finite_number, help="impact to reach, in (0, 1]. Example: --target-impact 0.9"),
     param: Optional[str] = typer.Option(None, help="parameter to search (default: the threat's severity). Example: --param degrees"),
-    low: Optional[float] = typer.Option(None, help="harmless end of the range. Example: --low 0"),
-    high: Optional[float] = typer.Option(None, help="strongest end of the range. Example: --high 30"),
+    low: Optional[float] = typer.Option(None, callback=_finite_number, help="harmless end of the range. Example: --low 0"),
+    high: Optional[float] = typer.Option(None, callback=_finite_number, help="strongest end of the range. Example: --high 30"),
     iterations: int = typer.Option(8, min=1, help="bisection steps. Example: --iterations 10"),
     episodes: int = typer.Option(10, min=2, help="episodes per probe. Example: --episodes 20"),
     seed: int = typer.Option(0, min=0, help="evaluation seed. Example: --seed 1"),
@@ -534,7 +546,7 @@ _OOD_SHIFT = typer.Option([], help="a shift (threat spec), repeatable, instead o
 _OOD_EPISODES = typer.Option(10, min=1, help="episodes per set; episode k uses seed SEED+k. Example: --episodes 20")
 _OOD_SEED = typer.Option(0, min=0, help="evaluation seed. Example: --seed 100")
 _OOD_NENVS = typer.Option(4, "--n-envs", min=1, help="envs stepped side by side (results do not depend on it). Example: --n-envs 8")
-_OOD_FAIL = typer.Option(0.5, help="a shift fails when (R − R_random)/(R_clean − R_random) is below this. Example: --fail-below 0.3")
+_OOD_FAIL = typer.Option(0.5, callback=_finite_number, help="a shift fails when (R − R_random)/(R_clean − R_random) is below this. Example: --fail-below 0.3")
 _OOD_OUT = typer.Option(None, help="write the JSON result here. Example: --out results/ood.json")
 _OOD_STORE = typer.Option(None, help=f"SQLite results store (default {DEFAULT_STORE_NAME} beside --out, or here). Example: --store runs.sqlite")
 _OOD_RESUME = typer.Option(False, help="continue the latest matching runs in the store. Example: --resume")
@@ -581,7 +593,7 @@ def ood_bench_command(
     episodes: int = _OOD_EPISODES, seed: int = _OOD_SEED, n_envs: int = _OOD_NENVS,
     reduce: str = typer.Option("mean", help="per-step score over actions: mean or max of the per-action std. Example: --reduce max"),
     score_of: str = typer.Option("policy", "--score-of", help="what the spread is measured on: policy (the agent's output: Q-values, action) or critic (TD3/DDPG/SAC: the critic's value of the action taken). Example: --score-of critic"),
-    fail_below: Optional[float] = typer.Option(None, help="with --suite: a shift is benchmarked when (R − R_random)/(R_clean − R_random) is below this (default 0.5). Example: --fail-below 0.3"),
+    fail_below: Optional[float] = typer.Option(None, callback=_finite_number, help="with --suite: a shift is benchmarked when (R − R_random)/(R_clean − R_random) is below this (default 0.5). Example: --fail-below 0.3"),
     out: Optional[Path] = _OOD_OUT, store: Optional[Path] = _OOD_STORE,
     resume: bool = _OOD_RESUME, threads: Optional[int] = _THREADS,
     plot: Optional[Path] = typer.Option(None, help="write the per-step score plot (PNG) here. Example: --plot results/ood.png"),
@@ -670,6 +682,7 @@ def sweep(
     workers: int = typer.Option(1, min=1, help="worker processes (local) or CPUs of the local Ray head. Example: --workers 2"),
     out: Optional[Path] = typer.Option(None, help="write one report per agent, env and seed as JSON. Example: --out sweep.json"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print what would run (runs, episodes stored and missing) and write nothing. Example: --dry-run"),
+    allow_pickle: bool = typer.Option(False, "--allow-pickle", help="unpickle the sweep's SB3 agent files as SB3 does: runs code stored in them, so only for files you trust. Example: --allow-pickle"),
 ) -> None:
     """Run a sweep (agents × envs × threats × budgets × seeds) in episode chunks; always resumes.
 
@@ -679,6 +692,8 @@ def sweep(
 
     _check_outputs(out, store=store)
     sweep_spec = load_sweep_file(spec)
+    if allow_pickle:
+        sweep_spec.agents = [a.model_copy(update={"allow_pickle": True}) for a in sweep_spec.agents]
     if dry_run:
         plan = preview_sweep(sweep_spec, store)
         table = Table(title=f"sweep {sweep_spec.name} against {store} (dry run: nothing written)")
@@ -802,6 +817,8 @@ def main() -> None:
         sys.exit(130)
     except typer.TyperException as exc:  # usage errors: bad option value, missing option
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        if not message.strip():  # a group called without a command: its help is printed above
+            message = "give a command; they are listed above"
         print(f"rlgauntlet: error: {message} (see --help)", file=sys.stderr)
         sys.exit(2)
     sys.exit(rc if isinstance(rc, int) else 0)

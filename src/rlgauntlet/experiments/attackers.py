@@ -31,7 +31,7 @@ def train_attacker(agent: str, env: str, method: str, eps: float, steps: int, ru
                    eval_episodes: int = 20, device: str = "cpu", vecnormalize: str | Path | None = None,
                    threads: int | None = None, checkpoint_every: int | None = None, hyperparams: dict | None = None,
                    log: Callable[[str], None] = print, show_progress: bool = False, sarsa_eps: float = 0.02,
-                   sarsa_reg: float = 0.1) -> dict:
+                   sarsa_reg: float = 0.1, allow_pickle: bool = False) -> dict:
     """Train (or resume) an attacker and write its folder; returns the manifest.
 
     Args:
@@ -54,7 +54,7 @@ def train_attacker(agent: str, env: str, method: str, eps: float, steps: int, ru
 
     run_dir = Path(run_dir)
     with thread_policy(threads):
-        victim, _ = load_for_env(agent, env, device=device, vecnormalize=vecnormalize)
+        victim, _ = load_for_env(agent, env, device=device, vecnormalize=vecnormalize, allow_pickle=allow_pickle)
         identity = {"agent": agent, "sha256": victim.description.get("sha256"),
                     "vecnormalize_sha256": (victim.description.get("vecnormalize") or {}).get("sha256")}
         if method == "robust-sarsa":

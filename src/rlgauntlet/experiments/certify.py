@@ -149,12 +149,29 @@ def absolute_worst_case(victim: Victim, env: gym.Env, seed: int, eps: float, max
     return {"return": best if best < float("inf") else None, "nodes": nodes, "finished": not cut and not stack}
 
 
+def _check_finite_bounds(victim: Victim, env_fn: Callable[[], gym.Env], values: list[tuple[str, float]],
+                         seed: int) -> None:
+    """Refuse, before any episode, a budget whose bounds overflow (ε = 1e308 gives inf − inf)."""
+    env = env_fn()
+    try:
+        obs, _ = env.reset(seed=seed)
+    finally:
+        env.close()
+    x = victim.preprocess(np.asarray(obs)[None])
+    with torch.no_grad():
+        for text, value in values:
+            lower, upper = ibp(victim, x, value)
+            if not (torch.isfinite(lower).all() and torch.isfinite(upper).all()):
+                raise UserError(f"--eps {text}: the bounds overflow at this budget (not finite); give a budget "
+                                f"on the scale of the agent's {victim.budget_space} inputs")
+
+
 def certify(
     agent: str | Victim, env: str, eps: str | float | None = None, eps_grid: str | None = None, episodes: int = 20,
     seed: int = 0, n_envs: int = 4, store: str | Path | ResultsStore | None = None, awc_max_nodes: int = 0,
     awc_horizon: int | None = None, preset: str | None = None, device: str = "cpu", kind: str | None = None,
     vecnormalize=None, input_space: str | None = None, allow_pickle: bool = False,
-    on_row: Callable[[dict], None] | None = None,
+    on_row: Callable[[dict], None] | None = None, threads: int | None = None,
 ) -> dict:
     """Certified figures of an agent at each budget (``eps`` or the budgets of ``eps_grid``).
 
@@ -162,8 +179,9 @@ def certify(
     its metrics ``acr`` (or ``certified_action_deviation``), and with ``awc_max_nodes`` > 0
     ``awc`` (lowest return per episode as trials), ``awc_nodes`` and ``awc_finished``.
     ``awc_horizon`` caps the episodes of the AWC search (and of GWC, so that the two compare).
+    ``agent`` is a spec string, an ``AgentSpec`` or a Victim; ``threads`` the thread policy's count.
     """
-    from rlgauntlet.experiments.agents import load_for_env
+    from rlgauntlet.experiments.agents import as_agent_spec, open_job
     from rlgauntlet.experiments.evaluate import check_seed, run_evaluation
 
     if (eps is None) == (eps_grid is None):
@@ -175,24 +193,29 @@ def certify(
         if isinstance(v, (bool, str, list)) or not np.isfinite(v) or v < 0:
             raise UserError(f"--eps {b}: give a finite budget ≥ 0, e.g. --eps 1/255")
         values.append((str(b).strip(), float(v)))
+    if not values:
+        raise UserError(f"--eps-grid {eps_grid!r} holds no budget; give comma-separated budgets, e.g. --eps-grid 0,1/255")
     check_seed(seed, episodes)
-    victim, env_preset = load_for_env(agent, env, preset, device, kind, vecnormalize, input_space,
-                                      allow_pickle=allow_pickle)
-    if victim.budget_space is None:
-        raise UserError("eps has no unit because the agent's input space is unknown; pass --input-space")
-    try:
-        victim.layer_chain()
-    except NotImplementedError as exc:
-        raise UserError(f"this agent cannot be certified: {exc}") from None
-    env_info = {"id": env, "preset": env_preset}
+    spec = as_agent_spec(agent, preset=preset, device=device, kind=kind, vecnormalize=vecnormalize,
+                         input_space=input_space, allow_pickle=allow_pickle or None)
+    with open_job(spec, env, store, threads, preset) as job:
+        victim, env_preset, results = job.victim, job.preset, job.store
+        if victim.budget_space is None:
+            raise UserError("eps has no unit because the agent's input space is unknown; pass --input-space")
+        try:
+            victim.layer_chain()
+        except NotImplementedError as exc:
+            raise UserError(f"this agent cannot be certified: {exc}") from None
+        env_info = {"id": env, "preset": env_preset}
 
-    def env_fn() -> gym.Env:
-        made = make_env(env, env_preset)
-        return gym.wrappers.TimeLimit(made, awc_horizon) if awc_horizon else made
+        def env_fn() -> gym.Env:
+            made = make_env(env, env_preset)
+            return gym.wrappers.TimeLimit(made, awc_horizon) if awc_horizon else made
 
-    results = store if isinstance(store, ResultsStore) else ResultsStore(store if store is not None else ":memory:")
-    rows = []
-    try:
+        if awc_max_nodes > 0 and not victim.is_discrete:
+            raise UserError("AWC searches over discrete actions; drop --awc-max-nodes for continuous agents")
+        _check_finite_bounds(victim, env_fn, values, seed)
+        rows = []
         for text, value in values:
             start = time.perf_counter()
             meter = _CertificationMeter(victim, value)
@@ -221,8 +244,6 @@ def certify(
                 results.add_metric(run_id, "certified_action_deviation", row["certified_action_deviation"],
                                    "action units (mean half width of the action box)")
             if awc_max_nodes > 0:
-                if not victim.is_discrete:
-                    raise UserError("AWC searches over discrete actions; drop --awc-max-nodes for continuous agents")
                 searches = [absolute_worst_case(victim, env_fn(), seed + k, value, awc_max_nodes) for k in range(episodes)]
                 row["awc"] = {"returns": [s["return"] for s in searches], "nodes": [s["nodes"] for s in searches],
                               "finished": [s["finished"] for s in searches],
@@ -237,8 +258,5 @@ def certify(
             rows.append(row)
             if on_row is not None:
                 on_row(row)
-    finally:
-        if not isinstance(store, ResultsStore):
-            results.close()
     return {"agent": victim.description, "env": env_info, "episodes": episodes, "seed": seed,
             "awc_horizon": awc_horizon, "rows": rows}

@@ -22,6 +22,7 @@ from rlgauntlet.envs.presets import make_train_vec_env, resolve_preset
 from rlgauntlet.errors import UserError
 from rlgauntlet.threats.learned.actor import AttackActor, check_variant, default_variant
 from rlgauntlet.training.attack_mdp import AttackVecEnv
+from rlgauntlet.training.checkpoints import load_checkpoint_zip, restore_vecnormalize
 from rlgauntlet.training.presets import TrainPreset
 from rlgauntlet.training.sb3_train import _build_model, _CheckpointCallback, quiet_logger
 from rlgauntlet.victims.base import Victim
@@ -73,7 +74,6 @@ def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str 
     Returns the checkpoint folder (``model.zip``) and the training record (learning curve,
     wall time, what the actor applied).
     """
-    from stable_baselines3 import PPO
 
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -97,8 +97,9 @@ def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str 
         from stable_baselines3.common.vec_env import VecNormalize
 
         stats = ckpt / "vecnormalize.pkl"
-        env = VecNormalize.load(str(stats), attack_env) if (ckpt / "model.zip").exists() and stats.exists() else \
-            VecNormalize(attack_env, norm_obs=False, norm_reward=True, gamma=settings.get("gamma", 0.99))
+        env = VecNormalize(attack_env, norm_obs=False, norm_reward=True, gamma=settings.get("gamma", 0.99))
+        if (ckpt / "model.zip").exists() and stats.exists():
+            restore_vecnormalize(env, stats)  # read as data
     if (ckpt / "model.zip").exists():
         progress = json.loads((ckpt / "progress.json").read_text())
         if progress.get("config") != config or progress.get("hyperparams", recorded) != recorded:
@@ -106,7 +107,8 @@ def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str 
             raise UserError(f"{run_dir} holds an attacker trained with "
                             f"{_differences(old, {**config, 'hyperparams': recorded})}; "
                             "resume it with the same settings, or give a new --run-dir")
-        model = PPO.load(ckpt / "model.zip", env=env, device=device)
+        model = _build_model(preset, env, device)
+        load_checkpoint_zip(model, ckpt / "model.zip")  # read as data: a checkpoint runs no code
         log(f"[{preset.name}] resuming at {model.num_timesteps} steps")
     else:
         model = _build_model(preset, env, device)

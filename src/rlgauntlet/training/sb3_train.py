@@ -28,6 +28,8 @@ from stable_baselines3.common.logger import Logger
 from rlgauntlet.envs.presets import make_train_vec_env
 from rlgauntlet.errors import UserError
 from rlgauntlet.training.algorithms import SB3_BASES, algorithm_class
+from rlgauntlet.training.checkpoints import (load_checkpoint_zip, load_replay_buffer, restore_vecnormalize,
+                                             save_replay_buffer)
 from rlgauntlet.training.presets import TrainPreset, get_preset
 
 
@@ -36,12 +38,10 @@ def _build_env(preset: TrainPreset, run_dir: Path, threat: str | None = None):
 
     env = make_train_vec_env(preset.env_id, preset.n_envs, preset.seed)
     if preset.normalize:
+        env = VecNormalize(env, norm_obs=True, norm_reward=True, gamma=preset.hyperparams.get("gamma", 0.99))
         stats = run_dir / "checkpoint" / "vecnormalize.pkl"
-        if stats.exists():
-            env = VecNormalize.load(str(stats), env)
-            env.training = True
-        else:
-            env = VecNormalize(env, norm_obs=True, norm_reward=True, gamma=preset.hyperparams.get("gamma", 0.99))
+        if stats.exists() and (run_dir / "checkpoint" / "model.zip").exists():
+            restore_vecnormalize(env, stats)  # read as data: a resumed checkpoint runs no code
     if threat is not None:
         from rlgauntlet.threats import parse_threat
         from rlgauntlet.training.threat_env import ThreatVecEnv
@@ -139,7 +139,7 @@ def _save_checkpoint(model, env, run_dir: Path, progress: dict) -> None:
     if norm is not None:
         norm.save(str(tmp / "vecnormalize.pkl"))
     if hasattr(model, "replay_buffer") and model.replay_buffer is not None:
-        model.save_replay_buffer(tmp / "replay_buffer.pkl")
+        save_replay_buffer(model, tmp / "replay_buffer.npz")  # plain arrays: resuming unpickles nothing
     (tmp / "progress.json").write_text(json.dumps(progress, indent=2))
     final = run_dir / "checkpoint"
     old = run_dir / "checkpoint.old"
@@ -234,6 +234,7 @@ def train_preset(
     seed: int | None = None,
     init_from: str | None = None,
     threat: str | None = None,
+    allow_pickle: bool = False,
 ) -> Path:
     """Train (or resume training) the zoo preset ``name`` in ``run_dir``.
 
@@ -251,6 +252,8 @@ def train_preset(
             ``zoo:NAME`` or ``sb3:PATH.zip`` instead of a random initialisation.
         threat: train under this observation threat spec, applied to the training envs at
             the network-input level (after VecNormalize), e.g. ``uniform_noise:eps=0.05``.
+        allow_pickle: resume from a pickled replay buffer of an earlier version (runs code
+            stored in it). Checkpoints are otherwise read as data.
 
     Returns:
         The checkpoint folder holding ``model.zip`` (and ``vecnormalize.pkl`` if any).
@@ -272,10 +275,9 @@ def train_preset(
     ckpt = run_dir / "checkpoint"
     progress: dict = {"preset": name, "seed": preset.seed, "threat": threat, "history": []}
     if (ckpt / "model.zip").exists():
-        cls = algorithm_class(preset.algo)
-        model = cls.load(ckpt / "model.zip", env=env, device=device)
-        if (ckpt / "replay_buffer.pkl").exists():
-            model.load_replay_buffer(ckpt / "replay_buffer.pkl")
+        model = _build_model(preset, env, device)
+        load_checkpoint_zip(model, ckpt / "model.zip")
+        load_replay_buffer(model, ckpt, allow_pickle=allow_pickle)
         progress = json.loads((ckpt / "progress.json").read_text())
         if progress.get("seed", preset.seed) != preset.seed or progress.get("threat") != threat:
             raise UserError(f"{run_dir} holds a run with seed {progress.get('seed')} and threat {progress.get('threat')}; "
