@@ -189,6 +189,17 @@ def test_dynamics_resume_trains_as_an_unbroken_run(tmp_path, pendulum):
         learn_dynamics(pendulum, PENDULUM, lambda: make_env(PENDULUM), 6000, tmp_path / "a", epochs=4, **kwargs)
 
 
+def test_a_refused_dynamics_run_leaves_nothing_that_blocks_its_retry(tmp_path, pendulum):
+    """Too few episodes to hold some out is refused with "give more samples"; doing so in the same
+    --run-dir must then work (the refused run used to leave its settings behind)."""
+    kwargs = dict(hidden=8, layers=1, epochs=1, log=lambda s: None)
+    with pytest.raises(UserError, match="give more samples"):
+        learn_dynamics(pendulum, PENDULUM, lambda: make_env(PENDULUM), 200, tmp_path / "d", **kwargs)
+    assert not any((tmp_path / "d").iterdir())
+    manifest = learn_dynamics(pendulum, PENDULUM, lambda: make_env(PENDULUM), 4000, tmp_path / "d", **kwargs)
+    assert manifest["samples"] == 4000
+
+
 def test_altered_or_unfinished_models_are_refused(tmp_path, pendulum_model):
     import shutil
 

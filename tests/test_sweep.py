@@ -70,6 +70,8 @@ def test_spec_accepts_strings_lists_and_groups_as_text():
     ({"agents": [{"agent": "zoo:cartpole-dqn", "precision": "half"}]}, "agents.0.precision"),
     ({"episodes": True}, "episodes"),  # YAML's true is not 1 episode
     ({"seeds": [True]}, "seeds"),
+    ({"threats": ["fgsm", "fgsm"]}, "threats lists fgsm twice"),  # used to be counted twice ("stored −4")
+    ({"agents": ["zoo:cartpole-dqn", "zoo:cartpole-dqn"]}, "agents lists zoo:cartpole-dqn twice"),
 ])
 def test_bad_sweep_files_name_the_problem(tmp_path, change, message):
     path = write_yaml(tmp_path / "s.yaml", {**SMALL, **change})
@@ -315,3 +317,46 @@ def test_a_chunk_returning_other_episodes_is_an_error_not_a_short_run():
     with pytest.raises(RuntimeError, match="expected"):
         write_chunk(store, chunk, [EpisodeRecord(episode=chunk.episodes[0], seed=0, episode_return=1.0, length=1)])
     assert store.done_episodes(chunk.run_id) == set()
+
+
+def _children(pid: int) -> set[int]:
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.add(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_workers_die_with_a_killed_driver(tmp_path):
+    """SIGKILL on the driver (nothing it can handle) ends its workers within seconds."""
+    import signal as signals
+
+    script = ("import time\nfrom rlgauntlet.experiments.executors import make_executor\n"
+              "with make_executor('local', workers=2) as pool:\n"
+              "    pool.run(time.sleep, [120, 120], lambda task, result: None)\n")
+    driver = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        workers: set[int] = set()
+        for _ in range(300):  # the spawned workers appear within seconds
+            time.sleep(0.1)
+            workers = {p for p in _children(driver.pid) if "spawn_main" in Path(f"/proc/{p}/cmdline").read_text()
+                       if Path(f"/proc/{p}/cmdline").exists()}
+            if len(workers) == 2:
+                break
+        assert len(workers) == 2
+    finally:
+        driver.send_signal(signals.SIGKILL)
+        driver.wait()
+    deadline = time.time() + 10
+    while time.time() < deadline and any(Path(f"/proc/{p}").exists() and
+                                         "Z" != (Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0])
+                                         for p in workers):
+        time.sleep(0.2)
+    alive = [p for p in workers if Path(f"/proc/{p}").exists()
+             and Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
+    assert not alive, f"workers {alive} outlived their driver"

@@ -134,16 +134,16 @@ def evaluate(
     episodes: int = typer.Option(10, min=1, help="episodes per evaluation; episode k uses seed SEED+k. Example: --episodes 20"),
     seed: int = typer.Option(0, min=0, help="evaluation seed. Example: --seed 100"),
     n_envs: int = typer.Option(4, "--n-envs", min=1, help="envs stepped side by side (results do not depend on it). Example: --n-envs 8"),
-    device: str = typer.Option("cpu", help="torch device: cpu or cuda. Example: --device cuda"),
+    device: str = _DEVICE,
     out: Optional[Path] = typer.Option(None, help="write the JSON report here. Example: --out results/pong.json"),
     store: Optional[Path] = typer.Option(None, help=f"SQLite results store (default {DEFAULT_STORE_NAME} beside --out, or here). Example: --store runs.sqlite"),
     resume: bool = typer.Option(False, help="continue the latest matching runs in the store, running only missing episodes. Example: --resume"),
-    preset: Optional[str] = typer.Option(None, help="override the env preset: atari, classic, mujoco, none. Example: --preset none"),
-    kind: Optional[str] = typer.Option(None, help="TorchScript output kind: q, categorical, gaussian, deterministic. Example: --kind q"),
-    vecnormalize: Optional[Path] = typer.Option(None, help="SB3 VecNormalize statistics saved with the agent. Example: --vecnormalize vecnormalize.pkl"),
-    input_space: Optional[str] = typer.Option(None, help="unit of the network input for TorchScript agents: pixel01, normalized, raw. Example: --input-space raw"),
+    preset: Optional[str] = _PRESET,
+    kind: Optional[str] = _KIND,
+    vecnormalize: Optional[Path] = _VECNORMALIZE,
+    input_space: Optional[str] = _INPUT_SPACE,
     stochastic: bool = typer.Option(False, help="sample actions instead of acting greedily. Example: --stochastic"),
-    precision: str = typer.Option("auto", help="network precision: auto (float64 for vector inputs, float32 for images), float32, float64. Example: --precision float32"),
+    precision: str = _PRECISION,
     suite: List[str] = typer.Option([], help="add a named threat suite: natural (Daylight perturbations and common corruptions at default severities) adversarial (Random, FGSM, PGD-10, Momentum, MinQ, MaxDiff at --eps), certified (GWC at --eps) or an OOD shift grid (ood-cartpole, ood-pendulum, ood-pong). Example: --suite natural"),
     eps: Optional[str] = typer.Option(None, help="budget of --suite, in the agent's budget space (fractions allowed). Example: --eps 2/255"),
     eps_grid: Optional[str] = typer.Option(None, "--eps-grid", help="evaluate every threat without eps (and every suite) at each budget. Example: --eps-grid 0,1/255,2/255,3/255 --threat pgd:objective=minbest"),
@@ -152,8 +152,8 @@ def evaluate(
     action_change_every: int = typer.Option(1, min=1, help="compare with the clean action on every k-th step only (saves a network call per perturbed step; the rate becomes an estimate). Example: --action-change-every 10"),
     perceptual_every: int = typer.Option(10, min=0, help="measure SSIM/PSNR (and LPIPS) of image perturbations on every k-th step of an episode; 0 never (SSIM of 8 Pong frame stacks costs about two clean batched steps). Example: --perceptual-every 0"),
     lpips_weights: Optional[Path] = typer.Option(None, help="LPIPS (AlexNet) weights to add LPIPS to SSIM/PSNR for image agents; nothing is downloaded. Example: --lpips-weights lpips_alex.pt"),
-    threads: Optional[int] = typer.Option(None, min=1, help="torch CPU threads for the networks (default $RLGAUNTLET_THREADS or 1: safe on a busy machine; 2 may speed up image agents on an idle one). Example: --threads 2"),
-    allow_pickle: bool = typer.Option(False, "--allow-pickle", help="unpickle the SB3 agent file as SB3 does: runs code stored in it, so only for files you trust (needed for custom policy classes or activation functions). Example: --allow-pickle"),
+    threads: Optional[int] = _THREADS,
+    allow_pickle: bool = _ALLOW_PICKLE,
     strongest_of: List[str] = typer.Option([], "--strongest-of", help="attacks whose lowest mean return per budget is reported with the attack that achieved it (comma-separated specs; with --eps-grid, each at every budget). Example: --strongest-of random,maxdiff,paad:attacker=runs/paad --eps-grid 0.1"),
 ) -> None:
     """Evaluate an agent clean and under every --threat; print a table, store episodes, write JSON.
@@ -363,12 +363,9 @@ def spectrum(
     steps: int = typer.Option(256, min=1, help="clean agent steps whose observations are analysed. Example: --steps 512"),
     seed: int = typer.Option(0, min=0, help="episode seed. Example: --seed 1"),
     out: Path = typer.Option(Path("spectrum.png"), help="PNG to write; the numbers go beside it as JSON. Example: --out pong_spectrum.png"),
-    preset: Optional[str] = typer.Option(None, help="override the env preset. Example: --preset atari"),
-    device: str = typer.Option("cpu", help="torch device. Example: --device cuda"),
-    kind: Optional[str] = typer.Option(None, help="TorchScript output kind. Example: --kind q"),
-    vecnormalize: Optional[Path] = typer.Option(None, help="SB3 VecNormalize statistics. Example: --vecnormalize vn.pkl"),
-    threads: Optional[int] = typer.Option(None, min=1, help="torch CPU threads for the networks (default $RLGAUNTLET_THREADS or 1: safe on a busy machine; 2 may speed up image agents on an idle one). Example: --threads 2"),
-    allow_pickle: bool = typer.Option(False, "--allow-pickle", help="unpickle the SB3 agent file as SB3 does: runs code stored in it, so only for files you trust (needed for custom policy classes or activation functions). Example: --allow-pickle"),
+    preset: Optional[str] = _PRESET, device: str = _DEVICE, kind: Optional[str] = _KIND,
+    vecnormalize: Optional[Path] = _VECNORMALIZE, input_space: Optional[str] = _INPUT_SPACE,
+    precision: str = _PRECISION, threads: Optional[int] = _THREADS, allow_pickle: bool = _ALLOW_PICKLE,
 ) -> None:
     """Power spectrum of clean vs perturbed observations and the energy change per frequency band.
 
@@ -376,18 +373,12 @@ def spectrum(
 
     Example: rlgauntlet spectrum --agent zoo:pong-ppo --env PongNoFrameskip-v4 --threat rotation:degrees=3 --threat jpeg:quality=10
     """
-    from rlgauntlet.common.threads import thread_policy
-    from rlgauntlet.envs import make_env
-    from rlgauntlet.experiments.spectrum import analyse_spectrum
+    from rlgauntlet.experiments.spectrum import spectrum as run_spectrum
     from rlgauntlet.metrics.spectrum import plot_spectrum
-    from rlgauntlet.threats import parse_threat
 
     _check_png(out)
-    threats = [parse_threat(s) for s in threat]
-    victim, env_preset = _load_for_env(agent, env, preset, device, kind, vecnormalize, allow_pickle=allow_pickle)
-    with thread_policy(threads):
-        report = analyse_spectrum(victim, lambda: make_env(env, env_preset), threats, steps, seed)
-    report["env"] = env
+    agent_spec = _agent_spec(agent, preset, kind, vecnormalize, input_space, precision, device, allow_pickle)
+    report = run_spectrum(agent_spec, env, threat, steps, seed, threads=threads)
     plot_spectrum(report, out)
     write_json(out.with_suffix(".json"), report)
     table = Table(title=f"energy change vs original, {report['steps']} states")
@@ -415,12 +406,9 @@ def calibrate(
     n_envs: int = typer.Option(4, "--n-envs", min=1, help="envs side by side. Example: --n-envs 8"),
     store: Path = typer.Option(Path(DEFAULT_STORE_NAME), help="results store (probes are cached there). Example: --store runs.sqlite"),
     out: Optional[Path] = typer.Option(None, help="write the search as JSON. Example: --out rotation_calibration.json"),
-    preset: Optional[str] = typer.Option(None, help="override the env preset. Example: --preset atari"),
-    device: str = typer.Option("cpu", help="torch device. Example: --device cuda"),
-    kind: Optional[str] = typer.Option(None, help="TorchScript output kind. Example: --kind q"),
-    vecnormalize: Optional[Path] = typer.Option(None, help="SB3 VecNormalize statistics. Example: --vecnormalize vn.pkl"),
-    threads: Optional[int] = typer.Option(None, min=1, help="torch CPU threads for the networks (default $RLGAUNTLET_THREADS or 1: safe on a busy machine; 2 may speed up image agents on an idle one). Example: --threads 2"),
-    allow_pickle: bool = typer.Option(False, "--allow-pickle", help="unpickle the SB3 agent file as SB3 does: runs code stored in it, so only for files you trust (needed for custom policy classes or activation functions). Example: --allow-pickle"),
+    preset: Optional[str] = _PRESET, device: str = _DEVICE, kind: Optional[str] = _KIND,
+    vecnormalize: Optional[Path] = _VECNORMALIZE, input_space: Optional[str] = _INPUT_SPACE,
+    precision: str = _PRECISION, threads: Optional[int] = _THREADS, allow_pickle: bool = _ALLOW_PICKLE,
 ) -> None:
     """Find the smallest severity of a threat that reaches a target impact.
 
@@ -428,7 +416,6 @@ def calibrate(
 
     Example: rlgauntlet calibrate --agent zoo:pong-ppo --env PongNoFrameskip-v4 --threat rotation --target-impact 0.9
     """
-    from rlgauntlet.common.threads import thread_policy
     from rlgauntlet.experiments.calibrate import calibrate_agent, search_space
 
     if not 0 < target_impact <= 1:
@@ -437,12 +424,11 @@ def calibrate(
     _KEPT["note"] = f"finished probes are kept in {store}; run the same command again to reuse them"
     name = threat.partition(":")[0]
     space = search_space(threat, param, low, high)
-    with thread_policy(threads):
-        result = calibrate_agent(
-            agent, env, threat, target_impact, store, space, iterations, episodes, seed, n_envs, preset, device, kind,
-            vecnormalize, allow_pickle=allow_pickle,
-            on_probe=lambda s: console.print(f"  {s['spec']}: return {s['return_mean']:.4g} ± {s['return_sem']:.2g}"),
-        )
+    agent_spec = _agent_spec(agent, preset, kind, vecnormalize, input_space, precision, device, allow_pickle)
+    result = calibrate_agent(
+        agent_spec, env, threat, target_impact, store, space, iterations, episodes, seed, n_envs, threads=threads,
+        on_probe=lambda s: console.print(f"  {s['spec']}: return {s['return_mean']:.4g} ± {s['return_sem']:.2g}"),
+    )
     table = Table(title=f"{name}: impact per probe (target {target_impact})")
     for col in ("value", "return", "impact", "± 95%"):
         table.add_column(col, justify="right")
@@ -471,27 +457,22 @@ def certify(
     awc_horizon: Optional[int] = typer.Option(None, "--awc-horizon", min=1, help="cap episodes at this many steps (for AWC and GWC alike). Example: --awc-horizon 10"),
     out: Optional[Path] = typer.Option(None, help="write the certification as JSON. Example: --out certified.json"),
     store: Path = typer.Option(Path(DEFAULT_STORE_NAME), help="results store (certification runs). Example: --store runs.sqlite"),
-    preset: Optional[str] = typer.Option(None, help="override the env preset. Example: --preset atari"),
-    device: str = typer.Option("cpu", help="torch device. Example: --device cuda"),
-    kind: Optional[str] = typer.Option(None, help="TorchScript output kind. Example: --kind q"),
-    vecnormalize: Optional[Path] = typer.Option(None, help="SB3 VecNormalize statistics. Example: --vecnormalize vn.pkl"),
-    input_space: Optional[str] = typer.Option(None, help="unit of a TorchScript vector agent's input. Example: --input-space raw"),
-    threads: Optional[int] = typer.Option(None, min=1, help="torch CPU threads for the networks (default $RLGAUNTLET_THREADS or 1: safe on a busy machine; 2 may speed up image agents on an idle one). Example: --threads 2"),
-    allow_pickle: bool = typer.Option(False, "--allow-pickle", help="unpickle the SB3 agent file as SB3 does: runs code stored in it, so only for files you trust. Example: --allow-pickle"),
+    preset: Optional[str] = _PRESET, device: str = _DEVICE, kind: Optional[str] = _KIND,
+    vecnormalize: Optional[Path] = _VECNORMALIZE, input_space: Optional[str] = _INPUT_SPACE,
+    precision: str = _PRECISION, threads: Optional[int] = _THREADS, allow_pickle: bool = _ALLOW_PICKLE,
 ) -> None:
     """Certified figures from interval bounds: Greedy Worst-Case Reward (GWC), action certification rate (ACR), optionally the Absolute Worst-Case Reward (AWC).
 
     Example: rlgauntlet certify --agent zoo:cartpole-dqn --env CartPole-v1 --eps-grid 0.02,0.05,0.1 --episodes 20
     """
-    from rlgauntlet.common.threads import thread_policy
     from rlgauntlet.experiments.certify import certify as run_certify
 
     _check_outputs(out, store=store)
     _KEPT["note"] = f"finished budgets are kept in {store}"
-    with thread_policy(threads):
-        result = run_certify(agent, env, eps, eps_grid, episodes, seed, n_envs, store, awc_max_nodes, awc_horizon,
-                             preset, device, kind, vecnormalize, input_space, allow_pickle,
-                             on_row=lambda r: console.print(f"  ε = {r['eps']}: done in {r['wall_seconds']:.1f} s"))
+    agent_spec = _agent_spec(agent, preset, kind, vecnormalize, input_space, precision, device, allow_pickle)
+    result = run_certify(agent_spec, env, eps, eps_grid, episodes, seed, n_envs, store, awc_max_nodes, awc_horizon,
+                         threads=threads,
+                         on_row=lambda r: console.print(f"  ε = {r['eps']}: done in {r['wall_seconds']:.1f} s"))
     table = Table(title=f"certified figures, {episodes} episodes, ε in {result['rows'][0]['budget_space']} units")
     discrete = "gwc" in result["rows"][0]
     columns = ["ε", "nominal"] + (["GWC", "±sem", "ACR", "score gap", "certified margin"] if discrete
@@ -690,6 +671,12 @@ def sweep(
     """
     from rlgauntlet.experiments.sweep import load_sweep_file, preview_sweep, run_sweep
 
+    from rlgauntlet.experiments.store import check_store_location
+    from rlgauntlet.experiments.sweep import EXECUTORS
+
+    if executor not in EXECUTORS:
+        raise UserError(f"--executor {executor!r} is unknown; use one of {', '.join(EXECUTORS)}")
+    check_store_location(store)
     _check_outputs(out, store=store)
     sweep_spec = load_sweep_file(spec)
     if allow_pickle:

@@ -37,7 +37,15 @@ def load_manifest(directory: Path | None = None) -> dict[str, dict]:
     path = (directory or zoo_dir()) / "manifest.json"
     if not path.exists():
         return {}
-    return json.loads(path.read_text())
+    try:
+        manifest = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UserError(f"the zoo manifest {path} is not valid JSON ({exc}); restore it from the repository "
+                        "(git checkout zoo/manifest.json)") from None
+    if not isinstance(manifest, dict) or not all(isinstance(e, dict) for e in manifest.values()):
+        raise UserError(f"the zoo manifest {path} is not a map of agent entries; restore it from the repository "
+                        "(git checkout zoo/manifest.json)")
+    return manifest
 
 
 def write_manifest(manifest: dict[str, dict], directory: Path | None = None) -> None:
@@ -63,7 +71,14 @@ def zoo_entry(name: str) -> dict:
     if name not in manifest:
         known = ", ".join(sorted(manifest)) or "none yet"
         raise UserError(f"no zoo agent named {name!r}; known: {known} (see `rlgauntlet zoo list`)")
-    return manifest[name]
+    entry = manifest[name]
+    files = [entry] + [entry[k] for k in ("vecnormalize",) if k in entry] + list(entry.get("members", []))
+    if not all(isinstance(f, dict) and isinstance(f.get("file"), str) and isinstance(f.get("sha256"), str)
+               and "/" not in f["file"] and "\\" not in f["file"]
+               for f in files) or not isinstance(entry.get("env"), str):
+        raise UserError(f"the zoo manifest's entry {name!r} lacks its env, files or sha256; restore the manifest "
+                        "from the repository (git checkout zoo/manifest.json)")
+    return entry
 
 
 def _verified(info: dict) -> Path:

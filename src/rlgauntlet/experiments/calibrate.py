@@ -173,6 +173,11 @@ def search_space(threat: str, param: str | None = None, low: float | None = None
         parse_threat(threat)  # raises the unknown-threat error with suggestions
     if space is None:
         raise UserError(f"no default severity range for {name!r}; give --param, --low and --high")
+    _, _, rest = threat.partition(":")
+    fixed = [i.split("=", 1)[0].strip() for i in split_items(rest, threat) if i.strip()] if rest.strip() else []
+    if space.param in fixed:
+        raise UserError(f"--threat {threat} sets {space.param}, the parameter calibrate searches; drop it "
+                        f"(e.g. --threat {name}) or search another one with --param")
     return space
 
 
@@ -180,40 +185,38 @@ def calibrate_agent(
     agent, env: str, threat: str, target_impact: float, store: str | Path = ":memory:",
     space: SearchSpace | None = None, iterations: int = 8, episodes: int = 10, seed: int = 0, n_envs: int = 4,
     preset: str | None = None, device: str = "cpu", kind: str | None = None, vecnormalize=None,
-    on_probe: Callable[[dict], None] | None = None, allow_pickle: bool = False,
+    on_probe: Callable[[dict], None] | None = None, allow_pickle: bool = False, threads: int | None = None,
 ) -> dict:
     """Calibrate ``threat`` against an agent: clean and argmin-agent evaluations set the impact
     scale, then :func:`calibrate` bisects; every probe is a stored evaluation (reused by a
     repeated search) and the search itself is stored as a ``calibration`` run whose metrics
-    are the severity found and its impact.
+    are the severity found and its impact. ``agent`` is a spec string (loaded with the keyword
+    options), an ``AgentSpec`` or a Victim.
     """
-    from rlgauntlet.envs import make_env
-    from rlgauntlet.experiments.agents import load_for_env
-    from rlgauntlet.experiments.evaluate import run_evaluation
-    from rlgauntlet.experiments.store import ResultsStore, run_key
+    from rlgauntlet.experiments.agents import as_agent_spec, open_job
+    from rlgauntlet.experiments.evaluate import check_seed, run_evaluation
+    from rlgauntlet.experiments.store import run_key
     from rlgauntlet.metrics.impact import ARGMIN_LABEL, ArgminVictim
-
-    from rlgauntlet.experiments.evaluate import check_seed
 
     if not 0 < target_impact <= 1:
         raise UserError(f"--target-impact {target_impact} must be in (0, 1]")
     check_seed(seed, episodes)
     space = space or search_space(threat)
-    victim, env_preset = load_for_env(agent, env, preset, device, kind, vecnormalize, allow_pickle=allow_pickle)
-    results = ResultsStore(store)
-    env_info = {"id": env, "preset": env_preset}
-    env_fn = lambda: make_env(env, env_preset)  # noqa: E731
+    spec = as_agent_spec(agent, preset=preset, device=device, kind=kind, vecnormalize=vecnormalize,
+                         allow_pickle=allow_pickle or None)
+    with open_job(spec, env, store, threads, preset) as job:
+        victim, results, env_info, env_fn = job.victim, job.store, job.env_info, job.env_fn
 
-    def evaluate_spec(spec: str) -> dict:
-        t = parse_threat(spec) if spec != "clean" else None
-        if t is not None:
-            t.check_victim(victim)
-        summary = run_evaluation(results, env_fn, env_info, victim, t, episodes, seed, n_envs=n_envs, resume=True)
-        if on_probe is not None:
-            on_probe(summary)
-        return summary
+        def evaluate_spec(spec: str) -> dict:
+            t = parse_threat(spec) if spec != "clean" else None
+            if t is not None:
+                t.check_victim(victim)
+            summary = run_evaluation(results, env_fn, env_info, victim, t, episodes, seed, n_envs=n_envs, resume=True)
+            if on_probe is not None:
+                on_probe(summary)
+            return summary
 
-    try:
+        parse_threat(_spec(threat, space.param, space.high)).check_victim(victim)  # refused before any probe
         score_max = evaluate_spec("clean")["return_mean"]
         score_min = run_evaluation(results, env_fn, env_info, ArgminVictim(victim), None, episodes, seed,
                                    n_envs=n_envs, resume=True, label=ARGMIN_LABEL)["return_mean"]
@@ -224,6 +227,4 @@ def calibrate_agent(
         results.add_metric(run_id, "severity", result.get("severity"), space.param)
         results.add_metric(run_id, "impact", result["impact"], "fraction of the clean-to-argmin score range")
         result["run_id"] = run_id
-    finally:
-        results.close()
     return result

@@ -35,10 +35,43 @@ R = TypeVar("R")
 OnDone = Callable[[T, R], None]
 
 
-def _worker_init() -> None:
+#: seconds between a worker's checks that its driver is alive (where the kernel cannot tell it)
+DRIVER_CHECK_SECONDS = 1.0
+
+
+def _worker_init(driver_pid: int | None = None) -> None:
     # Ctrl-C in a terminal reaches the whole process group: the driver handles it (it stops the
     # workers and says what was kept); a worker dying of it first would look like a crash.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if driver_pid is not None:
+        _die_with_driver(driver_pid)
+
+
+def _die_with_driver(driver_pid: int) -> None:
+    """End this worker when its driver dies, even by SIGKILL (which the driver cannot handle):
+    Linux's parent-death signal where there is one, and everywhere a thread that checks the
+    parent between tasks' work every second. Without this, a killed sweep leaves its workers
+    (and multiprocessing's resource tracker, which waits for them) running for minutes."""
+    import threading
+    import time
+
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != driver_pid:  # the driver died before the signal was armed
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(DRIVER_CHECK_SECONDS)
+            if os.getppid() != driver_pid:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="rlgauntlet-driver-watch", daemon=True).start()
 
 
 class LocalExecutor:
@@ -75,7 +108,7 @@ class LocalExecutor:
         while pending:
             self._pool = ProcessPoolExecutor(min(self.workers, len(pending)),
                                              mp_context=multiprocessing.get_context("spawn"),
-                                             initializer=_worker_init)
+                                             initializer=_worker_init, initargs=(os.getpid(),))
             futures = {self._pool.submit(fn, task): task for task in pending}
             pending = []
             for future in as_completed(futures):

@@ -50,3 +50,18 @@ def analyse_spectrum(victim: Victim, env_fn: Callable[[], gym.Env], threats: Seq
     report.update({"agent": victim.description, "steps": int(states.shape[0]), "seed": seed,
                    "frame": "newest frame of each stacked input, network input scale [0, 1]"})
     return report
+
+
+def spectrum(agent, env: str, threats: Sequence[str], steps: int = 256, seed: int = 0,
+             threads: int | None = None) -> dict:
+    """The spectrum job (``rlgauntlet spectrum``): ``agent`` (a spec string, an ``AgentSpec`` or a
+    Victim) plays ``env`` clean for ``steps`` steps from episode seed ``seed`` on, and each
+    observation threat of ``threats`` (specs) is analysed on the states it visited."""
+    from rlgauntlet.experiments.agents import open_job
+    from rlgauntlet.threats import parse_threat
+
+    parsed = [parse_threat(s) for s in threats]  # a bad spec fails before anything loads
+    with open_job(agent, env, threads=threads) as job:
+        report = analyse_spectrum(job.victim, job.env_fn, parsed, steps, seed)
+    report["env"] = env
+    return report

@@ -21,12 +21,14 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import math
 import json
 import sqlite3
 import time
 from pathlib import Path
 
 from rlgauntlet.engine.rollout import EpisodeRecord
+from rlgauntlet.errors import UserError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -134,6 +136,20 @@ def _check_is_our_store(path: Path) -> None:
                         f"{', '.join(sorted(tables)) or 'none'}); it was left untouched; {hint}")
 
 
+def check_store_location(path: str | Path) -> Path:
+    """Refuse, without creating or changing anything, a --store that is a directory, a file we did
+    not write, or a place that cannot be written."""
+    from rlgauntlet.common.outputs import check_run_dir
+
+    path = Path(path)
+    if path.is_dir():
+        raise UserError(f"--store {path} is a directory; give a file name, e.g. --store {path}/results.sqlite")
+    if path.is_file() and path.stat().st_size > 0:
+        _check_is_our_store(path)
+    check_run_dir(path.parent, f"--store {path}: its folder")
+    return path
+
+
 def run_key(identity: dict) -> str:
     """Stable hash of what determines a run's episodes."""
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
@@ -216,9 +232,22 @@ class ResultsStore:
         row = self.conn.execute("SELECT MAX(run_id) FROM runs WHERE key = ?", (key,)).fetchone()
         return None if row[0] is None else int(row[0])
 
+    def _corrupt(self, what: str) -> UserError:
+        return UserError(f"--store {self.path} is damaged: {what}; re-run into a new --store (or restore the file "
+                         "from a copy)")
+
+    def _meta(self, run_id: int, text: str) -> dict:
+        try:
+            meta = json.loads(text)
+        except (TypeError, ValueError):
+            meta = None
+        if not isinstance(meta, dict):
+            raise self._corrupt(f"run {run_id} has an unreadable description")
+        return meta
+
     def run_meta(self, run_id: int) -> dict:
         row = self.conn.execute("SELECT meta FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        return json.loads(row[0])
+        return self._meta(run_id, row[0])
 
     def runs(self, kind: str | None = None) -> list[tuple[int, dict]]:
         """Every run (of ``kind``, when given) as (run_id, meta), oldest first."""
@@ -226,7 +255,7 @@ class ResultsStore:
         if kind is not None:
             sql, args = sql + " WHERE kind = ?", (kind,)
         rows = self.conn.execute(sql + " ORDER BY run_id", args).fetchall()
-        return [(int(r[0]), json.loads(r[1])) for r in rows]
+        return [(int(r[0]), self._meta(int(r[0]), r[1])) for r in rows]
 
     def add_wall_seconds(self, run_id: int, seconds: float) -> None:
         self.conn.execute("UPDATE runs SET wall_seconds = wall_seconds + ? WHERE run_id = ?", (seconds, run_id))
@@ -261,6 +290,12 @@ class ResultsStore:
         records = []
         for row in rows:
             fields = dict(zip(EPISODE_FIELDS, row))
-            fields.update({k: None if fields[k] is None else json.loads(fields[k]) for k in JSON_FIELDS})
+            try:
+                fields.update({k: None if fields[k] is None else json.loads(fields[k]) for k in JSON_FIELDS})
+            except (TypeError, ValueError):
+                raise self._corrupt(f"episode {fields['episode']} of run {run_id} has unreadable fields") from None
+            if not isinstance(fields["episode_return"], (int, float)) or not math.isfinite(fields["episode_return"]):
+                raise self._corrupt(f"episode {fields['episode']} of run {run_id} has the return "
+                                    f"{fields['episode_return']!r}, not a finite number")
             records.append(EpisodeRecord(**fields))
         return records if limit is None else [r for r in records if r.episode < limit]

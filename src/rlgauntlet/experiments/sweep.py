@@ -158,7 +158,21 @@ class SweepSpec(BaseModel):
         _check_groups(self.strongest_of)
         if self.eps is not None and self.eps_grid is not None:
             raise ValueError("give either eps or eps_grid, not both")
+        _no_duplicates("threats", [t.replace(" ", "") for t in self.threats])
+        _no_duplicates("suites", self.suites)
+        _no_duplicates("agents", [a.model_dump_json() for a in self.agents], [a.agent for a in self.agents])
+        for a in self.agents:
+            _no_duplicates(f"threats of {a.agent}", [t.replace(" ", "") for t in a.threats or []])
         return self
+
+
+def _no_duplicates(what: str, keys: list[str], names: list[str] | None = None) -> None:
+    """A sweep lists each agent, threat and suite once (a repeat would be counted twice)."""
+    seen: set[str] = set()
+    for key, name in zip(keys, names or keys):
+        if key in seen:
+            raise ValueError(f"{what} lists {name} twice; list it once")
+        seen.add(key)
 
 
 def load_sweep_file(path: str | Path) -> SweepSpec:

@@ -45,7 +45,8 @@ def _open_stores(paths: list[str | Path]) -> list[ResultsStore]:
     for path in paths:
         path = Path(path)
         if not path.is_file():
-            raise UserError(f"--store {path} does not exist; give a results store written by evaluate or sweep")
+            what = "is a directory" if path.is_dir() else "does not exist"
+            raise UserError(f"--store {path} {what}; give a results store written by evaluate or sweep")
         stores.append(ResultsStore(path))
     return stores
 

@@ -203,11 +203,11 @@ def learn_dynamics(victim, env_id: str, env_fn: Callable, samples: int, run_dir:
                             "give a new --run-dir")
     elif any(run_dir.iterdir()):
         raise UserError(f"{run_dir} is not empty and holds no dynamics run; give a new or empty --run-dir")
-    config_path.write_text(json.dumps(config, indent=1))
     data_path = run_dir / "data.npz"
     started = time.perf_counter()
     if data_path.exists():
         data = dict(np.load(data_path))
+        config_path.write_text(json.dumps(config, indent=1))  # the same settings, the epochs of this run
         log(f"resumed: {len(data['s'])} transitions from {data_path}")
     else:
         log(f"collecting {samples} transitions on {env_id} (half agent, half uniform random)")
@@ -215,6 +215,9 @@ def learn_dynamics(victim, env_id: str, env_fn: Callable, samples: int, run_dir:
         if not test_mask(data).any() or test_mask(data).all():
             raise UserError(f"--samples {samples} holds fewer than {TEST_EVERY} episodes of each policy on {env_id}, so "
                             f"no episode is left out to test the model; give more samples")
+        # the settings are written once the data are good: a refused run leaves nothing behind that
+        # would block the retry its message suggests (more --samples)
+        config_path.write_text(json.dumps(config, indent=1))
         tmp = run_dir / "data.tmp.npz"
         np.savez(tmp, **data)
         os.replace(tmp, data_path)

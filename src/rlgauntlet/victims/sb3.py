@@ -71,6 +71,10 @@ class VecNormalizeStats:
             else:
                 self._source = load_data_pickle(Path(path), allow_pickle)
             self.mean, self.var, self.clip, self.epsilon, self.enabled  # noqa: B018 - validate the file now
+            if not (np.isfinite(self.mean).all() and np.isfinite(self.var).all() and (self.var >= 0).all()
+                    and np.isfinite(self.clip) and self.clip > 0 and np.isfinite(self.epsilon)):
+                raise UserError(f"VecNormalize file {path} holds a non-finite mean or variance, a negative variance "
+                                "or a bad clip; give the statistics file saved with the agent")
         except UserError:
             raise
         except FileNotFoundError:
@@ -399,6 +403,9 @@ def load_sb3(
             "is it an SB3 model with one of SB3's own policies?"
         ) from None
     stats = VecNormalizeStats(vecnormalize, allow_pickle) if vecnormalize is not None else None
+    if stats is not None and stats.enabled and stats.mean.shape != tuple(obs_space.shape or ()):
+        raise UserError(f"VecNormalize file {vecnormalize} normalises observations of shape {stats.mean.shape}, but "
+                        f"the agent takes {tuple(obs_space.shape or ())}; give the statistics saved with this agent")
     description = {
         "source": "sb3",
         "path": str(path),
