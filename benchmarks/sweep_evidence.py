@@ -96,7 +96,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/sweep_evidence.json"))
     parser.add_argument("--folder", type=Path, default=Path("runs/sweep-evidence"))
     args = parser.parse_args()
-    from rlgauntlet.common.netns import RayNamespace, namespace_unavailable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))  # tools/netns.py: not installed
+    from netns import RayNamespace, namespace_unavailable
     from rlgauntlet.experiments.sweep import load_sweep_file
 
     spec = load_sweep_file(args.sweep)

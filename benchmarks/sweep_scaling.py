@@ -69,7 +69,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/sweep_scaling.json"))
     args = parser.parse_args()
-    from rlgauntlet.common.netns import RayNamespace, namespace_unavailable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))  # tools/netns.py: not installed
+    from netns import RayNamespace, namespace_unavailable
 
     rows, notes = [], {}
     with tempfile.TemporaryDirectory() as tmp:

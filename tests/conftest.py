@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import torch
 
 torch.set_num_threads(1)
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tools"))  # developer helpers that are not installed (tools/netns.py)
 
 
 @pytest.fixture(scope="session", autouse=True)

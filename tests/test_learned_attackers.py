@@ -360,7 +360,7 @@ def test_attack_train_resumes_and_refuses_other_settings(tmp_path):
 # -- Robust Sarsa ------------------------------------------------------------------------------------
 def _linear_rs_folder(tmp_path, victim, w_x, w_a, env="CartPole-v1"):
     """A Robust Sarsa folder holding a linear Q(x, a) = w_x·x + w_a·a (hidden layers: none)."""
-    from rlgauntlet.training.robust_sarsa import Q_FILE, q_network
+    from rlgauntlet.threats.learned.robust_sarsa import Q_FILE, q_network
 
     net = q_network(len(w_x) + len(w_a), ())
     with torch.no_grad():

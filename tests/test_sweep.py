@@ -260,7 +260,7 @@ def test_cli_sigint_keeps_finished_chunks_and_a_rerun_completes(tmp_path):
 # --- Ray, inside a loopback-only network namespace --------------------------------------------
 
 def test_ray_head_in_a_namespace_matches_the_local_executor(tmp_path):
-    from rlgauntlet.common.netns import RayNamespace, namespace_unavailable
+    from netns import RayNamespace, namespace_unavailable  # tools/netns.py: for tests and benchmarks only
 
     reason = namespace_unavailable()
     if reason:

@@ -63,7 +63,7 @@ def test_tampered_zoo_file_is_refused(tmp_path, monkeypatch):
 def test_an_ensemble_whose_member_list_disagrees_with_the_manifest_is_refused(tmp_path, monkeypatch):
     import json as json_
 
-    from rlgauntlet.victims.sb3 import sha256_file
+    from rlgauntlet.common.hashing import sha256_file
     from rlgauntlet.zoo import zoo_dir
 
     shutil.copytree(zoo_dir(), tmp_path / "zoo")

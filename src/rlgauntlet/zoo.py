@@ -82,7 +82,7 @@ def zoo_entry(name: str) -> dict:
 
 
 def _verified(info: dict) -> Path:
-    from rlgauntlet.victims.sb3 import sha256_file
+    from rlgauntlet.common.hashing import sha256_file
 
     path = zoo_dir() / info["file"]
     if not path.exists():
@@ -128,7 +128,7 @@ def zoo_files(entry: dict) -> list[Path]:
 
 def _write_member_list(directory: Path, name: str, entry: dict) -> None:
     """Write an ensemble's member list (file, sha256, seed of each) as its ``file``."""
-    from rlgauntlet.victims.sb3 import sha256_file
+    from rlgauntlet.common.hashing import sha256_file
 
     target = directory / f"{name}.ensemble.json"
     members = [{"file": m["file"], "sha256": m["sha256"], "seed": m.get("seed")} for m in entry["members"]]
@@ -141,7 +141,7 @@ def _store_agent_file(src: Path, target: Path) -> dict:
     ``victims.sb3_files.write_agent_zip``): an SB3 zip loses its optimizer state and target
     networks, a VecNormalize pickle becomes plain numbers. Returns its manifest fields; the
     trained file's own sha256 stays on record as ``source_sha256``."""
-    from rlgauntlet.victims.sb3 import sha256_file
+    from rlgauntlet.common.hashing import sha256_file
     from rlgauntlet.victims.sb3_files import write_agent_zip, write_vecnormalize_json
 
     src = Path(src)

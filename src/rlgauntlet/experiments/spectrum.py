@@ -17,6 +17,7 @@ from rlgauntlet.common.seeding import BatchRNG, episode_generator
 from rlgauntlet.engine.rollout import evaluate_episodes
 from rlgauntlet.errors import UserError
 from rlgauntlet.metrics.spectrum import spectrum_report
+from rlgauntlet.threats.base import perturb_once
 from rlgauntlet.victims import Victim
 
 
@@ -44,8 +45,7 @@ def analyse_spectrum(victim: Victim, env_fn: Callable[[], gym.Env], threats: Seq
         t.check_victim(victim)
     states = visited_inputs(victim, env_fn, steps, seed)
     rng = BatchRNG([episode_generator(seed, k, "threat") for k in range(states.shape[0])])
-    with torch.no_grad():
-        perturbed = {t.spec: t.perturb(states, victim, rng)[:, -1] for t in threats}
+    perturbed = {t.spec: perturb_once(t, states, victim, rng)[:, -1] for t in threats}
     report = spectrum_report(states[:, -1], perturbed)
     report.update({"agent": victim.description, "steps": int(states.shape[0]), "seed": seed,
                    "frame": "newest frame of each stacked input, network input scale [0, 1]"})

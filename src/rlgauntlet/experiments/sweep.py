@@ -81,6 +81,13 @@ class AgentEntry(AgentSpec):
     def _grid(cls, value: object) -> object:
         return _grid_text(value)
 
+    @field_validator("allow_pickle")
+    @classmethod
+    def _pickle_is_the_users_choice(cls, value: bool) -> bool:
+        if value:  # a shared sweep file must not be able to run code in agent files
+            raise ValueError("running pickled code is the user's choice: pass --allow-pickle to rlgauntlet sweep")
+        return value
+
     @field_validator("strongest_of", mode="before")
     @classmethod
     def _groups(cls, value: object) -> object:

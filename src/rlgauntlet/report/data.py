@@ -20,14 +20,6 @@ from pathlib import Path
 from rlgauntlet.experiments.evaluate import summarize
 from rlgauntlet.experiments.store import ResultsStore
 
-#: threat families by the module a threat lives in (``rlgauntlet.threats.<module>``)
-FAMILIES = {
-    "natural": "natural", "corruptions": "natural", "noise": "natural", "memory": "natural",
-    "actions": "natural", "world": "natural",
-    "attacks": "adversarial", "learned": "learned", "model_based": "model_based",
-}
-
-
 def threat_family(spec: str) -> str:
     """``natural``, ``adversarial``, ``learned``, ``model_based``, ``certified`` or ``other``."""
     from rlgauntlet.threats.base import THREATS
@@ -40,7 +32,7 @@ def threat_family(spec: str) -> str:
         return "certified"
     if name not in THREATS:
         return "other"
-    return FAMILIES.get(THREATS[name].__module__.split(".")[2], "other")
+    return THREATS[name].family  # declared by each threat (threats.base.FAMILIES)
 
 
 def agent_label(agent: dict | str) -> str:

@@ -40,35 +40,35 @@ def _frame(x) -> np.ndarray:
 def natural_examples(group: AgentRuns, specs: list[str], warmup: int = 60) -> list[dict]:
     """``[{"spec", "clean", "perturbed"}]`` (PNG data URIs), or one ``{"note"}`` saying why none."""
     from rlgauntlet.common.seeding import BatchRNG, episode_generator
-    from rlgauntlet.envs import make_env
     from rlgauntlet.errors import UserError
+    from rlgauntlet.experiments.agents import AgentSpec, open_job
     from rlgauntlet.threats import parse_threat
-    from rlgauntlet.victims import load_victim
+    from rlgauntlet.threats.base import perturb_once
 
     spec = _agent_spec(group.agent)
     if spec is None:
         return [{"note": "the agent file is not at its recorded path; no example frames"}]
     seed = int(group.clean.meta.get("seed", 0)) if group.clean else 0
-    env = make_env(group.env, group.preset)
     try:
-        victim = load_victim(spec, env.observation_space, env.action_space)
-        obs, _ = env.reset(seed=seed)
-        for _ in range(warmup):
-            obs, _, terminated, truncated, _ = env.step(victim.act(obs[None])[0])
-            if terminated or truncated:
+        with open_job(AgentSpec(agent=spec, preset=group.preset), group.env) as job:
+            victim, env = job.victim, job.env_fn()
+            try:
                 obs, _ = env.reset(seed=seed)
+                for _ in range(warmup):
+                    obs, _, terminated, truncated, _ = env.step(victim.act(obs[None])[0])
+                    if terminated or truncated:
+                        obs, _ = env.reset(seed=seed)
+            finally:
+                env.close()
     except UserError as exc:
         return [{"note": f"no example frames: {exc}"}]
-    finally:
-        env.close()
     x = victim.preprocess(obs[None])
     out = []
     for text in specs:
         threat = parse_threat(text)
         rng = BatchRNG([episode_generator(seed, 0, "threat")])
-        try:
-            perturbed = threat.perturb(x.clone(), victim, rng)
-        except NotImplementedError:  # threats with memory (delays, frozen frames) act only in an episode
-            continue
+        if threat.place != "observation" or threat.new_state() is not None:
+            continue  # action and world threats, and those with memory (delays, frozen frames), act only in an episode
+        perturbed = perturb_once(threat, x.clone(), victim, rng)
         out.append({"spec": text, "clean": png_uri_of_array(_frame(x)), "perturbed": png_uri_of_array(_frame(perturbed))})
     return out

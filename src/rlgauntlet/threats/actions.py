@@ -44,6 +44,7 @@ class ActionNoise(Threat):
     """
 
     name = "action_noise"
+    family = "natural"
     place = "action"
 
     class Params(ThreatParams):
@@ -75,6 +76,7 @@ class RandomAction(Threat):
     """
 
     name = "random_action"
+    family = "natural"
     place = "action"
     Params = _NoParams
 

@@ -115,6 +115,10 @@ class Threat(ABC):
     """
 
     name: ClassVar[str]
+    #: which section of the report shows it: one of :data:`FAMILIES`
+    family: ClassVar[str]
+    #: a gradient objective: ``fgsm:objective=NAME`` and ``pgd:objective=NAME`` run it
+    objective: ClassVar[bool] = False
     Params: ClassVar[type[ThreatParams]]
     place: ClassVar[Place] = "observation"
     #: parameters that are sizes in the victim's input space (need a known budget space)
@@ -210,12 +214,34 @@ class Threat(ABC):
 THREATS: dict[str, type[Threat]] = {}
 
 
+#: threat families, each a section of the report: natural changes of the world (perturbations,
+#: corruptions, noise, memory, actions, physics), gradient attacks, learned attackers, model-based attacks
+FAMILIES = ("natural", "adversarial", "learned", "model_based")
+
+
 def register_threat(cls: type[Threat]) -> type[Threat]:
     """Class decorator: make ``cls`` constructible from spec strings by its ``name``."""
     if cls.name in THREATS:
         raise ValueError(f"threat {cls.name!r} registered twice")
+    if getattr(cls, "family", None) not in FAMILIES:
+        raise ValueError(f"threat {cls.name!r} declares no family; set family to one of {', '.join(FAMILIES)}")
     THREATS[cls.name] = cls
     return cls
+
+
+def perturb_once(threat: Threat, x: torch.Tensor, victim: Victim, rng: BatchRNG) -> torch.Tensor:
+    """Every row of ``x`` perturbed as on the first step of a fresh episode, through the same
+    applier the engine and training under a threat use (:meth:`Threat.apply`): what a spectrum
+    or an example frame shows."""
+    rows = x.shape[0]
+    memory = Memory([threat.new_state() for _ in range(rows)], torch.zeros(rows, dtype=torch.long, device=x.device))
+    out, _ = threat.apply(x, victim, rng, memory, torch.ones(rows, dtype=torch.bool, device=x.device))
+    return out
+
+
+def objectives() -> tuple[str, ...]:
+    """The registered gradient objectives (threats with ``objective = True``), in registration order."""
+    return tuple(name for name, cls in THREATS.items() if cls.objective)
 
 
 def clip_to_input(x: torch.Tensor, victim: Victim) -> torch.Tensor:

@@ -70,6 +70,7 @@ class ImpulseNoise(ImageThreat):
     """
 
     name = "impulse_noise"
+    family = "natural"
 
     class Params(SeverityParams):
         amount: float | None = Field(None, ge=0.0, le=1.0, description="fraction of pixels hit")
@@ -130,6 +131,7 @@ class MotionBlur(ImageThreat):
     """
 
     name = "motion_blur"
+    family = "natural"
 
     class Params(SeverityParams):
         radius: int | None = Field(None, ge=0, description="kernel radius in pixels")
@@ -159,6 +161,7 @@ class Pixelate(ImageThreat):
     """
 
     name = "pixelate"
+    family = "natural"
 
     class Params(SeverityParams):
         factor: float | None = Field(None, gt=0.0, le=1.0, description="downscale factor")

@@ -35,6 +35,7 @@ class ObsDelay(Threat):
     """
 
     name = "obs_delay"
+    family = "natural"
 
     class Params(ThreatParams):
         steps: int = Field(ge=1, le=1000, description="delay k in agent steps")
@@ -66,6 +67,7 @@ class FrameFreeze(Threat):
     """
 
     name = "frame_freeze"
+    family = "natural"
 
     class Params(ThreatParams):
         duration: int = Field(ge=1, le=100_000, description="steps a freeze lasts")

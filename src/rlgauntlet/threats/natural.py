@@ -91,6 +91,7 @@ class BrightnessContrast(ImageThreat):
     """
 
     name = "brightness_contrast"
+    family = "natural"
 
     class Params(ThreatParams):
         alpha: float = Field(1.0, ge=0.0, description="contrast factor α")
@@ -131,6 +132,7 @@ class MedianBlur(ImageThreat):
     """
 
     name = "median_blur"
+    family = "natural"
 
     class Params(ThreatParams):
         kernel: int = Field(3, ge=1, description="odd kernel size in pixels")
@@ -154,6 +156,7 @@ class Rotation(ImageThreat):
     """
 
     name = "rotation"
+    family = "natural"
 
     class Params(ThreatParams):
         degrees: float = Field(description="rotation angle in degrees, counter-clockwise")
@@ -191,6 +194,7 @@ class Shift(ImageThreat):
     """
 
     name = "shift"
+    family = "natural"
 
     class Params(ThreatParams):
         ti: int = Field(0, description="pixels along x (columns)")
@@ -235,6 +239,7 @@ class Perspective(ImageThreat):
     """
 
     name = "perspective"
+    family = "natural"
 
     class Params(ThreatParams):
         norm: float = Field(ge=0.0, description="largest corner displacement in pixels")
@@ -288,6 +293,7 @@ class Jpeg(ImageThreat):
     """
 
     name = "jpeg"
+    family = "natural"
 
     class Params(ThreatParams):
         quality: int = Field(ge=1, le=100, description="JPEG quality, 100 = best")

@@ -27,6 +27,7 @@ class GaussianNoise(Threat):
     """
 
     name = "gaussian_noise"
+    family = "natural"
     budget_params = ("std",)
 
     class Params(ThreatParams):
@@ -68,6 +69,7 @@ class UniformNoise(Threat):
     """
 
     name = "uniform_noise"
+    family = "natural"
     budget_params = ("eps",)
 
     class Params(ThreatParams):
@@ -87,6 +89,7 @@ class SensorDropout(Threat):
     """
 
     name = "sensor_dropout"
+    family = "natural"
 
     class Params(ThreatParams):
         rate: float = Field(ge=0.0, le=1.0, description="probability that a coordinate reads 0")
@@ -106,6 +109,7 @@ class SensorBias(Threat):
     """
 
     name = "sensor_bias"
+    family = "natural"
     budget_params = ("scale",)
 
     class Params(ThreatParams):

@@ -120,6 +120,7 @@ class Physics(Threat):
     """
 
     name = "physics"
+    family = "natural"
     place = "world"
 
     class Params(ThreatParams):

@@ -31,26 +31,14 @@ from typing import Callable
 
 import numpy as np
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 from rlgauntlet.bounds.ibp import ibp
 from rlgauntlet.common.seeding import BatchRNG, episode_generator
 from rlgauntlet.envs.presets import make_train_vec_env
 from rlgauntlet.errors import UserError
+from rlgauntlet.threats.learned.robust_sarsa import Q_FILE, q_network
 from rlgauntlet.victims.base import Victim
-
-Q_FILE = "q.pt"
-
-
-def q_network(input_dim: int, hidden: tuple[int, ...] = (64, 64)) -> nn.Sequential:
-    """The Q^π network on the concatenated [x, a] (tanh MLP, one output)."""
-    layers: list[nn.Module] = []
-    for width in hidden:
-        layers += [nn.Linear(input_dim, width), nn.Tanh()]
-        input_dim = width
-    return nn.Sequential(*layers, nn.Linear(input_dim, 1))
-
 
 def _schedule(iteration: int, iterations: int, final: float) -> float:
     """0 for the first third, a linear ramp over the second, ``final`` over the last third."""

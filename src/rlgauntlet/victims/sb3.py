@@ -14,7 +14,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import zipfile
 from pathlib import Path
@@ -24,6 +23,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from rlgauntlet.common.hashing import sha256_file  # noqa: F401 - re-exported for callers
 from rlgauntlet.errors import UserError
 from rlgauntlet.victims.conv_input_grad import use_fast_input_gradients
 from rlgauntlet.victims.base import Affine, PolicyOutput, Victim, as_tensor, choose_dtype, flatten_chain
@@ -31,12 +31,6 @@ from rlgauntlet.victims.base import Affine, PolicyOutput, Victim, as_tensor, cho
 SB3_ALGORITHMS = ("ppo", "a2c", "dqn", "sac", "td3", "ddpg")
 
 
-def sha256_file(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 #: algorithms whose policies are the same classes (A2C and PPO, TD3 and DDPG) form a family

@@ -124,7 +124,7 @@ def load_torchscript(
     the victim's description. Every module is tried on a dummy batch first, so a module that
     does not fit the env's observations or actions is refused with a clear message.
     """
-    from rlgauntlet.victims.sb3 import sha256_file
+    from rlgauntlet.common.hashing import sha256_file
 
     path = Path(path)
     if not path.exists():

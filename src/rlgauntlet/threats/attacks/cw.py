@@ -27,6 +27,8 @@ from rlgauntlet.victims.base import Victim
 @register_threat
 class CarliniWagner(Threat):
     name = "cw"
+    family = "adversarial"
+    objective = True  # usable as fgsm:objective=NAME / pgd:objective=NAME
     white_box = True
 
     class Params(ThreatParams):

@@ -39,6 +39,8 @@ def policy_divergence(out: PolicyOutput, ref: PolicyOutput) -> torch.Tensor:
 @register_threat
 class MaxDiff(GradientAttack):
     name = "maxdiff"
+    family = "adversarial"
+    objective = True  # usable as fgsm:objective=NAME / pgd:objective=NAME
 
     class Params(AttackParams):
         random_start: bool = True

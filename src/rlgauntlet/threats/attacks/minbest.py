@@ -20,6 +20,8 @@ from rlgauntlet.victims.base import PolicyOutput, Victim
 @register_threat
 class MinBest(GradientAttack):
     name = "minbest"
+    family = "adversarial"
+    objective = True  # usable as fgsm:objective=NAME / pgd:objective=NAME
     kinds = ("q", "categorical")
     kinds_hint = "; for continuous victims use maxdiff or targeted"
 

@@ -21,6 +21,8 @@ from rlgauntlet.victims.base import PolicyOutput, Victim
 @register_threat
 class MinQ(GradientAttack):
     name = "minq"
+    family = "adversarial"
+    objective = True  # usable as fgsm:objective=NAME / pgd:objective=NAME
     kinds = ("q",)
     kinds_hint = "; MinQ needs the victim's Q-values (a DQN agent)"
 

@@ -24,6 +24,7 @@ from rlgauntlet.victims.base import Victim
 @register_threat
 class Momentum(MinBest):
     name = "momentum"
+    family = "adversarial"
 
     class Params(AttackParams):
         mu: float = Field(0.5, ge=0.0, lt=1.0, description="momentum factor")

@@ -19,6 +19,7 @@ from rlgauntlet.victims.base import Victim
 @register_threat
 class RandomSign(Threat):
     name = "random"
+    family = "adversarial"
     budget_params = ("eps",)
 
     class Params(ThreatParams):

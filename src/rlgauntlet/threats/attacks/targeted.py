@@ -51,6 +51,8 @@ def margin(scores: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 @register_threat
 class Targeted(GradientAttack):
     name = "targeted"
+    family = "adversarial"
+    objective = True  # usable as fgsm:objective=NAME / pgd:objective=NAME
 
     class Params(AttackParams):
         action: int | None = Field(None, ge=0, description="target action index (discrete victims)")

@@ -18,4 +18,5 @@ from rlgauntlet.threats.learned.base import LearnedAttack
 @register_threat
 class PAAD(LearnedAttack):
     name = "paad"
+    family = "learned"
     method = "paad"

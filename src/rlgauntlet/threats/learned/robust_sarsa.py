@@ -25,10 +25,24 @@ from rlgauntlet.threats.base import register_threat
 from rlgauntlet.threats.learned.base import check_trained_for, read_manifest
 from rlgauntlet.victims.base import PolicyOutput, Victim
 
+#: the Q function's weights in an attacker folder (``torch.save`` of its state dict)
+Q_FILE = "q.pt"
+
+
+def q_network(input_dim: int, hidden: tuple[int, ...] = (64, 64)) -> torch.nn.Sequential:
+    """The Q^π network on the concatenated [x, a] (tanh MLP, one output), as the official
+    ``ValueDenseNet``; trained by ``training.robust_sarsa``, used here."""
+    layers: list[torch.nn.Module] = []
+    for width in hidden:
+        layers += [torch.nn.Linear(input_dim, width), torch.nn.Tanh()]
+        input_dim = width
+    return torch.nn.Sequential(*layers, torch.nn.Linear(input_dim, 1))
+
 
 @register_threat
 class RobustSarsa(GradientAttack):
     name = "robust_sarsa"
+    family = "learned"
     kinds = ("gaussian", "deterministic")
     kinds_hint = "; for discrete agents use minq, maxdiff or paad"
 
@@ -57,8 +71,6 @@ class RobustSarsa(GradientAttack):
     @cached_property
     def q_function(self) -> torch.nn.Module:
         from pathlib import Path
-
-        from rlgauntlet.training.robust_sarsa import Q_FILE, q_network
 
         path = Path(self.params.q) / Q_FILE
         try:

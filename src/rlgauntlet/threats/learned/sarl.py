@@ -18,5 +18,6 @@ from rlgauntlet.threats.learned.base import LearnedAttack
 @register_threat
 class SARL(LearnedAttack):
     name = "sarl"
+    family = "learned"
     method = "sarl"
     white_box = False

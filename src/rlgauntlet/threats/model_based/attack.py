@@ -123,6 +123,7 @@ class ModelObservationAttack(_ModelAttack):
     """
 
     name = "model_obs"
+    family = "model_based"
     mode = "observation"
     budget_params = ("eps",)
 
@@ -142,6 +143,7 @@ class ModelActionAttack(_ModelAttack):
     """
 
     name = "model_action"
+    family = "model_based"
     place = "action"
     mode = "action"
 

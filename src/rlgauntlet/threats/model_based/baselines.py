@@ -180,6 +180,7 @@ class RandU(_BestOfObservation):
     """
 
     name = "rand_u"
+    family = "model_based"
     corners = False
 
 
@@ -191,6 +192,7 @@ class RandB(_BestOfObservation):
     """
 
     name = "rand_b"
+    family = "model_based"
     corners = True
 
 
@@ -202,6 +204,7 @@ class RandUAction(_BestOfAction):
     """
 
     name = "rand_u_action"
+    family = "model_based"
     corners = False
 
 
@@ -213,6 +216,7 @@ class RandBAction(_BestOfAction):
     """
 
     name = "rand_b_action"
+    family = "model_based"
     corners = True
 
 
@@ -228,6 +232,7 @@ class Flip(Threat):
     """
 
     name = "flip"
+    family = "model_based"
     Params = FlipParams
     budget_params = ("eps",)
 
@@ -243,6 +248,7 @@ class FlipAction(Threat):
     """
 
     name = "flip_action"
+    family = "model_based"
     Params = FlipParams
     place = "action"
 

@@ -12,7 +12,7 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
+from rlgauntlet.common.hashing import sha256_file
 import json
 from pathlib import Path
 
@@ -27,7 +27,7 @@ MODEL_FILE = "model.pt"
 
 
 def file_sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return sha256_file(path)
 
 
 class DynamicsModel(nn.Module):
