@@ -17,7 +17,7 @@ from pathlib import Path
 from _common import zoo_victim_or_exit
 
 from rlgauntlet.envs import make_env
-from rlgauntlet.experiments.evaluate import run_evaluation
+from rlgauntlet.experiments.runs import run_evaluation
 from rlgauntlet.experiments.store import ResultsStore
 from rlgauntlet.metrics.impact import ARGMIN_LABEL, ArgminVictim, impact
 from rlgauntlet.threats import parse_threat

@@ -9,8 +9,8 @@ import torch.nn as nn
 
 from rlgauntlet.engine.rollout import evaluate_episodes
 from rlgauntlet.envs import make_env
-from rlgauntlet.experiments.certify import (GreedyWorstCaseVictim, absolute_worst_case, certified, certified_margin,
-                                            certify, feasible_actions, score_gap)
+from rlgauntlet.bounds.certification import certified, certified_margin, feasible_actions, score_gap
+from rlgauntlet.experiments.certify import GreedyWorstCaseVictim, absolute_worst_case, certify
 from rlgauntlet.experiments.store import ResultsStore
 from rlgauntlet.victims import TorchVictim, load_victim
 

@@ -151,7 +151,7 @@ def test_episode_cut_by_an_outer_time_limit_does_not_leak_into_the_next():
 def test_perceptual_every_is_part_of_a_runs_key_only_when_not_the_default(tiny_models):
     """Runs recorded before the option existed keep their keys (resume finds them); a run that
     sampled SSIM on other steps is another run."""
-    from rlgauntlet.experiments.evaluate import run_identity
+    from rlgauntlet.experiments.runs import run_identity
     from rlgauntlet.experiments.store import run_key
 
     victim = load_victim(f"sb3:{tiny_models['ppo']}")

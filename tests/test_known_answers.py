@@ -193,7 +193,7 @@ def test_recorded_l2_and_linf_are_the_norms_of_what_was_applied():
 def test_ssim_matches_scikit_image_and_psnr_its_closed_form():
     from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
-    from rlgauntlet.experiments.evaluate import _perceptual_summary
+    from rlgauntlet.experiments.runs import _perceptual_summary
     from rlgauntlet.metrics.perceptual import PerceptualMeter
 
     g = torch.Generator().manual_seed(0)
@@ -212,7 +212,7 @@ def test_ssim_matches_scikit_image_and_psnr_its_closed_form():
 
 
 def test_action_change_rate_divides_by_the_checked_steps():
-    from rlgauntlet.experiments.evaluate import summarize
+    from rlgauntlet.experiments.runs import summarize
 
     recs = [EpisodeRecord(episode=0, seed=0, episode_return=1.0, length=10, perturbed_steps=10, action_checks=2,
                           action_changes=1)]

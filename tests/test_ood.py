@@ -327,7 +327,7 @@ def test_per_step_scores_do_not_depend_on_n_envs(dropout_agents, name, env_id):
 
 
 def test_uncertainty_series_survive_the_store(dropout_agents, tmp_path):
-    from rlgauntlet.experiments.evaluate import run_evaluation
+    from rlgauntlet.experiments.runs import run_evaluation
     from rlgauntlet.experiments.store import ResultsStore
     from rlgauntlet.victims import load_victim
 

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from rlgauntlet.engine.rollout import EpisodeRecord
-from rlgauntlet.experiments.evaluate import summarize
+from rlgauntlet.experiments.runs import summarize
 from rlgauntlet.experiments.store import ResultsStore
 
 

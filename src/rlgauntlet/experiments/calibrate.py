@@ -194,7 +194,7 @@ def calibrate_agent(
     options), an ``AgentSpec`` or a Victim.
     """
     from rlgauntlet.experiments.agents import as_agent_spec, open_job
-    from rlgauntlet.experiments.evaluate import check_seed, run_evaluation
+    from rlgauntlet.experiments.runs import check_seed, run_evaluation
     from rlgauntlet.experiments.store import run_key
     from rlgauntlet.metrics.impact import ARGMIN_LABEL, ArgminVictim
 

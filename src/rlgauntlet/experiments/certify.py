@@ -35,44 +35,13 @@ import numpy as np
 import torch
 
 from rlgauntlet.bounds import ibp
+from rlgauntlet.bounds.certification import certified_margin, feasible_actions, score_bounds, score_gap
 from rlgauntlet.engine.rollout import evaluate_episodes
 from rlgauntlet.envs import make_env, restore, snapshot
 from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.store import ResultsStore, run_key
 from rlgauntlet.threats.spec import parse_value
 from rlgauntlet.victims.base import DelegatingVictim, PolicyOutput, Victim
-
-
-def score_bounds(victim: Victim, x: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Nominal action scores (Q-values or logits) and their IBP bounds, each (B, A)."""
-    with torch.no_grad():
-        nominal = victim.forward(x).scores()
-        lower, upper = ibp(victim, x, eps)
-    return nominal, lower, upper
-
-
-def feasible_actions(lower: torch.Tensor, upper: torch.Tensor) -> torch.Tensor:
-    """(B, A) bool: actions some input of the ball could make the argmax (Γ of the paper)."""
-    return upper >= lower.max(dim=-1, keepdim=True).values
-
-
-def certified_margin(nominal: torch.Tensor, lower: torch.Tensor, upper: torch.Tensor) -> torch.Tensor:
-    """(B,) the nominal argmax's lower bound minus the largest upper bound of the other actions:
-    > 0 where the action is certified, and how far from it (in score units) where not."""
-    chosen = nominal.argmax(dim=-1)
-    others = upper.scatter(-1, chosen[:, None], float("-inf")).max(dim=-1).values
-    return lower.gather(-1, chosen[:, None]).squeeze(-1) - others
-
-
-def certified(nominal: torch.Tensor, lower: torch.Tensor, upper: torch.Tensor) -> torch.Tensor:
-    """(B,) bool: the nominal argmax keeps its place for every input of the ball."""
-    return certified_margin(nominal, lower, upper) > 0
-
-
-def score_gap(nominal: torch.Tensor) -> torch.Tensor:
-    """(B,) the nominal best score minus the second best: the margin bounds must stay within."""
-    top = nominal.topk(2, dim=-1).values
-    return top[:, 0] - top[:, 1]
 
 
 class GreedyWorstCaseVictim(DelegatingVictim):
@@ -182,7 +151,7 @@ def certify(
     ``agent`` is a spec string, an ``AgentSpec`` or a Victim; ``threads`` the thread policy's count.
     """
     from rlgauntlet.experiments.agents import as_agent_spec, open_job
-    from rlgauntlet.experiments.evaluate import check_seed, run_evaluation
+    from rlgauntlet.experiments.runs import check_seed, run_evaluation
 
     if (eps is None) == (eps_grid is None):
         raise UserError("give one of --eps or --eps-grid (budgets in the agent's budget space, e.g. --eps 1/255)")

@@ -35,7 +35,7 @@ import rlgauntlet
 from rlgauntlet.engine.rollout import EpisodeRecord
 from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.agents import AgentSpec, as_agent_spec, open_job
-from rlgauntlet.experiments.evaluate import check_seed, run_evaluation
+from rlgauntlet.experiments.runs import check_seed, run_evaluation
 from rlgauntlet.experiments.store import ResultsStore, run_key
 from rlgauntlet.metrics.ood import auroc, best_threshold, fpr_at_tpr, trial_summary
 from rlgauntlet.threats.suites import ood_suite

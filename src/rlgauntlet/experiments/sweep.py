@@ -286,7 +286,8 @@ def _victim(cell: Cell):
 def plan_sweep(spec: SweepSpec, store: ResultsStore) -> SweepPlan:
     """Load every agent once, expand the sweep into cells, find or create each cell's run and
     cut the episodes it lacks into chunks. Bad agents, envs or specs fail here, before any work."""
-    from rlgauntlet.experiments.evaluate import check_seed, checked_threats, open_run, threat_specs
+    from rlgauntlet.experiments.evaluate import checked_threats, threat_specs
+    from rlgauntlet.experiments.runs import check_seed, open_run
     from rlgauntlet.metrics.impact import ArgminVictim
     from rlgauntlet.threats.suites import expand_eps_grid
 
@@ -397,7 +398,8 @@ def summarize_sweep(plan: SweepPlan, store: ResultsStore) -> list[dict]:
     """One report (as ``rlgauntlet evaluate --out`` writes it) per (agent, env, seed), from the
     store: evaluations, strongest-of rows and impact."""
     from rlgauntlet.envs import make_env
-    from rlgauntlet.experiments.evaluate import Report, add_impact, run_summary, strongest_rows
+    from rlgauntlet.experiments.evaluate import Report, add_impact, strongest_rows
+    from rlgauntlet.experiments.runs import run_summary
     from rlgauntlet.threats import parse_threat
 
     spec = plan.spec

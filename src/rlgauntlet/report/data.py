@@ -17,7 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlgauntlet.experiments.evaluate import summarize
+from rlgauntlet.experiments.runs import summarize
 from rlgauntlet.experiments.store import ResultsStore
 
 def threat_family(spec: str) -> str:
