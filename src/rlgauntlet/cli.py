@@ -206,47 +206,18 @@ def train(
 
     Example: rlgauntlet train --preset cartpole-ppo
     """
-    from rlgauntlet.training.presets import get_preset
-    from rlgauntlet.training.register import register_zoo_agent
-    from rlgauntlet.training.sb3_train import train_preset
+    from rlgauntlet.training.job import plan_training, train as run_training
 
-    get_preset(preset)
-    if zoo_name is not None:
-        from rlgauntlet.zoo import check_new_zoo_name
-
-        check_new_zoo_name(zoo_name)
-    changed = [f"--{k} {v}" for k, v in (("seed", seed), ("init-from", init_from), ("threat", threat)) if v is not None]
-    if changed and register and zoo_name is None:
-        raise UserError(f"an agent trained with {' '.join(changed)} is not the preset's zoo agent; "
-                        "give --zoo-name NAME for its zoo entry, or --no-register")
-    suffix = "".join(f"-{k}" for k in (f"seed{seed}" if seed is not None else None, zoo_name) if k)
-    check_run_dir(run_dir or Path("runs") / (preset + suffix))
-    _KEPT["note"] = (f"the last checkpoint in {run_dir or Path('runs') / (preset + suffix)} is kept; run the same "
-                     "command to resume from it")
-    options = dict(device=device, total_timesteps=steps, threads=threads, stop_at_target=stop_at_target,
-                   log=lambda s: console.print(s), show_progress=console.is_terminal, seed=seed, init_from=init_from,
-                   threat=threat, allow_pickle=allow_pickle)
-    if get_preset(preset).members > 1:
-        from rlgauntlet.training.register import register_zoo_ensemble
-        from rlgauntlet.training.sb3_train import train_ensemble
-
-        if init_from is not None or threat is not None:
-            raise UserError("an ensemble preset trains its members from scratch; drop --init-from and --threat")
-        from rlgauntlet.training.register import member_solves
-
-        ckpts, rejected = train_ensemble(preset, run_dir or Path("runs") / f"{preset}{suffix}",
-                                         solves=lambda ckpt: member_solves(preset, ckpt), **options)
-        if register:
-            command = " ".join(["rlgauntlet train --preset", preset, *changed])
-            entry = register_zoo_ensemble(preset, ckpts, command=command, zoo_name=zoo_name, rejected=rejected)
-            console.print(f"zoo ensemble {zoo_name or preset}: clean return {entry['clean_return']['mean']:.1f} ± "
-                          f"{entry['clean_return']['std']:.1f} over 20 episodes")
-        return
-    ckpt = train_preset(preset, run_dir or Path("runs") / f"{preset}{suffix}", **options)
-    if register:
-        command = " ".join(["rlgauntlet train --preset", preset, *changed])
-        entry = register_zoo_agent(preset, ckpt, zoo_name=zoo_name, command=command)
-        console.print(f"zoo/{entry['file']}: clean return {entry['clean_return']['mean']:.1f} ± {entry['clean_return']['std']:.1f} over 20 episodes")
+    plan = plan_training(preset, run_dir, register, seed, init_from, threat, zoo_name)
+    _KEPT["note"] = f"the last checkpoint in {plan.run_dir} is kept; run the same command to resume from it"
+    result = run_training(preset, plan=plan, register=register, seed=seed, init_from=init_from, threat=threat,
+                          zoo_name=zoo_name, device=device, steps=steps, threads=threads, stop_at_target=stop_at_target,
+                          allow_pickle=allow_pickle, log=lambda s: console.print(s), show_progress=console.is_terminal)
+    entry = result["zoo_entry"]
+    if entry is not None:
+        kind = "ensemble" if plan.ensemble else "agent"
+        console.print(f"zoo {kind} {result['zoo_name']}: clean return {entry['clean_return']['mean']:.1f} ± "
+                      f"{entry['clean_return']['std']:.1f} over 20 episodes")
 
 
 @app.command("attack-train")
@@ -278,12 +249,8 @@ def attack_train(
     from rlgauntlet.experiments.attackers import train_attacker
     from rlgauntlet.threats.spec import parse_value
 
-    if method not in ("paad", "sarl", "robust-sarsa"):
-        raise UserError(f"--method {method}: choose paad, sarl or robust-sarsa")
-    if loss not in ("hinge", "ce"):
-        raise UserError(f"--loss {loss}: choose hinge or ce")
-    budget = parse_value(eps, f"eps={eps}", "eps")
-    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not math.isfinite(budget) or budget <= 0:
+    budget = parse_value(eps, f"eps={eps}", "eps")  # a number or a fraction; the library checks the rest
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)):
         raise UserError(f"--eps {eps}: give a positive number or fraction, e.g. --eps 0.1 or --eps 1/255")
     check_run_dir(run_dir)
     _KEPT["note"] = f"the last checkpoint in {run_dir} is kept; run the same command to resume from it"
@@ -486,8 +453,9 @@ def certify(
                 f"{r['score_gap_median']:.3g}", f"{r['certified_margin_median']:.3g}"] if discrete else \
             [_fmt(r["certified_action_deviation"])]
         if awc_max_nodes:
-            done = [v for v, f in zip(r["awc"]["returns"], r["awc"]["finished"]) if f and v is not None]
-            row.append(f"{_fmt(sum(done) / len(done)) if done else '-'} ({sum(r['awc']['finished'])}/{episodes})")
+            awc = r["awc"]
+            row.append(f"{'-' if awc['mean_finished'] is None else _fmt(awc['mean_finished'])} "
+                       f"({sum(awc['finished'])}/{episodes})")
         table.add_row(*row)
     out_console.print(table)
     if out is not None:
@@ -686,15 +654,9 @@ def sweep(
         table = Table(title=f"sweep {sweep_spec.name} against {store} (dry run: nothing written)")
         for col in ("agent", "env", "seed", "runs", "episodes", "stored", "to run"):
             table.add_column(col, justify="left" if col in ("agent", "env") else "right")
-        to_run: dict = {}
-        for chunk in plan.chunks:
-            to_run[(chunk.cell.agent, chunk.cell.env, chunk.cell.seed)] = \
-                to_run.get((chunk.cell.agent, chunk.cell.env, chunk.cell.seed), 0) + len(chunk.episodes)
-        for pair in plan.pairs:
-            total = len(pair.cells) * sweep_spec.episodes
-            missing = to_run.get((pair.entry.agent, pair.env, pair.seed), 0)
-            table.add_row(pair.entry.agent, pair.env, str(pair.seed), str(len(pair.cells)), str(total),
-                          str(total - missing), str(missing))
+        for row in plan.pair_counts():
+            table.add_row(row["agent"], row["env"], str(row["seed"]), str(row["runs"]), str(row["episodes"]),
+                          str(row["stored"]), str(row["missing"]))
         out_console.print(table)
         console.print(f"{plan.missing_episodes} of {plan.total_episodes} episodes to run in {len(plan.chunks)} chunks")
         return

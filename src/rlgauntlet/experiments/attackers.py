@@ -17,12 +17,18 @@ Example:
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 from typing import Callable
 
+from rlgauntlet.common.outputs import check_run_dir
 from rlgauntlet.common.threads import thread_policy
+from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.agents import load_for_env
+
+#: the learned attackers ``attack-train`` trains
+METHODS = ("paad", "sarl", "robust-sarsa")
 from rlgauntlet.threats.learned.base import ATTACKER_FILE, MANIFEST
 
 
@@ -52,7 +58,15 @@ def train_attacker(agent: str, env: str, method: str, eps: float, steps: int, ru
     from rlgauntlet.experiments.evaluate import evaluate
     from rlgauntlet.training.attack_train import attacker_config, learn_attacker
 
-    run_dir = Path(run_dir)
+    if method not in METHODS:
+        raise UserError(f"--method {method}: choose {', '.join(METHODS)}")
+    if loss not in ("hinge", "ce"):
+        raise UserError(f"--loss {loss}: choose hinge or ce")
+    if not (isinstance(eps, (int, float)) and not isinstance(eps, bool) and math.isfinite(eps) and eps > 0):
+        raise UserError(f"--eps {eps}: give a positive number or fraction, e.g. --eps 0.1 or --eps 1/255")
+    if not (isinstance(lam, (int, float)) and math.isfinite(lam) and lam >= 0):
+        raise UserError(f"--lam {lam}: give a finite number ≥ 0")
+    run_dir = check_run_dir(run_dir)
     with thread_policy(threads):
         victim, _ = load_for_env(agent, env, device=device, vecnormalize=vecnormalize, allow_pickle=allow_pickle)
         identity = {"agent": agent, "sha256": victim.description.get("sha256"),
@@ -90,7 +104,6 @@ def train_attacker(agent: str, env: str, method: str, eps: float, steps: int, ru
 def _train_q_function(victim, identity: dict, env: str, steps: int, run_dir: Path, seed: int, sarsa_eps: float,
                       sarsa_reg: float, log: Callable[[str], None]) -> dict:
     """Robust Sarsa: train Q^π (one run, not resumable: minutes) and write its manifest."""
-    from rlgauntlet.errors import UserError
     from rlgauntlet.training.robust_sarsa import train_robust_sarsa
 
     if not (sarsa_eps >= 0 and sarsa_reg >= 0):

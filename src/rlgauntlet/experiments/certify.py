@@ -219,6 +219,8 @@ def certify(
                               "valid_bound": "a lower bound on the worst case only where finished, and only because "
                                              "the agent acts deterministically and the env is deterministic given its seed"}
                 done = [s["return"] for s in searches if s["finished"] and s["return"] is not None]
+                row["awc"]["mean_finished"] = float(np.mean(done)) if done else None  # over finished searches
+                row["awc"]["finished_count"] = len(done)
                 results.add_metric(run_id, "awc", float(np.mean(done)) if done else None, "return",
                                    trials=[s["return"] if s["return"] is not None else float("nan") for s in searches])
                 results.add_metric(run_id, "awc_nodes", float(sum(row["awc"]["nodes"])), "env steps searched")

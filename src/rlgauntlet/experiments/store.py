@@ -119,7 +119,7 @@ def _check_is_our_store(path: Path) -> None:
 
     hint = "give a new file name (it is created) or a store rlgauntlet wrote"
     try:
-        probe = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30.0)
+        probe = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True, timeout=30.0)
         try:
             app_id = probe.execute("PRAGMA application_id").fetchone()[0]
             tables = {r[0] for r in probe.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}

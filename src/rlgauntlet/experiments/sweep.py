@@ -262,6 +262,21 @@ class SweepPlan:
     total_episodes: int  # episodes of the whole sweep
     missing_episodes: int  # episodes still to run
 
+    def pair_counts(self) -> list[dict]:
+        """Per (agent, env, seed): its runs, episodes, and how many are stored and missing."""
+        missing: dict = {}
+        for chunk in self.chunks:
+            key = (chunk.cell.agent, chunk.cell.load_options, chunk.cell.env, chunk.cell.seed)
+            missing[key] = missing.get(key, 0) + len(chunk.episodes)
+        rows = []
+        for pair in self.pairs:
+            total = len(pair.cells) * self.spec.episodes
+            todo = missing.get((pair.entry.agent, tuple(sorted(pair.entry.load_options().items())), pair.env,
+                                pair.seed), 0)
+            rows.append({"agent": pair.entry.agent, "env": pair.env, "seed": pair.seed, "runs": len(pair.cells),
+                         "episodes": total, "stored": total - todo, "missing": todo})
+        return rows
+
 
 def _envs_of(entry: AgentEntry, spec: SweepSpec) -> list[str]:
     if entry.envs:

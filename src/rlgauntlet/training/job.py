@@ -1,0 +1,85 @@
+"""The ``rlgauntlet train`` job as a library call: train a zoo preset (an ensemble's members
+too), resumably, in its run folder, and put the result into the zoo.
+
+Example:
+    >>> from rlgauntlet.training.job import plan_training, train   # doctest: +SKIP
+    >>> result = train("cartpole-ppo", register=False)             # doctest: +SKIP
+    >>> result["checkpoints"]                                       # doctest: +SKIP
+    ['runs/cartpole-ppo/checkpoint']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from rlgauntlet.common.outputs import check_run_dir
+from rlgauntlet.errors import UserError
+
+
+@dataclass(frozen=True)
+class TrainingPlan:
+    """What a training run will do, decided (and checked) before any step is taken."""
+
+    preset: str
+    run_dir: Path
+    zoo_name: str | None  # the zoo entry it will write (None: not registered)
+    command: str  # the command that reproduces it, recorded in the zoo manifest
+    ensemble: bool
+
+
+def plan_training(preset: str, run_dir: str | Path | None = None, register: bool = True, seed: int | None = None,
+                  init_from: str | None = None, threat: str | None = None, zoo_name: str | None = None) -> TrainingPlan:
+    """Check the options and decide the run folder (default ``runs/PRESET[-seedS][-ZOONAME]``)
+    and the zoo entry, before anything is trained. An agent trained with another seed, from
+    another agent or under a threat is not the preset's zoo agent: it needs its own ``zoo_name``."""
+    from rlgauntlet.training.presets import get_preset
+    from rlgauntlet.zoo import check_new_zoo_name
+
+    recipe = get_preset(preset)
+    if zoo_name is not None:
+        check_new_zoo_name(zoo_name)
+    changed = [f"--{k} {v}" for k, v in (("seed", seed), ("init-from", init_from), ("threat", threat)) if v is not None]
+    if changed and register and zoo_name is None:
+        raise UserError(f"an agent trained with {' '.join(changed)} is not the preset's zoo agent; "
+                        "give --zoo-name NAME for its zoo entry, or --no-register")
+    ensemble = recipe.members > 1
+    if ensemble and (init_from is not None or threat is not None):
+        raise UserError("an ensemble preset trains its members from scratch; drop --init-from and --threat")
+    suffix = "".join(f"-{k}" for k in (f"seed{seed}" if seed is not None else None, zoo_name) if k)
+    folder = check_run_dir(Path(run_dir) if run_dir is not None else Path("runs") / f"{preset}{suffix}")
+    command = " ".join(["rlgauntlet train --preset", preset, *changed]
+                       + ([f"--zoo-name {zoo_name}"] if zoo_name else []))
+    return TrainingPlan(preset, folder, (zoo_name or preset) if register else None, command, ensemble)
+
+
+def train(preset: str, run_dir: str | Path | None = None, *, register: bool = True, seed: int | None = None,
+          init_from: str | None = None, threat: str | None = None, zoo_name: str | None = None,
+          device: str = "cpu", steps: int | None = None, threads: int = 1, stop_at_target: bool = True,
+          allow_pickle: bool = False, log: Callable[[str], None] = print, show_progress: bool = False,
+          plan: TrainingPlan | None = None) -> dict:
+    """Train (or resume) preset ``preset`` and, with ``register``, put it into the zoo with its
+    20-episode clean return. Returns ``{"run_dir", "checkpoints", "zoo_entry"}`` (the entry is
+    None when not registered)."""
+    from rlgauntlet.training.register import member_solves, register_zoo_agent, register_zoo_ensemble
+    from rlgauntlet.training.sb3_train import train_ensemble, train_preset
+
+    plan = plan or plan_training(preset, run_dir, register, seed, init_from, threat, zoo_name)
+    options = dict(device=device, total_timesteps=steps, threads=threads, stop_at_target=stop_at_target, log=log,
+                   show_progress=show_progress, seed=seed, init_from=init_from, threat=threat,
+                   allow_pickle=allow_pickle)
+    entry = None
+    if plan.ensemble:
+        del options["init_from"], options["threat"]
+        checkpoints, rejected = train_ensemble(preset, plan.run_dir, solves=lambda ckpt: member_solves(preset, ckpt),
+                                               **options)
+        if plan.zoo_name is not None:
+            entry = register_zoo_ensemble(preset, checkpoints, command=plan.command, zoo_name=zoo_name,
+                                          rejected=rejected)
+    else:
+        checkpoints = [train_preset(preset, plan.run_dir, **options)]
+        if plan.zoo_name is not None:
+            entry = register_zoo_agent(preset, checkpoints[0], zoo_name=zoo_name, command=plan.command)
+    return {"run_dir": str(plan.run_dir), "checkpoints": [str(c) for c in checkpoints], "zoo_entry": entry,
+            "zoo_name": plan.zoo_name}
