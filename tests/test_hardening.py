@@ -227,3 +227,70 @@ def test_two_concurrent_resumes_of_one_run_both_finish_with_each_episode_once(tm
         assert proc.returncode == 0, err
     rows = _stored(store)
     assert sorted(set(rows)) == rows and [e for r, e in rows if r == 1] == list(range(6))
+
+
+# -- remaining tracebacks (hardening v2, class 5): each is one line naming the file and the fix ----
+def test_a_corrupt_zoo_manifest_is_a_user_error(tmp_path, monkeypatch):
+    from rlgauntlet.victims import load_victim
+    from rlgauntlet.zoo import zoo_dir
+
+    monkeypatch.setenv("RLGAUNTLET_ZOO", str(tmp_path))
+    (tmp_path / "manifest.json").write_text("{not json")
+    with pytest.raises(UserError, match="not valid JSON.*git checkout zoo/manifest.json"):
+        load_victim("zoo:cartpole-ppo")
+    import json
+
+    entry = json.loads((zoo_dir.__globals__["Path"](__file__).parents[1] / "zoo" / "manifest.json").read_text())
+    broken = dict(entry["cartpole-ppo"])
+    del broken["sha256"]
+    (tmp_path / "manifest.json").write_text(json.dumps({"cartpole-ppo": broken}))
+    with pytest.raises(UserError, match="lacks its env, files or sha256"):
+        load_victim("zoo:cartpole-ppo")
+    (tmp_path / "manifest.json").write_text(json.dumps({"cartpole-ppo": {**broken, "sha256": "0" * 64,
+                                                                           "file": "../manifest.json"}}))
+    with pytest.raises(UserError, match="lacks its env, files or sha256"):  # no path out of the zoo
+        load_victim("zoo:cartpole-ppo")
+
+
+def test_vecnormalize_files_of_the_wrong_shape_or_with_nan_are_refused(tiny_models, tmp_path):
+    import numpy as np
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from rlgauntlet.victims.sb3 import load_sb3
+
+    pendulum = VecNormalize(make_vec_env("Pendulum-v1", 1, seed=0))  # 3 numbers; the agent takes CartPole's 4
+    pendulum.save(str(tmp_path / "pendulum.pkl"))
+    with pytest.raises(UserError, match=r"shape \(3,\).*takes \(4,\)"):
+        load_sb3(tiny_models["ppo"], vecnormalize=tmp_path / "pendulum.pkl")
+    cartpole = VecNormalize(make_vec_env("CartPole-v1", 1, seed=0))
+    cartpole.obs_rms.var = np.array([1.0, np.nan, 1.0, 1.0])
+    cartpole.save(str(tmp_path / "nan.pkl"))
+    with pytest.raises(UserError, match="non-finite mean or variance"):
+        load_sb3(tiny_models["ppo"], vecnormalize=tmp_path / "nan.pkl")
+
+
+def test_a_damaged_store_is_a_user_error(tmp_path):
+    from rlgauntlet.engine.rollout import EpisodeRecord
+    from rlgauntlet.experiments.store import ResultsStore
+
+    store = ResultsStore(tmp_path / "s.sqlite")
+    run = store.create_run("k", {"threat": "clean"})
+    store.add_episode(run, EpisodeRecord(episode=0, seed=0, episode_return=float("inf"), length=3))
+    with pytest.raises(UserError, match="damaged.*not a finite number"):
+        store.episodes(run)
+    store.conn.execute("UPDATE runs SET meta = '{broken' WHERE run_id = ?", (run,))
+    store.conn.commit()
+    with pytest.raises(UserError, match="damaged.*unreadable description"):
+        store.runs()
+    store.close()
+
+
+@pytest.mark.parametrize("grid, eps, message", [("", None, "holds no budget"), (",,,", None, "holds no budget"),
+                                                (None, "1e308", "bounds overflow")])
+def test_certify_refuses_empty_grids_and_overflowing_budgets_before_any_run(grid, eps, message, tmp_path):
+    from rlgauntlet.experiments.certify import certify
+
+    with pytest.raises(UserError, match=message):
+        certify("zoo:cartpole-dqn", "CartPole-v1", eps=eps, eps_grid=grid, episodes=1, store=tmp_path / "s.sqlite")
+    assert not (tmp_path / "s.sqlite").exists()  # refused before the store was created

@@ -259,12 +259,16 @@ def test_cli_sigint_keeps_finished_chunks_and_a_rerun_completes(tmp_path):
 
 # --- Ray, inside a loopback-only network namespace --------------------------------------------
 
-def test_ray_head_in_a_namespace_matches_the_local_executor(tmp_path):
+def test_ray_head_in_a_namespace_matches_the_local_executor(tmp_path, monkeypatch):
+    """From a clean home folder (no token file left by an earlier run): the documented way, a
+    head with token authentication and a client given its address and token, works."""
     from netns import RayNamespace, namespace_unavailable  # tools/netns.py: for tests and benchmarks only
 
     reason = namespace_unavailable()
     if reason:
         pytest.skip(reason)
+    (tmp_path / "home").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     spec = write_yaml(tmp_path / "s.yaml", SMALL)
     try:
         namespace = RayNamespace(cpus=2)
@@ -273,10 +277,18 @@ def test_ray_head_in_a_namespace_matches_the_local_executor(tmp_path):
             swept = ns.run([*CLI, "sweep", str(spec), "--store", str(tmp_path / "ray.sqlite"), "--executor", "ray",
                             "--address", ns.address], cwd=tmp_path, timeout=300)
             assert swept.returncode == 0, swept.stderr[-2000:]
+            # a client with another token is refused: exit 2, one line naming the fix, no traceback
+            refused = ns.run([*CLI, "sweep", str(spec), "--store", str(tmp_path / "other.sqlite"), "--executor", "ray",
+                              "--address", ns.address], cwd=tmp_path, timeout=300,
+                             env={**ns.env, "RAY_AUTH_TOKEN": "0" * 64})
+            lines = [line for line in refused.stderr.splitlines() if line.startswith("rlgauntlet:")]
+            assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr[-2000:]
+            assert len(lines) == 1 and "refused this client's token" in lines[0] and "RAY_AUTH_TOKEN" in lines[0]
     except RuntimeError as exc:
         pytest.skip(str(exc))
     gone = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert namespace.name not in gone
+    assert not (tmp_path / "home" / ".ray" / "auth_token").exists()  # the token was never a file
     run_sweep(SweepSpec.model_validate(SMALL), tmp_path / "local.sqlite", workers=2)
     assert episode_rows(tmp_path / "ray.sqlite") == episode_rows(tmp_path / "local.sqlite")
 

@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -43,8 +44,11 @@ class RayNamespace:
         self.port = port
         self.address = f"127.0.0.1:{port}"
         self.ray = str(Path(sys.executable).with_name("ray"))
-        # the client passes the head's token only when told; usage statistics would try the network
-        self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"}
+        # token authentication with a token made here and given to head and client alike, so that
+        # nothing depends on a token file an earlier run left in the home folder; usage
+        # statistics would try the network
+        self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token",
+                    "RAY_AUTH_TOKEN": secrets.token_hex(32)}
         self._made = False
 
     def run(self, command: list[str], timeout: float = 600, **kwargs) -> subprocess.CompletedProcess:
@@ -60,8 +64,7 @@ class RayNamespace:
         try:
             self.run(["ip", "link", "set", "lo", "up"], timeout=30).check_returncode()
             head = self.run([self.ray, "start", "--head", "--num-cpus", str(self.cpus), "--port", str(self.port),
-                             "--include-dashboard=false", "--disable-usage-stats"], timeout=180,
-                            env={**self.env, "RAY_AUTH_MODE": ""})
+                             "--include-dashboard=false", "--disable-usage-stats"], timeout=180)
             if head.returncode != 0:
                 raise RuntimeError(f"ray start failed: {head.stderr[-1000:]}")
             self.head_output = head.stdout + head.stderr

@@ -22,9 +22,8 @@ Example:
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Literal
+from typing import Any, Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -97,38 +96,59 @@ def load_for_env(agent: str | Victim, env: str, preset: str | None = None, devic
     return victim, env_preset
 
 
-@dataclass
 class Job:
-    """What a job works with (see :func:`open_job`)."""
+    """What a job works with (see :func:`open_job`). The store is opened on first use, so a job
+    that refuses its input after loading the agent has created no file."""
 
-    victim: Victim
-    env_id: str
-    preset: str
-    env_fn: Callable[[], Any]
-    store: Any  # ResultsStore
-    threads: int
+    def __init__(self, victim: Victim, env_id: str, preset: str, store: Any, threads: int) -> None:
+        self.victim, self.env_id, self.preset, self.threads = victim, env_id, preset, threads
+        self._store_arg, self._store = store, None
+
+    def env_fn(self) -> Any:
+        """A fresh env of the job, with its preset."""
+        return make_env(self.env_id, self.preset)
 
     @property
     def env_info(self) -> dict:
         """The env as runs record it in the store."""
         return {"id": self.env_id, "preset": self.preset}
 
+    @property
+    def owns_store(self) -> bool:
+        from rlgauntlet.experiments.store import ResultsStore
+
+        return not isinstance(self._store_arg, ResultsStore)
+
+    @property
+    def store(self) -> Any:
+        """The results store: the caller's, or opened here (in memory when none was given)."""
+        from rlgauntlet.experiments.store import ResultsStore
+
+        if self._store is None:
+            arg = self._store_arg
+            self._store = arg if not self.owns_store else ResultsStore(arg if arg is not None else ":memory:")
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None and self.owns_store:
+            self._store.close()
+        self._store = None
+
 
 @contextmanager
 def open_job(agent: str | AgentSpec | Victim, env: str, store: Any = None, threads: int | None = None,
              preset: str | None = None) -> Iterator[Job]:
-    """Load the agent for ``env``, open the store and apply the thread policy for one job.
+    """Load the agent for ``env``, apply the thread policy and give the store for one job.
 
     Args:
         agent: a spec string, an :class:`AgentSpec` or a loaded :class:`Victim`.
         env: Gymnasium id.
-        store: a results store path (opened here and closed at the end), a ``ResultsStore``
-            (borrowed: left open), or None (an in-memory store).
+        store: a results store path (opened on first use and closed at the end), a
+            ``ResultsStore`` (borrowed: left open), or None (an in-memory store).
         threads: torch intra-op threads (``--threads``; default the thread policy's).
         preset: the env preset, for a Victim given directly (an AgentSpec carries its own).
     """
     from rlgauntlet.common.threads import thread_policy
-    from rlgauntlet.experiments.store import ResultsStore
 
     spec = as_agent_spec(agent)
     with thread_policy(threads) as n_threads:
@@ -136,10 +156,8 @@ def open_job(agent: str | AgentSpec | Victim, env: str, store: Any = None, threa
             victim, env_preset = spec.load(env)
         else:
             victim, env_preset = load_for_env(spec, env, preset)
-        owned = not isinstance(store, ResultsStore)
-        results = ResultsStore(store if store is not None else ":memory:") if owned else store
+        job = Job(victim, env, env_preset, store, n_threads)
         try:
-            yield Job(victim, env, env_preset, lambda: make_env(env, env_preset), results, n_threads)
+            yield job
         finally:
-            if owned:
-                results.close()
+            job.close()

@@ -59,7 +59,7 @@ def train_attacker(agent: str, env: str, method: str, eps: float, steps: int, ru
     from rlgauntlet.training.attack_train import attacker_config, learn_attacker
 
     if method not in METHODS:
-        raise UserError(f"--method {method}: choose {', '.join(METHODS)}")
+        raise UserError(f"--method {method}: choose {', '.join(METHODS[:-1])} or {METHODS[-1]}")
     if loss not in ("hinge", "ce"):
         raise UserError(f"--loss {loss}: choose hinge or ce")
     if not (isinstance(eps, (int, float)) and not isinstance(eps, bool) and math.isfinite(eps) and eps > 0):

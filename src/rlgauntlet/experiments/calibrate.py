@@ -205,18 +205,19 @@ def calibrate_agent(
     spec = as_agent_spec(agent, preset=preset, device=device, kind=kind, vecnormalize=vecnormalize,
                          allow_pickle=allow_pickle or None)
     with open_job(spec, env, store, threads, preset) as job:
-        victim, results, env_info, env_fn = job.victim, job.store, job.env_info, job.env_fn
+        victim, env_info, env_fn = job.victim, job.env_info, job.env_fn
 
         def evaluate_spec(spec: str) -> dict:
             t = parse_threat(spec) if spec != "clean" else None
             if t is not None:
                 t.check_victim(victim)
-            summary = run_evaluation(results, env_fn, env_info, victim, t, episodes, seed, n_envs=n_envs, resume=True)
+            summary = run_evaluation(job.store, env_fn, env_info, victim, t, episodes, seed, n_envs=n_envs, resume=True)
             if on_probe is not None:
                 on_probe(summary)
             return summary
 
         parse_threat(_spec(threat, space.param, space.high)).check_victim(victim)  # refused before any probe
+        results = job.store
         score_max = evaluate_spec("clean")["return_mean"]
         score_min = run_evaluation(results, env_fn, env_info, ArgminVictim(victim), None, episodes, seed,
                                    n_envs=n_envs, resume=True, label=ARGMIN_LABEL)["return_mean"]

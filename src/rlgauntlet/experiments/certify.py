@@ -168,7 +168,7 @@ def certify(
     spec = as_agent_spec(agent, preset=preset, device=device, kind=kind, vecnormalize=vecnormalize,
                          input_space=input_space, allow_pickle=allow_pickle or None)
     with open_job(spec, env, store, threads, preset) as job:
-        victim, env_preset, results = job.victim, job.preset, job.store
+        victim, env_preset = job.victim, job.preset
         if victim.budget_space is None:
             raise UserError("eps has no unit because the agent's input space is unknown; pass --input-space")
         try:
@@ -184,6 +184,7 @@ def certify(
         if awc_max_nodes > 0 and not victim.is_discrete:
             raise UserError("AWC searches over discrete actions; drop --awc-max-nodes for continuous agents")
         _check_finite_bounds(victim, env_fn, values, seed)
+        results = job.store  # created only now: a refused certification leaves no store behind
         rows = []
         for text, value in values:
             start = time.perf_counter()

@@ -23,6 +23,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import sys
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -126,6 +127,32 @@ class LocalExecutor:
             self._stop()
 
 
+class _stderr_kept:
+    """Send this process's stderr (file descriptor 2, where Ray's C++ core logs) to a temporary
+    file while the block runs; ``text()`` is what was written."""
+
+    def __enter__(self) -> "_stderr_kept":
+        import tempfile
+
+        sys.stderr.flush()
+        self._file = tempfile.TemporaryFile()
+        self._saved = os.dup(2)
+        os.dup2(self._file.fileno(), 2)
+        self._text = ""
+        return self
+
+    def __exit__(self, *exc) -> None:
+        sys.stderr.flush()
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        self._file.seek(0)
+        self._text = self._file.read().decode(errors="replace")
+        self._file.close()
+
+    def text(self) -> str:
+        return self._text
+
+
 class RayExecutor:
     """Ray tasks, one CPU each, on the cluster at ``address`` or on a local head with
     ``workers`` CPUs (started here and stopped on exit)."""
@@ -142,18 +169,28 @@ class RayExecutor:
         except ImportError:
             raise UserError("--executor ray needs Ray: pip install 'rlgauntlet[ray]' (or use --executor local)") from None
         options = dict(logging_level=logging.WARNING, log_to_driver=False, include_dashboard=False)
-        try:
-            if self.address:
-                ray.init(address=self.address, **options)
-            else:
-                ray.init(num_cpus=self.workers, **options)
-        except ConnectionError as exc:
-            # Ray (2.5x+) enables token authentication on clusters it starts, but a client given an
-            # explicit address only sends the token when told to
-            hint = "" if os.environ.get("RAY_AUTH_MODE") else \
-                " (a cluster with token authentication also needs RAY_AUTH_MODE=token in this shell)"
-            raise UserError(f"--address {self.address}: cannot connect to a Ray cluster there ({exc}){hint}; start "
-                            "one with `ray start --head` or leave out --address to start a local head") from None
+        with _stderr_kept() as log:  # Ray's C++ core logs every failed attempt; our one line says it
+            try:
+                if self.address:
+                    ray.init(address=self.address, **options)
+                else:
+                    ray.init(num_cpus=self.workers, **options)
+                failure = None
+            except (ray.exceptions.AuthenticationError, ConnectionError) as exc:
+                failure = exc
+        if failure is not None:
+            refused = isinstance(failure, ray.exceptions.AuthenticationError) or "InvalidAuthToken" in log.text() \
+                or "Unauthenticated" in log.text()
+            # Ray (2.59+) starts clusters with token authentication; a client given an explicit
+            # address sends a token only with RAY_AUTH_MODE=token, and it must be the head's
+            fix = ("set RAY_AUTH_MODE=token and the head's token (RAY_AUTH_TOKEN, or the file ~/.ray/auth_token as "
+                   "on the head) in this shell")
+            if refused:
+                raise UserError(f"--address {self.address}: the Ray cluster refused this client's token; {fix}") from None
+            raise UserError(f"--address {self.address}: cannot connect to a Ray cluster there ({failure}); start one "
+                            f"with `ray start --head`, or, if it uses token authentication, {fix}") from None
+        if log.text().strip():
+            sys.stderr.write(log.text())  # a successful start keeps what Ray said
         self._ray = ray
         return self
 

@@ -114,8 +114,9 @@ def ood_scan(
         raise UserError(f"--fail-below {fail_below}: give a fraction of the clean-over-random return in (0, 1]")
     check_seed(seed, episodes)
     with open_job(as_agent_spec(agent, preset=preset, device=device), env, store, threads, preset) as job:
-        victim, results, env_info, env_fn = job.victim, job.store, job.env_info, job.env_fn
+        victim, env_info, env_fn = job.victim, job.env_info, job.env_fn
         threats = _threats(specs, victim, env_fn)
+        results = job.store  # opened once the input is accepted
 
         def run(threat, label=None, who=victim, deterministic=True):
             name = label or (threat.spec if threat is not None else "clean")
@@ -201,7 +202,7 @@ def ood_bench(
                         threads=threads, on_start=on_start, on_episode=on_episode)
         shifts = scan["failing"]
     with open_job(as_agent_spec(agent, preset=preset, device=device), env, store, threads, preset) as job:
-        victim, results, env_info, env_fn = job.victim, job.store, job.env_info, job.env_fn
+        victim, env_info, env_fn = job.victim, job.env_info, job.env_fn
         if victim.uncertainty_method is None:
             raise no_uncertainty_error(victim)
         if score_of == "critic" and victim.is_discrete:
@@ -209,6 +210,7 @@ def ood_bench(
                             "(TD3, DDPG, SAC); a DQN's output already is its Q-values")
         victim.uncertainty_output = score_of
         threats = _threats(list(shifts), victim, env_fn)
+        results = job.store  # opened once the input is accepted
 
         def scored(threat, trial):
             name = f"{threat.spec if threat is not None else 'nominal'} (trial {trial + 1})"

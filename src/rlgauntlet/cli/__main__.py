@@ -1,0 +1,5 @@
+"""``python -m rlgauntlet.cli``."""
+
+from rlgauntlet.cli import main
+
+main()

@@ -1,0 +1,200 @@
+"""What every command shares: the app and its groups, the consoles, one definition of each
+agent option, the checks on outputs (before any work), the JSON writer and the tables.
+
+The CLI only parses, prints and writes; the library computes. Every command reports bad input
+as one line on stderr and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from rlgauntlet.common.outputs import check_output, write_json
+from rlgauntlet.errors import UserError
+
+
+def finite_number(value: Optional[float]) -> Optional[float]:
+    """Every number option is finite: a NaN passes a range check (comparisons with NaN are
+    false) and would become a silently wrong number. Given to every float option as its callback."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"{value!r} is not a finite number")
+    return value
+
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Put trained deep-RL agents through the gauntlet.\n\nExample: rlgauntlet evaluate --agent zoo:cartpole-ppo --env CartPole-v1 --threat gaussian_noise:std=0.1",
+)
+
+
+zoo_app = typer.Typer(no_args_is_help=True, help="Reference agents trained by this project.")
+app.add_typer(zoo_app, name="zoo")
+
+
+app.add_typer(zoo_app, name="zoo")
+ood_app = typer.Typer(no_args_is_help=True, help="Out-of-distribution detection benchmark (shift grids, AUROC).")
+app.add_typer(ood_app, name="ood")
+
+
+ood_app = typer.Typer(no_args_is_help=True, help="Out-of-distribution detection benchmark (shift grids, AUROC).")
+app.add_typer(ood_app, name="ood")
+
+
+app.add_typer(ood_app, name="ood")
+console = Console(stderr=True)
+
+
+console = Console(stderr=True)
+# Piped output (logs, CI) gets a wide table rather than one cropped to 80 columns.
+
+
+out_console = Console() if sys.stdout.isatty() else Console(width=160)
+
+
+DEFAULT_STORE_NAME = "rlgauntlet-results.sqlite"
+
+
+def fmt(value: float) -> str:
+    return f"{value:.4g}" if abs(value) < 1e4 else f"{value:.0f}"
+
+
+def print_table(report: dict) -> None:
+    agent = report["agent"].get("name") or report["agent"].get("path", "")
+    spaces = sorted({ev["budget_space"] for ev in report["evaluations"]})
+    table = Table(title=f"{agent} on {report['env']['id']}; budgets and ℓ∞/ℓ2 in {'/'.join(spaces)} units, "
+                        f"{report['evaluations'][0]['episodes']} episodes")
+    evals = report["evaluations"]
+    with_impact = any(ev.get("impact") is not None or ev.get("generalized_impact") is not None for ev in evals)
+    with_ssim = any(ev.get("ssim_mean") is not None for ev in evals)
+    table.add_column("threat", overflow="fold", min_width=22)
+    columns = ["return", "±sem"] + (["impact"] if with_impact else []) + ["perturbed", "Δaction", "ℓ∞", "ℓ2"]
+    with_lpips = any(ev.get("lpips_mean") is not None for ev in evals)
+    columns += (["SSIM", "PSNR"] if with_ssim else []) + (["LPIPS"] if with_lpips else []) + ["seconds"]
+    for col in columns:
+        table.add_column(col, justify="right", no_wrap=True)
+    for ev in evals:
+        imp = ev.get("impact") if ev.get("impact") is not None else ev.get("generalized_impact")
+        row = [ev["spec"], fmt(ev["return_mean"]), fmt(ev["return_sem"])]
+        row += ([fmt(imp) if imp is not None else "-"] if with_impact else [])
+        row += [f"{ev['perturbed_fraction']:.0%}", f"{ev['action_change_rate']:.0%}", fmt(ev["linf_mean"]), fmt(ev["l2_mean"])]
+        if with_ssim:
+            row += [fmt(ev["ssim_mean"]) if ev.get("ssim_mean") is not None else "-",
+                    fmt(ev["psnr_mean"]) if ev.get("psnr_mean") is not None else "-"]
+        if with_lpips:
+            row += [fmt(ev["lpips_mean"]) if ev.get("lpips_mean") is not None else "-"]
+        table.add_row(*row, f"{ev['wall_seconds']:.1f}")
+    if report.get("score_min") is not None:
+        table.caption = f"impact = (clean − threat) / (clean − argmin agent {report['score_min']:.4g})"
+    elif report.get("min_score_fixed") is not None:
+        table.caption = f"impact: generalized, minimum score {report['min_score_fixed']:.4g}"
+    out_console.print(table)
+
+
+def print_report(report: dict) -> None:
+    """An evaluation report: its table, then one line per strongest-of row."""
+    print_table(report)
+    for row in report.get("strongest_of", []):
+        budget = "" if row["eps"] is None else f" at eps {row['eps']:g}"
+        console.print(f"strongest of {len(row['attacks'])}{budget}: {row['return_mean']:.4g} ± {row['return_sem']:.2g} "
+                      f"by {row['winner']}")
+
+
+# -- agent options, shared by every command that loads an agent (one definition each) ------------
+PRESET = typer.Option(None, help="override the env preset: atari, classic, mujoco, dm_control, none. Example: --preset none")
+KIND = typer.Option(None, help="TorchScript output kind: q, categorical, gaussian, deterministic. Example: --kind q")
+
+
+KIND = typer.Option(None, help="TorchScript output kind: q, categorical, gaussian, deterministic. Example: --kind q")
+VECNORMALIZE = typer.Option(None, help="SB3 VecNormalize statistics saved with the agent (.pkl, read as data). Example: --vecnormalize vecnormalize.pkl")
+
+
+VECNORMALIZE = typer.Option(None, help="SB3 VecNormalize statistics saved with the agent (.pkl, read as data). Example: --vecnormalize vecnormalize.pkl")
+INPUT_SPACE = typer.Option(None, help="unit of the network input for TorchScript agents: pixel01, normalized, raw. Example: --input-space raw")
+
+
+INPUT_SPACE = typer.Option(None, help="unit of the network input for TorchScript agents: pixel01, normalized, raw. Example: --input-space raw")
+PRECISION = typer.Option("auto", help="network precision: auto (float64 for vector inputs, float32 for images), float32, float64. Example: --precision float32")
+
+
+PRECISION = typer.Option("auto", help="network precision: auto (float64 for vector inputs, float32 for images), float32, float64. Example: --precision float32")
+DEVICE = typer.Option("cpu", help="torch device: cpu or cuda. Example: --device cuda")
+
+
+DEVICE = typer.Option("cpu", help="torch device: cpu or cuda. Example: --device cuda")
+ALLOW_PICKLE = typer.Option(False, "--allow-pickle", help="unpickle the SB3 agent file as SB3 does: runs code stored in it, so only for files you trust (needed for custom policy classes or activation functions). Example: --allow-pickle")
+
+
+ALLOW_PICKLE = typer.Option(False, "--allow-pickle", help="unpickle the SB3 agent file as SB3 does: runs code stored in it, so only for files you trust (needed for custom policy classes or activation functions). Example: --allow-pickle")
+THREADS = typer.Option(None, min=1, help="torch CPU threads for the networks (default $RLGAUNTLET_THREADS or 1: safe on a busy machine; 2 may speed up image agents on an idle one). Example: --threads 2")
+
+
+THREADS = typer.Option(None, min=1, help="torch CPU threads for the networks (default $RLGAUNTLET_THREADS or 1: safe on a busy machine; 2 may speed up image agents on an idle one). Example: --threads 2")
+
+
+def agent_spec(agent: str, preset: Optional[str] = None, kind: Optional[str] = None,
+                vecnormalize: Optional[Path] = None, input_space: Optional[str] = None, precision: str = "auto",
+                device: str = "cpu", allow_pickle: bool = False):
+    """The one agent description the library's jobs take, from the shared agent options."""
+    from pydantic import ValidationError
+
+    from rlgauntlet.experiments.agents import AgentSpec
+
+    try:
+        return AgentSpec(agent=agent, preset=preset, kind=kind, vecnormalize=None if vecnormalize is None else str(vecnormalize),
+                         input_space=input_space, precision=precision, device=device, allow_pickle=allow_pickle)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise UserError(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}") from None
+
+
+def load_agent(agent: str, env: str, preset: Optional[str], device: str, kind: Optional[str],
+                  vecnormalize: Optional[Path], input_space: Optional[str] = None, precision: str = "auto",
+                  allow_pickle: bool = False):
+    """Load the agent, check it fits the env with its preset: (victim, preset name)."""
+    from rlgauntlet.experiments.agents import load_for_env
+
+    return load_for_env(agent, env, preset, device, kind, vecnormalize, input_space, precision, allow_pickle)
+
+
+def write_result(out: Optional[Path], data: dict, store_path: Path) -> None:
+    if out is not None:
+        write_json(out, data)
+        console.print(f"wrote {out} (episodes stored in {store_path})")
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived (a BaseException, so that no ``except Exception`` swallows it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+#: what an interrupted command keeps and how to go on, set by the command once it knows
+KEPT = {"note": "nothing was written"}
+
+
+def check_outputs(out: Optional[Path], store: Optional[Path] = None, option: str = "--out") -> None:
+    """Refuse, before any work, an output that cannot be written, is the store, or is a file
+    rlgauntlet did not write (see ``common.outputs``)."""
+    check_output(out, option, protect=[store])
+
+
+def check_png(out: Optional[Path], store: Optional[Path] = None, option: str = "--out") -> None:
+    """A plot: a .png, with its numbers going beside it as .json; both are checked."""
+    if out is None:
+        return
+    if out.suffix.lower() != ".png":
+        raise UserError(f"{option} {out}: plots are written as PNG; give a name ending in .png, "
+                        f"e.g. {option} {out.with_suffix('.png').name}")
+    check_output(out, option, protect=[store])
+    check_output(out.with_suffix(".json"), f"{option} (its numbers, beside the plot)", protect=[store])

@@ -1,0 +1,54 @@
+"""``rlgauntlet zoo list``, ``zoo export`` and ``version``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+import rlgauntlet
+from rlgauntlet.cli.common import app, console, out_console, zoo_app
+
+
+@zoo_app.command("list")
+def zoo_list() -> None:
+    """List the zoo agents with their env, algorithm and clean return.
+
+    Example: rlgauntlet zoo list
+    """
+    from rlgauntlet.zoo import load_manifest
+
+    table = Table(title="rlgauntlet zoo")
+    for col in ("name", "env", "algorithm", "clean return (20 ep.)", "target", "steps", "file"):
+        table.add_column(col)
+    for name, e in load_manifest().items():
+        cr = e.get("clean_return", {})
+        table.add_row(name, e["env"], e["algorithm"], f"{cr.get('mean', float('nan')):.1f} ± {cr.get('std', float('nan')):.1f}",
+                      str(cr.get("target", "")), str(e.get("total_timesteps", "")),
+                      e.get("file") or f"{len(e.get('members', []))} members")
+    out_console.print(table)
+
+
+@zoo_app.command("export")
+def zoo_export(
+    name: str = typer.Argument(..., help="zoo agent name (see `rlgauntlet zoo list`). Example: cartpole-ppo"),
+    out: Path = typer.Option(..., help="the SB3 zip to write (never overwritten). Example: --out cartpole-ppo.zip"),
+    member: Optional[int] = typer.Option(None, help="which member of an ensemble agent. Example: --member 0"),
+) -> None:
+    """Write a zoo agent as a zip that Stable-Baselines3's own load() reads (and its
+    VecNormalize statistics as OUT.vecnormalize.pkl when it has them).
+
+    Example: rlgauntlet zoo export cartpole-ppo --out cartpole-ppo.zip
+    """
+    from rlgauntlet.training.export import export_sb3
+
+    for path in export_sb3(name, out, member):
+        console.print(f"wrote {path}")
+
+
+@app.command()
+def version() -> None:
+    """Print the rlgauntlet version."""
+    out_console.print(rlgauntlet.__version__)
