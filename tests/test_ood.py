@@ -513,3 +513,27 @@ def test_bench_puts_ood_on_the_positive_side():
     row = result["rows"][0]
     assert row["auroc"]["mean"] > 0.9 and row["fpr95"]["mean"] < 0.2
     assert row["world"]["value"] == 4.0 and row["id_steps"] == [1000]
+
+
+def test_ood_scan_takes_an_sb3_agent_with_its_vecnormalize_file(tmp_path, cli_env):
+    """A user's SB3 Hopper with its VecNormalize statistics (here: the zoo agent exported as SB3
+    writes it, outside the zoo) is scanned like the zoo's own; its clean return is the zoo agent's."""
+    import json
+    import subprocess
+    import sys
+
+    from rlgauntlet.training.export import export_sb3
+
+    model, stats = export_sb3("hopper-ppo", tmp_path / "hopper.zip")
+    out = tmp_path / "scan.json"
+    done = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "ood", "scan", "--agent", f"sb3:{model}",
+                           "--vecnormalize", str(stats), "--env", "Hopper-v5", "--shift",
+                           "physics:param=body_mass,body=torso,scale=1.5", "--episodes", "2", "--out", str(out)],
+                          capture_output=True, text=True, env=cli_env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["agent"]["vecnormalize"]["sha256"] and len(result["rows"]) == 1
+    from rlgauntlet.experiments.ood import ood_scan
+
+    zoo = ood_scan("zoo:hopper-ppo", "Hopper-v5", shifts=["physics:param=body_mass,body=torso,scale=1.5"], episodes=2)
+    assert result["clean"]["return_mean"] == pytest.approx(zoo["clean"]["return_mean"], rel=1e-4)  # float32 vs float64 nets

@@ -141,19 +141,13 @@ THREADS = typer.Option(None, min=1, help="torch CPU threads for the networks (de
 
 
 def agent_spec(agent: str, preset: Optional[str] = None, kind: Optional[str] = None,
-                vecnormalize: Optional[Path] = None, input_space: Optional[str] = None, precision: str = "auto",
-                device: str = "cpu", allow_pickle: bool = False):
+               vecnormalize: Optional[Path] = None, input_space: Optional[str] = None, precision: str = "auto",
+               device: str = "cpu", allow_pickle: bool = False):
     """The one agent description the library's jobs take, from the shared agent options."""
-    from pydantic import ValidationError
+    from rlgauntlet.experiments.agents import as_agent_spec
 
-    from rlgauntlet.experiments.agents import AgentSpec
-
-    try:
-        return AgentSpec(agent=agent, preset=preset, kind=kind, vecnormalize=None if vecnormalize is None else str(vecnormalize),
-                         input_space=input_space, precision=precision, device=device, allow_pickle=allow_pickle)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise UserError(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}") from None
+    return as_agent_spec(agent, preset=preset, kind=kind, vecnormalize=vecnormalize, input_space=input_space,
+                         precision=precision, device=device, allow_pickle=allow_pickle)
 
 
 def load_agent(agent: str, env: str, preset: Optional[str], device: str, kind: Optional[str],

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rlgauntlet.envs import make_env, resolve_preset
 from rlgauntlet.errors import UserError
@@ -61,12 +61,20 @@ def as_agent_spec(agent: str | AgentSpec | Victim, **options: Any) -> AgentSpec 
     """``agent`` as an AgentSpec (a spec string with loading ``options``), or the Victim itself."""
     given = {k: v for k, v in options.items() if v is not None}
     if isinstance(agent, (AgentSpec, Victim)):
-        if isinstance(agent, AgentSpec) and given:
-            return agent.model_copy(update=given)
+        # a library function's keyword defaults (device="cpu", ...) must not override the spec's
+        changed = {k: v for k, v in given.items() if v != AgentSpec.model_fields[k].default}
+        if isinstance(agent, AgentSpec) and changed:
+            return agent.model_copy(update=changed)
         return agent
     if isinstance(given.get("vecnormalize"), Path):
         given["vecnormalize"] = str(given["vecnormalize"])
-    return AgentSpec(agent=agent, **given)
+    try:
+        return AgentSpec(agent=agent, **given)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else "agent"
+        raise UserError(f"unknown {field.replace('_', ' ')} {first.get('input')!r}: {first['msg']} "
+                        f"(--{field.replace('_', '-')})") from None
 
 
 def load_for_env(agent: str | Victim, env: str, preset: str | None = None, device: str = "cpu",

@@ -23,9 +23,8 @@ from pathlib import Path
 from typing import Callable
 
 from rlgauntlet.common.outputs import check_run_dir
-from rlgauntlet.common.threads import thread_policy
 from rlgauntlet.errors import UserError
-from rlgauntlet.experiments.agents import load_for_env
+from rlgauntlet.experiments.agents import as_agent_spec, open_job
 
 #: the learned attackers ``attack-train`` trains
 METHODS = ("paad", "sarl", "robust-sarsa")
@@ -67,8 +66,9 @@ def train_attacker(agent: str, env: str, method: str, eps: float, steps: int, ru
     if not (isinstance(lam, (int, float)) and math.isfinite(lam) and lam >= 0):
         raise UserError(f"--lam {lam}: give a finite number ≥ 0")
     run_dir = check_run_dir(run_dir)
-    with thread_policy(threads):
-        victim, _ = load_for_env(agent, env, device=device, vecnormalize=vecnormalize, allow_pickle=allow_pickle)
+    spec = as_agent_spec(agent, device=device, vecnormalize=vecnormalize, allow_pickle=allow_pickle or None)
+    with open_job(spec, env, threads=threads) as job:
+        victim = job.victim
         identity = {"agent": agent, "sha256": victim.description.get("sha256"),
                     "vecnormalize_sha256": (victim.description.get("vecnormalize") or {}).get("sha256")}
         if method == "robust-sarsa":

@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -23,6 +24,7 @@ import gymnasium as gym
 import rlgauntlet
 from rlgauntlet.engine.rollout import EpisodeRecord
 from rlgauntlet.errors import UserError
+from rlgauntlet.experiments.agents import AgentSpec, as_agent_spec, open_job
 from rlgauntlet.experiments.runs import check_seed, run_evaluation
 from rlgauntlet.experiments.store import ResultsStore, run_key
 from rlgauntlet.metrics.perceptual import PERCEPTUAL_EVERY
@@ -86,7 +88,7 @@ def checked_threats(specs: Sequence[str], victim: Victim, env: str, preset: str)
 
 
 def evaluate(
-    agent: str | Victim,
+    agent: str | AgentSpec | Victim,
     env: str,
     threats: Sequence[str] = (),
     suite: Sequence[str] | str | None = None,
@@ -119,7 +121,8 @@ def evaluate(
     """Evaluate an agent clean and under every threat; the library form of ``rlgauntlet evaluate``.
 
     Args:
-        agent: ``zoo:NAME``, ``sb3:PATH.zip[:ALGO]``, ``torchscript:PATH`` or a :class:`Victim`.
+        agent: ``zoo:NAME``, ``sb3:PATH.zip[:ALGO]``, ``torchscript:PATH`` (loaded with the
+            keyword options ``preset`` … ``allow_pickle``), an :class:`AgentSpec` or a :class:`Victim`.
         env: Gymnasium id; the preset follows from it (``preset`` overrides).
         threats: threat specs (see README, "Threats").
         suite: named suites (``natural``, ``adversarial``).
@@ -142,59 +145,53 @@ def evaluate(
         threads: torch intra-op threads while it runs (default: ``$RLGAUNTLET_THREADS`` or 1;
             see ``rlgauntlet.common.threads``); the caller's setting is restored afterwards.
     """
-    from rlgauntlet.common.threads import thread_policy
-    from rlgauntlet.envs import make_env
-    from rlgauntlet.experiments.agents import load_for_env
     from rlgauntlet.metrics.perceptual import AlexLPIPS, PerceptualMeter
     from rlgauntlet.threats import parse_threat
     from rlgauntlet.threats.suites import expand_eps_grid
 
-    with thread_policy(threads):
-        check_seed(seed, episodes)
-        suites = [suite] if isinstance(suite, str) else list(suite or [])
-        eps = None if eps is None else str(eps)
-        if eps is not None and eps_grid is not None:
-            raise UserError("give either --eps or --eps-grid, not both")
-        strongest = expand_eps_grid(list(strongest_of), eps_grid) if eps_grid else list(strongest_of)
-        for s in [*(expand_eps_grid(list(threats), eps_grid) if eps_grid else threats), *strongest]:
-            parse_threat(s)  # fail on a bad spec before loading anything
-        if len(strongest_of) == 1:
-            raise UserError("--strongest-of compares several attacks; give at least two, e.g. "
-                            "--strongest-of random:eps=0.1,pgd:eps=0.1,maxdiff:eps=0.1")
-        if eps is not None and not suites:
-            raise UserError("--eps is the budget of --suite; give it inside the spec instead (e.g. pgd:eps=1/255)")
-        victim, env_preset = load_for_env(agent, env, preset, device, kind, vecnormalize, input_space, precision,
-                                          allow_pickle)
+    check_seed(seed, episodes)
+    suites = [suite] if isinstance(suite, str) else list(suite or [])
+    eps = None if eps is None else str(eps)
+    if eps is not None and eps_grid is not None:
+        raise UserError("give either --eps or --eps-grid, not both")
+    if min_score is not None and not math.isfinite(min_score):
+        raise UserError(f"--min-score {min_score}: give a finite score")
+    strongest = expand_eps_grid(list(strongest_of), eps_grid) if eps_grid else list(strongest_of)
+    for s in [*(expand_eps_grid(list(threats), eps_grid) if eps_grid else threats), *strongest]:
+        parse_threat(s)  # fail on a bad spec before loading anything
+    if len(strongest_of) == 1:
+        raise UserError("--strongest-of compares several attacks; give at least two, e.g. "
+                        "--strongest-of random:eps=0.1,pgd:eps=0.1,maxdiff:eps=0.1")
+    if eps is not None and not suites:
+        raise UserError("--eps is the budget of --suite; give it inside the spec instead (e.g. pgd:eps=1/255)")
+    spec = as_agent_spec(agent, preset=preset, device=device, kind=kind, vecnormalize=vecnormalize,
+                         input_space=input_space, precision=None if precision == "auto" else precision,
+                         allow_pickle=allow_pickle or None)
+    with open_job(spec, env, store, threads, preset) as job:
+        victim, env_info, env_fn = job.victim, job.env_info, job.env_fn
         specs = threat_specs(victim, threats, suites, eps, eps_grid, env)
         specs += [s for s in strongest if s not in specs]
-        plan = checked_threats(specs, victim, env, env_preset)
+        plan = checked_threats(specs, victim, env, job.preset)
         meter = PerceptualMeter(AlexLPIPS.from_file(lpips_weights) if lpips_weights is not None else None,
                                 every=perceptual_every)
-        results = store if isinstance(store, ResultsStore) else \
-            ResultsStore(store if store is not None else ":memory:")
-        env_info = {"id": env, "preset": env_preset}
-        env_fn = lambda: make_env(env, env_preset)  # noqa: E731
+        results = job.store  # opened once every input is accepted
         report = Report(victim.description, env_info, [])
-        try:
-            for t in [None, *plan]:
-                label = t.spec if t is not None else "clean"
-                if on_start is not None:
-                    on_start(label, episodes)
-                report.evaluations.append(run_evaluation(
-                    results, env_fn, env_info, victim, t, episodes, seed, n_envs=n_envs, deterministic=deterministic,
-                    resume=resume, perceptual=meter, action_change_every=action_change_every,
-                    on_episode=None if on_episode is None else (lambda rec, label=label: on_episode(label, rec)),
-                ))
-            if strongest:
-                report.strongest_of = strongest_rows(report.evaluations, strongest, results, seed)
-            if "certified" in suites:
-                report.evaluations += certified_evaluations(victim, env, eps, eps_grid, episodes, seed, n_envs, results)
-            if impact:
-                add_impact(report, results, victim, env_fn, episodes, seed, n_envs, deterministic, min_score)
-        finally:
-            if not isinstance(store, ResultsStore):
-                results.close()
-        return report
+        for t in [None, *plan]:
+            label = t.spec if t is not None else "clean"
+            if on_start is not None:
+                on_start(label, episodes)
+            report.evaluations.append(run_evaluation(
+                results, env_fn, env_info, victim, t, episodes, seed, n_envs=n_envs, deterministic=deterministic,
+                resume=resume, perceptual=meter, action_change_every=action_change_every,
+                on_episode=None if on_episode is None else (lambda rec, label=label: on_episode(label, rec)),
+            ))
+        if strongest:
+            report.strongest_of = strongest_rows(report.evaluations, strongest, results, seed)
+        if "certified" in suites:
+            report.evaluations += certified_evaluations(victim, env, eps, eps_grid, episodes, seed, n_envs, results)
+        if impact:
+            add_impact(report, results, victim, env_fn, episodes, seed, n_envs, deterministic, min_score)
+    return report
 
 
 def strongest_rows(evaluations: list[dict], specs: list[str], store: ResultsStore, seed: int) -> list[dict]:
