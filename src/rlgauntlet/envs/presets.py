@@ -295,21 +295,24 @@ def make_env(env_id: str, preset: str | None = None) -> gym.Env:
     return env
 
 
-def make_train_vec_env(env_id: str, n_envs: int, seed: int, preset: str | None = None):
+def make_train_vec_env(env_id: str, n_envs: int, seed: int, preset: str | None = None, subproc: bool = False):
     """Make SB3's standard training ``VecEnv`` for ``env_id``.
 
-    Atari: ``make_atari_env`` + ``VecFrameStack(4)``; others: ``make_vec_env``.
+    Atari: ``make_atari_env`` + ``VecFrameStack(4)``; others: ``make_vec_env``. ``subproc``
+    steps the envs in worker processes (SB3's ``SubprocVecEnv``): the same envs, seeds and
+    wrappers, for machines with cores to spare.
     """
     from stable_baselines3.common.env_util import make_atari_env, make_vec_env
-    from stable_baselines3.common.vec_env import VecFrameStack
+    from stable_baselines3.common.vec_env import SubprocVecEnv, VecFrameStack
 
+    vec = {"vec_env_cls": SubprocVecEnv} if subproc and n_envs > 1 else {}
     kind = resolve_preset(env_id, preset)
     if kind == "atari":
         _register_ale()
-        return VecFrameStack(make_atari_env(env_id, n_envs=n_envs, seed=seed), ATARI_FRAME_STACK)
+        return VecFrameStack(make_atari_env(env_id, n_envs=n_envs, seed=seed, **vec), ATARI_FRAME_STACK)
     if env_id.endswith("-v4"):
         _register_ale()
     if kind == "dmc":
         _register_dmc()
-        return make_vec_env(env_id, n_envs=n_envs, seed=seed, wrapper_class=FlattenDictObservation)
-    return make_vec_env(env_id, n_envs=n_envs, seed=seed)
+        return make_vec_env(env_id, n_envs=n_envs, seed=seed, wrapper_class=FlattenDictObservation, **vec)
+    return make_vec_env(env_id, n_envs=n_envs, seed=seed, **vec)

@@ -36,7 +36,8 @@ def train_attacker(agent: str, env: str, method: str, eps: float, steps: int, ru
                    eval_episodes: int = 20, device: str = "cpu", vecnormalize: str | Path | None = None,
                    threads: int | None = None, checkpoint_every: int | None = None, hyperparams: dict | None = None,
                    log: Callable[[str], None] = print, show_progress: bool = False, sarsa_eps: float = 0.02,
-                   sarsa_reg: float = 0.1, allow_pickle: bool = False) -> dict:
+                   sarsa_reg: float = 0.1, allow_pickle: bool = False, deadline: float | None = None,
+                   subproc_envs: bool = False) -> dict:
     """Train (or resume) an attacker and write its folder; returns the manifest.
 
     Args:
@@ -53,6 +54,10 @@ def train_attacker(agent: str, env: str, method: str, eps: float, steps: int, ru
         variant: PA-AD variant (``stochastic``, ``deterministic``, ``continuous``, ``directional``).
         actor_steps, lam, loss: the PA-AD actor (FGSM, λ = 1, hinge by default).
         eval_episodes: episodes of the final evaluation (episode k uses seed ``seed + k``).
+        deadline: a ``time.monotonic()`` value: the director's training saves and stops at the
+            first rollout end after it (a chunk of a longer run); the folder is then written and
+            evaluated as usual, and the next call resumes.
+        subproc_envs: step the training envs in worker processes.
     """
     from rlgauntlet.experiments.evaluate import evaluate
     from rlgauntlet.training.attack_train import attacker_config, learn_attacker
@@ -79,7 +84,8 @@ def train_attacker(agent: str, env: str, method: str, eps: float, steps: int, ru
             config["victim"] = identity
             ckpt, progress = learn_attacker(victim, config, steps, run_dir, device=device,
                                             checkpoint_every=checkpoint_every, hyperparams=hyperparams, log=log,
-                                            show_progress=show_progress)
+                                            show_progress=show_progress, deadline=deadline,
+                                            subproc_envs=subproc_envs)
             shutil.copyfile(ckpt / "model.zip", run_dir / ATTACKER_FILE)
             manifest = {**config, "steps": int(progress["history"][-1]["steps"]) if progress["history"] else 0,
                         "train_seconds": round(progress.get("train_seconds", 0.0), 1),

@@ -22,7 +22,7 @@ from rlgauntlet.envs.presets import make_train_vec_env, resolve_preset
 from rlgauntlet.errors import UserError
 from rlgauntlet.threats.learned.actor import AttackActor, check_variant, default_variant
 from rlgauntlet.training.attack_mdp import AttackVecEnv
-from rlgauntlet.training.checkpoints import load_checkpoint_zip, restore_vecnormalize
+from rlgauntlet.training.checkpoints import has_checkpoint, restore_vecnormalize, resume
 from rlgauntlet.training.presets import TrainPreset
 from rlgauntlet.training.sb3_train import _build_model, _CheckpointCallback, quiet_logger
 from rlgauntlet.victims.base import Victim
@@ -68,8 +68,10 @@ def attacker_config(method: str, env_id: str, eps: float, seed: int, variant: st
 
 def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str | Path, device: str = "cpu",
                    checkpoint_every: int | None = None, hyperparams: dict | None = None,
-                   log: Callable[[str], None] = print, show_progress: bool = False) -> tuple[Path, dict]:
-    """Train (or resume) the director defined by ``config`` (see :func:`attacker_config`).
+                   log: Callable[[str], None] = print, show_progress: bool = False, deadline: float | None = None,
+                   subproc_envs: bool = False) -> tuple[Path, dict]:
+    """Train (or resume) the director defined by ``config`` (see :func:`attacker_config`);
+    ``deadline`` (a ``time.monotonic()`` value) saves and stops at the first rollout end after it.
 
     Returns the checkpoint folder (``model.zip``) and the training record (learning curve,
     wall time, what the actor applied).
@@ -88,7 +90,8 @@ def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str 
                          target_return=0.0, checkpoint_every=every, stop_at_target=False)
     actor = AttackActor(config["variant"], config["eps"], steps=config["actor"].get("steps", 1),
                         lam=config["actor"].get("lam", 1.0), loss=config["actor"].get("loss", "hinge"))
-    attack_env = AttackVecEnv(make_train_vec_env(config["env"], n_envs, config["seed"]), victim, actor,
+    attack_env = AttackVecEnv(make_train_vec_env(config["env"], n_envs, config["seed"], subproc=subproc_envs),
+                              victim, actor,
                               seed=config["seed"])
     env = attack_env
     ckpt = run_dir / "checkpoint"
@@ -98,9 +101,9 @@ def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str 
 
         stats = ckpt / "vecnormalize.pkl"
         env = VecNormalize(attack_env, norm_obs=False, norm_reward=True, gamma=settings.get("gamma", 0.99))
-        if (ckpt / "model.zip").exists() and stats.exists():
+        if has_checkpoint(ckpt) and stats.exists():
             restore_vecnormalize(env, stats)  # read as data
-    if (ckpt / "model.zip").exists():
+    if has_checkpoint(ckpt):
         progress = json.loads((ckpt / "progress.json").read_text())
         if progress.get("config") != config or progress.get("hyperparams", recorded) != recorded:
             old = {**(progress.get("config") or {}), "hyperparams": progress.get("hyperparams", recorded)}
@@ -108,14 +111,14 @@ def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str 
                             f"{_differences(old, {**config, 'hyperparams': recorded})}; "
                             "resume it with the same settings, or give a new --run-dir")
         model = _build_model(preset, env, device)
-        load_checkpoint_zip(model, ckpt / "model.zip")  # read as data: a checkpoint runs no code
+        resume(model, ckpt, progress)  # read as data: a checkpoint runs no code
         log(f"[{preset.name}] resuming at {model.num_timesteps} steps")
     else:
         model = _build_model(preset, env, device)
         log(f"[{preset.name}] starting: {config['variant']} attacker on {config['env']}, eps {config['eps']:g}, "
             f"{total_steps} steps, seed {config['seed']}")
     callback = _TimedCheckpoint(preset, env, run_dir, progress, None, log, budget=total_steps,
-                                show_progress=show_progress)
+                                show_progress=show_progress, deadline=deadline)
     if model.num_timesteps < total_steps:
         quiet_logger(model)
         model.learn(total_timesteps=total_steps - model.num_timesteps, reset_num_timesteps=False, callback=callback)

@@ -11,6 +11,10 @@ from its recipe and reads the checkpoint as data:
 * VecNormalize statistics through the data-only unpickler (``victims.sb3_files``);
 * the replay buffer as plain arrays (``replay_buffer.npz``, written by :func:`save_replay_buffer`);
   a pickled ``replay_buffer.pkl`` of an earlier version is read only with ``allow_pickle``.
+
+A checkpoint that travels to and from a lent accelerator machine may hold its policy and
+optimizer as two files instead of the zip (``policy.pt``, ``optimizer.pt``: each under the 16
+MiB a file may bring back, where the zip of a Pong PPO is 20 MiB); :func:`resume` reads either.
 """
 
 from __future__ import annotations
@@ -106,3 +110,48 @@ def load_replay_buffer(model, folder: Path, allow_pickle: bool = False) -> bool:
         model.load_replay_buffer(pkl)
         return True
     return False
+
+
+def has_checkpoint(folder: Path) -> bool:
+    """Whether ``folder`` holds a checkpoint to resume (the zip, or the policy and optimizer files)."""
+    return (folder / "model.zip").exists() or ((folder / "policy.pt").exists() and (folder / "optimizer.pt").exists())
+
+
+def load_checkpoint_parts(model, folder: Path, progress: dict) -> None:
+    """Resume from ``policy.pt`` and ``optimizer.pt`` (weights only) and the step count of
+    ``progress.json``: on-policy algorithms (one optimizer, no replay buffer) only."""
+    if getattr(model, "replay_buffer", None) is not None or not hasattr(model.policy, "optimizer"):
+        raise UserError(f"{folder} holds its policy and optimizer as separate files, which only on-policy "
+                        "algorithms (PPO, A2C) resume from; give the checkpoint's model.zip")
+    try:
+        policy = torch.load(folder / "policy.pt", map_location=model.device, weights_only=True)
+        optimizer = torch.load(folder / "optimizer.pt", map_location=model.device, weights_only=True)
+        model.policy.load_state_dict(policy)
+        model.policy.optimizer.load_state_dict(optimizer)
+    except (OSError, RuntimeError, KeyError, ValueError) as exc:
+        raise UserError(f"cannot resume from {folder}'s policy.pt and optimizer.pt ({str(exc).splitlines()[0][:120]}); "
+                        "resume it with the same preset and settings, or give a new --run-dir") from None
+    model.num_timesteps = int(progress.get("num_timesteps") or (progress.get("history") or [{"steps": 0}])[-1]["steps"])
+
+
+def resume(model, folder: Path, progress: dict) -> None:
+    """Resume ``model`` (built fresh with its recipe) from the checkpoint in ``folder``: the zip
+    when there is one, else the policy and optimizer files."""
+    if (folder / "model.zip").exists():
+        load_checkpoint_zip(model, folder / "model.zip")
+    else:
+        load_checkpoint_parts(model, folder, progress)
+
+
+def compact_optimizer_state(source: Path, target: Path) -> None:
+    """Copy an optimizer state dict (``optimizer.pt``) with its floating-point state (Adam's
+    moments) in bfloat16: half the bytes, so that a Pong PPO's checkpoint fits the limits of a
+    lent machine's transfers and working tree. bfloat16 keeps float32's exponent range (a
+    squared-gradient moment never underflows to 0, as it would in float16) and about three
+    significant digits; ``load_state_dict`` casts the moments back to the parameters' dtype."""
+    state = torch.load(source, map_location="cpu", weights_only=True)
+    for per_param in state.get("state", {}).values():
+        for key, value in per_param.items():
+            if key != "step" and torch.is_tensor(value) and value.is_floating_point():
+                per_param[key] = value.to(torch.bfloat16)
+    torch.save(state, target)

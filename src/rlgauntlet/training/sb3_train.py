@@ -28,19 +28,19 @@ from stable_baselines3.common.logger import Logger
 from rlgauntlet.envs.presets import make_train_vec_env
 from rlgauntlet.errors import UserError
 from rlgauntlet.training.algorithms import SB3_BASES, algorithm_class
-from rlgauntlet.training.checkpoints import (load_checkpoint_zip, load_replay_buffer, restore_vecnormalize,
+from rlgauntlet.training.checkpoints import (has_checkpoint, load_replay_buffer, restore_vecnormalize, resume,
                                              save_replay_buffer)
 from rlgauntlet.training.presets import TrainPreset, get_preset
 
 
-def _build_env(preset: TrainPreset, run_dir: Path, threat: str | None = None):
+def _build_env(preset: TrainPreset, run_dir: Path, threat: str | None = None, subproc_envs: bool = False):
     from stable_baselines3.common.vec_env import VecNormalize
 
-    env = make_train_vec_env(preset.env_id, preset.n_envs, preset.seed)
+    env = make_train_vec_env(preset.env_id, preset.n_envs, preset.seed, subproc=subproc_envs)
     if preset.normalize:
         env = VecNormalize(env, norm_obs=True, norm_reward=True, gamma=preset.hyperparams.get("gamma", 0.99))
         stats = run_dir / "checkpoint" / "vecnormalize.pkl"
-        if stats.exists() and (run_dir / "checkpoint" / "model.zip").exists():
+        if stats.exists() and has_checkpoint(run_dir / "checkpoint"):
             restore_vecnormalize(env, stats)  # read as data: a resumed checkpoint runs no code
     if threat is not None:
         from rlgauntlet.threats import parse_threat
@@ -156,8 +156,10 @@ class _CheckpointCallback(BaseCallback):
     """Saves a checkpoint every ``preset.checkpoint_every`` steps (at the end of a rollout)
     and stops training once recent training episodes beat the target by ``margin``."""
 
-    def __init__(self, preset, env, run_dir, progress, margin, log, budget=None, show_progress=False):
+    def __init__(self, preset, env, run_dir, progress, margin, log, budget=None, show_progress=False,
+                 deadline: float | None = None):
         super().__init__()
+        self.deadline = deadline  # time.monotonic() after which the run saves and stops (a chunk's time budget)
         self.budget, self.show_progress, self.bar = budget, show_progress, None
         self.preset, self.env, self.run_dir = preset, env, run_dir
         self.progress, self.margin, self.log = progress, margin, log
@@ -167,6 +169,7 @@ class _CheckpointCallback(BaseCallback):
         self.last_steps = None
 
     def _on_training_start(self) -> None:
+        self.progress.pop("stopped_at_deadline", None)  # a resumed chunk starts with its own budget
         every = self.preset.checkpoint_every
         self.next_save = (self.model.num_timesteps // every + 1) * every
         self.last_steps = self.model.num_timesteps
@@ -192,6 +195,11 @@ class _CheckpointCallback(BaseCallback):
         if self.model.num_timesteps >= self.next_save:
             self.save()
             self.next_save += self.preset.checkpoint_every
+        if self.deadline is not None and time.monotonic() >= self.deadline and not self.stop:
+            # stop at the next step: the update of this rollout still runs, and the run saves after it
+            self.log(f"[{self.preset.name}] time budget reached at {self.model.num_timesteps} steps; stopping")
+            self.progress["stopped_at_deadline"] = int(self.model.num_timesteps)
+            self.stop = True
 
     def save(self) -> None:
         model = self.model
@@ -235,6 +243,8 @@ def train_preset(
     init_from: str | None = None,
     threat: str | None = None,
     allow_pickle: bool = False,
+    deadline: float | None = None,
+    subproc_envs: bool = False,
 ) -> Path:
     """Train (or resume training) the zoo preset ``name`` in ``run_dir``.
 
@@ -254,6 +264,10 @@ def train_preset(
             the network-input level (after VecNormalize), e.g. ``uniform_noise:eps=0.05``.
         allow_pickle: resume from a pickled replay buffer of an earlier version (runs code
             stored in it). Checkpoints are otherwise read as data.
+        deadline: a ``time.monotonic()`` value: at the first rollout end after it, save and
+            stop (a chunk's time budget; the run resumes from there).
+        subproc_envs: step the training envs in worker processes (SB3's SubprocVecEnv; same
+            envs and seeds), for machines with cores to spare.
 
     Returns:
         The checkpoint folder holding ``model.zip`` (and ``vecnormalize.pkl`` if any).
@@ -271,14 +285,14 @@ def train_preset(
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     budget = total_timesteps or preset.total_timesteps
-    env = _build_env(preset, run_dir, threat)
+    env = _build_env(preset, run_dir, threat, subproc_envs)
     ckpt = run_dir / "checkpoint"
     progress: dict = {"preset": name, "seed": preset.seed, "threat": threat, "history": []}
-    if (ckpt / "model.zip").exists():
+    if has_checkpoint(ckpt):
         model = _build_model(preset, env, device)
-        load_checkpoint_zip(model, ckpt / "model.zip")
-        load_replay_buffer(model, ckpt, allow_pickle=allow_pickle)
         progress = json.loads((ckpt / "progress.json").read_text())
+        resume(model, ckpt, progress)
+        load_replay_buffer(model, ckpt, allow_pickle=allow_pickle)
         if progress.get("seed", preset.seed) != preset.seed or progress.get("threat") != threat:
             raise UserError(f"{run_dir} holds a run with seed {progress.get('seed')} and threat {progress.get('threat')}; "
                             "resume it with the same --seed and --threat, or give a new --run-dir")
@@ -293,7 +307,7 @@ def train_preset(
         env.attach(model)
     margin = max(1.0, 0.02 * abs(preset.target_return))
     callback = _CheckpointCallback(preset, env, run_dir, progress, margin if stop_at_target else None, log,
-                                   budget=budget, show_progress=show_progress)
+                                   budget=budget, show_progress=show_progress, deadline=deadline)
     # One learn() call over the remaining budget keeps SB3's linear schedules on the
     # preset's nominal budget (progress = 1 - steps/budget), across resumes too.
     if progress.get("stopped_at_target") and total_timesteps is None:
@@ -308,7 +322,7 @@ def train_preset(
                                       "linf_max": env.linf_max}
         log(f"[{name}] {threat} perturbed {env.perturbed_steps} of {env.total_steps} observations "
             f"(largest ℓ∞ {env.linf_max:.4g})")
-    progress["finished"] = True
+    progress["finished"] = not progress.get("stopped_at_deadline")
     (ckpt / "progress.json").write_text(json.dumps(progress, indent=2))
     env.close()
     return ckpt

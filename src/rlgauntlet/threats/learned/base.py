@@ -124,7 +124,10 @@ class LearnedAttack(Threat):
         if "input_shape" in manifest:  # written by attack-train: large boxes are only pickled in the zip
             low, high = manifest.get("input_bounds") or (-np.inf, np.inf)
             space = gym.spaces.Box(low, high, tuple(manifest["input_shape"]), np.float32)
-        return load_sb3(folder / ATTACKER_FILE, precision="float32", observation_space=space)
+        path = folder / ATTACKER_FILE
+        if not path.exists():  # a run still under way (chunks on a lent machine): its latest checkpoint
+            path = folder / "checkpoint" / "model.zip"
+        return load_sb3(path, precision="float32", observation_space=space)
 
     @cached_property
     def actor(self) -> AttackActor:

@@ -1,0 +1,95 @@
+"""The accelerator runbook's dry run on the CPU (docs/gpu.md): the same chunk and placing
+scripts a lent machine runs, for a few seconds of training each."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+CHUNK = [sys.executable, str(REPO / "tools" / "gpu" / "chunk.py")]
+PLACE = [sys.executable, str(REPO / "tools" / "gpu" / "place.py")]
+
+
+def _run(command: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    done = subprocess.run(command, capture_output=True, text=True, cwd=cwd)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def test_compact_optimizer_state_halves_the_moments_and_loads_back_as_float32(tmp_path):
+    from rlgauntlet.training.checkpoints import compact_optimizer_state
+
+    layer = torch.nn.Linear(50, 40)
+    optimizer = torch.optim.Adam(layer.parameters(), lr=1e-3)
+    for _ in range(3):
+        optimizer.zero_grad()
+        (layer(torch.randn(8, 50)) ** 2).sum().backward()
+        optimizer.step()
+    torch.save(optimizer.state_dict(), tmp_path / "full.pt")
+    compact_optimizer_state(tmp_path / "full.pt", tmp_path / "compact.pt")
+    assert (tmp_path / "compact.pt").stat().st_size < 0.6 * (tmp_path / "full.pt").stat().st_size
+    again = torch.optim.Adam(torch.nn.Linear(50, 40).parameters(), lr=1e-3)
+    again.load_state_dict(torch.load(tmp_path / "compact.pt", weights_only=True))
+    for (_, a), (_, b) in zip(sorted(optimizer.state_dict()["state"].items()), sorted(again.state_dict()["state"].items())):
+        assert b["exp_avg_sq"].dtype == torch.float32 and int(b["step"]) == int(a["step"]) == 3
+        torch.testing.assert_close(b["exp_avg"], a["exp_avg"], rtol=1e-2, atol=1e-8)  # bfloat16: 3 digits
+        assert bool((b["exp_avg_sq"] > 0).all())  # no moment underflowed to 0 (it would in float16)
+
+
+@pytest.mark.slow
+def test_radial_pong_chunks_resume_from_placed_parts(tmp_path):
+    root, out1, out2 = tmp_path / "root", tmp_path / "out1", tmp_path / "out2"
+    root.mkdir()
+    _run([*CHUNK, "radial-pong", "--minutes", "0.05", "--out", str(out1), "--root", str(root), "--device", "cpu",
+          "--eval-episodes", "0"], REPO)
+    first = json.loads((out1 / "chunk.json").read_text())
+    assert first["steps_before"] == 0 and first["steps_after"] >= 1024 and first["steps_per_second"] > 0
+    assert sorted(p.name for p in out1.iterdir()) == ["chunk.json", "optimizer.pt", "policy.pt", "progress.json"]
+    assert all(p.stat().st_size <= 16 * 2**20 for p in out1.iterdir())
+    tampered = tmp_path / "tampered"
+    shutil.copytree(out1, tampered)
+    (tampered / "progress.json").write_text("{}")
+    refused = subprocess.run([*PLACE, "radial-pong", str(tampered), "--root", str(root)], capture_output=True,
+                             text=True)
+    assert refused.returncode != 0 and "does not match the sha256" in refused.stderr
+    _run([*PLACE, "radial-pong", str(out1), "--root", str(root)], REPO)
+    again = subprocess.run([*PLACE, "radial-pong", str(out1), "--root", str(root)], capture_output=True, text=True)
+    assert again.returncode != 0 and "already in place" in again.stderr
+    folder = root / "checkpoints" / "pong-radial-ppo"
+    assert not (folder / "checkpoint" / "model.zip").exists() and (folder / "checkpoint" / "policy.pt").exists()
+    _run([*CHUNK, "radial-pong", "--minutes", "0.05", "--out", str(out2), "--root", str(root), "--device", "cpu",
+          "--eval-episodes", "1"], REPO)
+    second = json.loads((out2 / "chunk.json").read_text())
+    assert second["steps_before"] == first["steps_after"] and second["steps_after"] > second["steps_before"]
+    assert set(second["evaluation"]) == {"clean_mean", "clean_sem", "episodes"}
+    _run([*PLACE, "radial-pong", str(out2), "--root", str(root)], REPO)
+    assert [c["steps_after"] for c in json.loads((folder / "chunks.json").read_text())] == \
+        [first["steps_after"], second["steps_after"]]
+
+
+@pytest.mark.slow
+def test_paad_pong_chunk_resumes_the_committed_checkpoint(tmp_path):
+    from rlgauntlet.threats import parse_threat
+    from rlgauntlet.victims import load_victim
+
+    root, out = tmp_path / "root", tmp_path / "out"
+    shutil.copytree(REPO / "checkpoints" / "paad-pong-ppo-eps0.0005", root / "checkpoints" / "paad-pong-ppo-eps0.0005")
+    before = json.loads((root / "checkpoints" / "paad-pong-ppo-eps0.0005" / "manifest.json").read_text())["steps"]
+    _run([*CHUNK, "paad-pong", "--minutes", "0.05", "--out", str(out), "--root", str(root), "--device", "cpu",
+          "--eval-episodes", "1"], REPO)
+    record = json.loads((out / "chunk.json").read_text())
+    assert record["steps_before"] == before and record["steps_after"] > before
+    assert record["evaluation"]["linf_max"] <= 0.0005 + 1e-6  # the attack kept its budget
+    _run([*PLACE, "paad-pong", str(out), "--root", str(root)], REPO)
+    folder = root / "checkpoints" / "paad-pong-ppo-eps0.0005"
+    assert json.loads((folder / "manifest.json").read_text())["steps"] == record["steps_after"]
+    threat = parse_threat(f"paad:attacker={folder},eps=0.0005")  # loads the director from checkpoint/model.zip
+    threat.check_victim(load_victim("zoo:pong-ppo"))
+    assert threat.director.kind == "gaussian"

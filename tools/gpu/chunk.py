@@ -1,0 +1,147 @@
+"""One chunk of a long training run on a lent accelerator machine (see docs/gpu.md).
+
+A chunk resumes the job's checkpoint under ``ROOT/checkpoints/JOB-FOLDER`` (committed in the
+repository, so it travels with the working tree), trains until its time budget is spent, saves
+the checkpoint (policy and optimizer, no replay buffer), evaluates the result and copies what
+the next chunk and the zoo need into ``--out`` (at most 8 files, each under 16 MiB):
+
+    python tools/gpu/chunk.py radial-pong --minutes 8 --out $OUT --device cuda --subproc-envs
+
+Jobs (:data:`JOBS`): ``radial-pong`` (RADIAL-PPO fine-tune of zoo:pong-ppo, preset
+``pong-radial-ppo``) and ``paad-pong`` (the PA-AD director against zoo:pong-ppo at ε = 0.0005,
+resumed from the committed checkpoint towards the paper's budget). ``tools/gpu/place.py`` puts
+the returned files back into ``checkpoints/``. The same script runs on the CPU for the dry run
+(``--device cpu``, a budget of seconds), which is the slow test ``tests/test_gpu_runbook.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "src"))
+
+#: what each job trains, where its checkpoint lives, and which files come back
+JOBS = {
+    "radial-pong": {
+        "kind": "preset", "preset": "pong-radial-ppo", "folder": "checkpoints/pong-radial-ppo",
+        "env": "PongNoFrameskip-v4",
+        # the zip of a Pong PPO with its Adam state is 20 MiB: policy and optimizer come back apart
+        "returns": {"checkpoint/policy.pt": "policy.pt", "checkpoint/optimizer.pt": "optimizer.pt",
+                    "checkpoint/progress.json": "progress.json"},
+    },
+    "paad-pong": {
+        "kind": "attacker", "agent": "zoo:pong-ppo", "env": "PongNoFrameskip-v4", "method": "paad", "eps": 0.0005,
+        "steps": 2_500_000, "folder": "checkpoints/paad-pong-ppo-eps0.0005",
+        # the threat loads the director from checkpoint/model.zip when attacker.zip (the same file) is absent
+        "returns": {"checkpoint/model.zip": "model.zip", "checkpoint/progress.json": "progress.json",
+                    "manifest.json": "manifest.json"},
+    },
+}
+#: what comes back from the machine, per file (its limit is 16 MiB)
+MAX_FILE_BYTES = 16 * 2**20
+
+
+def _device_record(device: str) -> dict:
+    import torch
+
+    record = {"device": device, "torch": torch.__version__}
+    if device.startswith("cuda") and torch.cuda.is_available():
+        record["gpu"] = torch.cuda.get_device_name(0)
+    import os
+
+    record["cpus"] = os.cpu_count()
+    return record
+
+
+def _steps(folder: Path) -> int:
+    progress = folder / "checkpoint" / "progress.json"
+    if not progress.exists():
+        return 0
+    data = json.loads(progress.read_text())
+    return int(data.get("num_timesteps") or (data.get("history") or [{"steps": 0}])[-1]["steps"])
+
+
+def run_chunk(job: str, minutes: float, out: Path, root: Path = REPO, device: str = "cuda",
+              subproc_envs: bool = False, eval_episodes: int = 5, total_steps: int | None = None) -> dict:
+    """Train ``job`` for ``minutes`` from its checkpoint under ``root`` and write the chunk's
+    files and record (``chunk.json``) to ``out``. Returns the record."""
+    from rlgauntlet.common.hashing import sha256_file
+    from rlgauntlet.training.checkpoints import compact_optimizer_state
+
+    spec = JOBS[job]
+    folder = root / spec["folder"]
+    before = _steps(folder)
+    started = time.monotonic()
+    deadline = started + 60.0 * minutes
+    log = lambda text: print(text, flush=True)  # noqa: E731
+    evaluation: dict
+    if spec["kind"] == "preset":
+        from rlgauntlet.experiments.agents import AgentSpec
+        from rlgauntlet.experiments.evaluate import evaluate
+        from rlgauntlet.training.sb3_train import train_preset
+
+        ckpt = train_preset(spec["preset"], folder, device=device, total_timesteps=total_steps, threads=1,
+                            stop_at_target=False, log=log, deadline=deadline, subproc_envs=subproc_envs)
+        evaluation = {}
+        if eval_episodes > 0:
+            report = evaluate(AgentSpec(agent=f"sb3:{ckpt / 'model.zip'}", device=device), spec["env"],
+                              episodes=eval_episodes, n_envs=min(8, eval_episodes), impact=False)
+            clean = report.evaluations[0]
+            evaluation = {"clean_mean": clean["return_mean"], "clean_sem": clean["return_sem"],
+                          "episodes": eval_episodes}
+    else:
+        from rlgauntlet.experiments.attackers import train_attacker
+
+        manifest = train_attacker(spec["agent"], spec["env"], spec["method"], spec["eps"],
+                                  total_steps or spec["steps"], folder, device=device, log=log,
+                                  eval_episodes=max(eval_episodes, 1), deadline=deadline,
+                                  subproc_envs=subproc_envs)
+        evaluation = manifest["strength"]
+    seconds = time.monotonic() - started
+    after = _steps(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for source, name in spec["returns"].items():
+        path = folder / source
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise SystemExit(f"{path} is {path.stat().st_size / 2**20:.1f} MiB, over the 16 MiB a file may bring back")
+        if name == "optimizer.pt":  # Adam's moments in bfloat16: the checkpoint must fit the working tree
+            compact_optimizer_state(path, out / name)
+        else:
+            shutil.copyfile(path, out / name)
+        files[name] = sha256_file(out / name)
+    record = {"job": job, "steps_before": before, "steps_after": after, "wall_seconds": round(seconds, 1),
+              "steps_per_second": round((after - before) / seconds, 1) if seconds > 0 else None,
+              "evaluation": evaluation, "files": files, **_device_record(device),
+              "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    (out / "chunk.json").write_text(json.dumps(record, indent=2) + "\n")
+    print(json.dumps(record), flush=True)
+    return record
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("job", choices=sorted(JOBS))
+    parser.add_argument("--minutes", type=float, default=8.0, help="time budget of the training (the chunk "
+                        "also loads, evaluates and copies: keep it under the machine's 10-minute limit)")
+    parser.add_argument("--out", type=Path, required=True, help="where the returned files go ($OUT)")
+    parser.add_argument("--root", type=Path, default=REPO, help="the checkout whose checkpoints/ is resumed")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--subproc-envs", action="store_true", help="step the envs in worker processes")
+    parser.add_argument("--eval-episodes", type=int, default=5)
+    parser.add_argument("--total-steps", type=int, default=None, help="override the job's budget (dry runs)")
+    args = parser.parse_args()
+    if not 0 < args.minutes <= 9:
+        raise SystemExit("--minutes: give a budget in (0, 9]; a command may run 10 minutes at most")
+    run_chunk(args.job, args.minutes, args.out, args.root, args.device, args.subproc_envs, args.eval_episodes,
+              args.total_steps)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""Put a chunk's returned files where the next chunk and the zoo expect them (see docs/gpu.md).
+
+    python tools/gpu/place.py radial-pong FILES_DIR
+
+checks every file against the sha256 its ``chunk.json`` recorded on the machine, copies the
+checkpoint into ``checkpoints/<job folder>/checkpoint/`` (an attacker's manifest and its
+``attacker.zip`` into the job folder), and appends the chunk's record to the folder's
+``chunks.json`` (steps, wall time, steps per second, device, evaluation), the run's log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from chunk import JOBS  # noqa: E402
+
+
+def place(job: str, files: Path, root: Path = REPO) -> dict:
+    """Check and copy the files of one returned chunk; returns its record."""
+    from rlgauntlet.common.hashing import sha256_file
+
+    record = json.loads((files / "chunk.json").read_text())
+    if record["job"] != job:
+        raise SystemExit(f"{files} holds a chunk of {record['job']}, not {job}")
+    for name, digest in record["files"].items():
+        if sha256_file(files / name) != digest:
+            raise SystemExit(f"{files / name} does not match the sha256 recorded on the machine; fetch it again")
+    spec = JOBS[job]
+    folder = root / spec["folder"]
+    log = folder / "chunks.json"
+    chunks = json.loads(log.read_text()) if log.exists() else []
+    if any(c.get("finished") == record["finished"] and c.get("steps_after") == record["steps_after"] for c in chunks):
+        raise SystemExit(f"this chunk ({record['steps_after']} steps) is already in place")
+    for source, name in spec["returns"].items():
+        target = folder / source
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(target.name + ".tmp")
+        shutil.copyfile(files / name, tmp)
+        tmp.replace(target)
+    if "checkpoint/policy.pt" in spec["returns"]:  # the parts are the checkpoint now: a zip left would win
+        (folder / "checkpoint" / "model.zip").unlink(missing_ok=True)
+    chunks.append(record)
+    log.write_text(json.dumps(chunks, indent=2) + "\n")
+    return record
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("job", choices=sorted(JOBS))
+    parser.add_argument("files", type=Path, help="the folder the chunk's files came back to")
+    parser.add_argument("--root", type=Path, default=REPO)
+    args = parser.parse_args()
+    record = place(args.job, args.files, args.root)
+    print(f"{args.job}: {record['steps_before']} → {record['steps_after']} steps in {record['wall_seconds']} s "
+          f"({record['steps_per_second']} steps/s on {record.get('gpu', record['device'])})")
+
+
+if __name__ == "__main__":
+    main()
