@@ -158,7 +158,7 @@ def open_job(agent: str | AgentSpec | Victim, env: str, store: Any = None, threa
     """
     from rlgauntlet.common.threads import thread_policy
 
-    spec = as_agent_spec(agent)
+    spec = as_agent_spec(agent, preset=preset)
     with thread_policy(threads) as n_threads:
         if isinstance(spec, AgentSpec):
             victim, env_preset = spec.load(env)
