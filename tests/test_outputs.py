@@ -184,3 +184,55 @@ def test_a_bare_group_names_what_is_missing(cli_main, capsys, monkeypatch, tmp_p
         code, err = cli_main(args, capsys, monkeypatch, tmp_path)
         lines = [line for line in err.splitlines() if line.startswith("rlgauntlet:")]
         assert code == 2 and len(lines) == 1 and "give a command" in lines[0], err
+
+
+# -- inputs: files, stores, agents and specs ---------------------------------------------------------
+
+#: options that name a file a command reads, the results store, an agent, a threat spec
+INPUT_FILES = ("vecnormalize", "lpips_weights")
+STORE_OPTIONS = ("store",)
+AGENT_OPTIONS = ("agent",)
+SPEC_OPTIONS = ("threat", "shift")
+
+
+def _input_cases():
+    for command, click_command in _commands():
+        if command not in BASE:
+            continue
+        for p in click_command.params:
+            if not p.opts or not p.opts[0].startswith("--"):
+                continue
+            option = p.opts[0]
+            kinds = (["filter matching nothing"] if p.name in AGENT_OPTIONS and command in READS_STORE else
+                     ["missing", "directory", "foreign"] if p.name in INPUT_FILES else
+                     ["directory", "foreign"] if p.name in STORE_OPTIONS else
+                     ["missing agent file", "agent directory", "foreign agent", "unknown zoo name", "unknown source"]
+                     if p.name in AGENT_OPTIONS else ["empty spec", "unknown threat"] if p.name in SPEC_OPTIONS else [])
+            for kind in kinds:
+                yield pytest.param(command, option, kind, id=f"{command}-{option}-{kind}")
+
+
+def test_there_are_input_options_to_check():
+    cases = [c.values for c in _input_cases()]
+    assert len(cases) > 40 and {c[0] for c in cases} >= {"evaluate", "certify", "ood scan", "calibrate", "plot"}
+
+
+@pytest.mark.parametrize("command, option, kind", list(_input_cases()))
+def test_hostile_inputs_are_refused_in_one_line_and_nothing_changes(command, option, kind, tmp_path, cli_main,
+                                                                    capsys, monkeypatch):
+    repo = Path(__file__).resolve().parents[1]
+    foreign = tmp_path / "theirs.bin"
+    foreign.write_bytes(bytes(range(256)) * 4)
+    value = {"missing": tmp_path / "missing.pkl", "directory": tmp_path, "foreign": foreign,
+             "missing agent file": f"sb3:{tmp_path / 'missing.zip'}", "agent directory": f"sb3:{tmp_path}",
+             "foreign agent": f"sb3:{foreign}", "unknown zoo name": "zoo:no-such-agent", "unknown source": "bogus:x",
+             "empty spec": "", "unknown threat": "no_such_threat:eps=0.1",
+             "filter matching nothing": "no-such-agent"}[kind]
+    args = command.split() + [a.format(repo=repo, tmp=tmp_path) for a in BASE[command]]
+    if option != "--store" and command in READS_STORE:
+        args += ["--store", str(_store(tmp_path))]
+    before = _snapshot(tmp_path)
+    code, err = cli_main([*args, option, str(value)], capsys, monkeypatch, tmp_path)
+    lines = [line for line in err.splitlines() if line.startswith("rlgauntlet:")]
+    assert code == 2 and "Traceback" not in err and len(lines) == 1, err
+    assert _snapshot(tmp_path) == before  # refused before anything was written (a store read is left byte-identical)

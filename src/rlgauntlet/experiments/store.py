@@ -180,8 +180,12 @@ class ResultsStore:
             self.conn.execute("PRAGMA journal_mode=WAL")
             self._add_missing_columns()
             self.conn.executescript(SCHEMA)
-            self.conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-            self.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            # set only what differs: rewriting a pragma with its own value still changes the file
+            # (its change counter), and reading a store (plot, report) must leave it byte-identical
+            if self.conn.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+                self.conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            if self.conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                self.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             self.conn.commit()
         except sqlite3.Error as exc:
             raise UserError(f"--store {self.path}: cannot open it for writing ({exc})") from None
