@@ -37,8 +37,8 @@ import numpy as np
 
 from rlgauntlet.errors import UserError
 
-Preset = Literal["atari", "classic", "mujoco", "dmc", "none"]
-PRESETS: tuple[str, ...] = ("atari", "classic", "mujoco", "dmc", "none")
+Preset = Literal["atari", "classic", "mujoco", "dmc", "minatar", "none"]
+PRESETS: tuple[str, ...] = ("atari", "classic", "mujoco", "dmc", "minatar", "none")
 DMC_PREFIX = "dm_control/"
 
 CLASSIC_IDS = {
@@ -89,6 +89,8 @@ def resolve_preset(env_id: str, override: str | None = None) -> Preset:
         return "atari"
     if env_id.startswith(DMC_PREFIX):
         return "dmc"
+    if env_id.startswith("MinAtar/"):
+        return "minatar"
     if env_id in CLASSIC_IDS:
         return "classic"
     if env_id.split("-")[0] in MUJOCO_PREFIXES:
@@ -259,6 +261,11 @@ def _gym_make(env_id: str, **kwargs: Any) -> gym.Env:
         _register_ale()
     if env_id.startswith(DMC_PREFIX):
         _register_dmc()
+    if env_id.startswith("MinAtar/"):
+        from rlgauntlet.envs.minatar import MAX_EPISODE_STEPS, register_minatar
+
+        register_minatar()
+        kwargs.setdefault("max_episode_steps", MAX_EPISODE_STEPS)
     try:
         return gym.make(env_id, **kwargs)
     except (gym.error.Error, ImportError, AttributeError, ValueError, TypeError) as exc:
@@ -292,6 +299,14 @@ def make_env(env_id: str, preset: str | None = None) -> gym.Env:
         env = LastAxisFrameStack(env, ATARI_FRAME_STACK)
     elif kind == "dmc":
         env = FlattenDictObservation(env)
+    elif kind == "minatar":
+        from rlgauntlet.envs.minatar import MinAtarImage
+
+        if not env_id.startswith("MinAtar/"):
+            env.close()
+            raise UserError(f"--preset minatar needs a MinAtar env, and {env_id} is not one; "
+                            "drop --preset or give e.g. MinAtar/Breakout-v1")
+        env = MinAtarImage(env)
     return env
 
 
@@ -315,4 +330,10 @@ def make_train_vec_env(env_id: str, n_envs: int, seed: int, preset: str | None =
     if kind == "dmc":
         _register_dmc()
         return make_vec_env(env_id, n_envs=n_envs, seed=seed, wrapper_class=FlattenDictObservation, **vec)
+    if kind == "minatar":
+        from rlgauntlet.envs.minatar import MAX_EPISODE_STEPS, MinAtarImage, register_minatar
+
+        register_minatar()
+        return make_vec_env(env_id, n_envs=n_envs, seed=seed, wrapper_class=MinAtarImage,
+                            env_kwargs={"max_episode_steps": MAX_EPISODE_STEPS}, **vec)
     return make_vec_env(env_id, n_envs=n_envs, seed=seed, **vec)

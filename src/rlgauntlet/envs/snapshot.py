@@ -5,7 +5,7 @@ no-op / fire / episodic-life state, time-limit step counts, the raw return) and 
 env: the physical state and the random generator of classic-control envs, MuJoCo's full
 integration state (``mj_getState``: time, qpos, qvel, act, warm start, controls, applied
 forces), dm_control's physics state, step count and task RNG, the ALE emulator with its
-RNG for Atari. ``restore(env, snap)`` puts it all back,
+RNG for Atari, the MinAtar game with its RandomState. ``restore(env, snap)`` puts it all back,
 so the same actions then give bit-identical observations, rewards and terminations. A
 snapshot can be restored any number of times, on the env it was taken from.
 
@@ -89,9 +89,11 @@ def snapshot(env: gym.Env) -> Snapshot:
         dm_env = _dm_control_env(base_env)
         snap.base["dm_control"] = (_mujoco_state(dm_env.physics.model.ptr, dm_env.physics.data.ptr),
                                    dm_env._step_count, dm_env._reset_next_step, dm_env.task.random.get_state())
+    elif type(base_env).__module__ == "minatar.gym":  # the game: its state and its RandomState
+        snap.base["minatar"] = copy.deepcopy(base_env.game)
     elif type(base_env).__module__.split(".")[:3] != ["gymnasium", "envs", "classic_control"]:
         raise UserError(f"no snapshot support for {type(base_env).__name__}; snapshots cover classic control, "
-                        "Gymnasium MuJoCo, dm_control (shimmy) and Atari (ale-py) envs")
+                        "Gymnasium MuJoCo, dm_control (shimmy), Atari (ale-py) and MinAtar envs")
     return snap
 
 
@@ -115,6 +117,8 @@ def restore(env: gym.Env, snap: Snapshot) -> None:
         dm_env.task.random.set_state(random_state)
     if "mujoco" in snap.base:
         _set_mujoco_state(base_env.model, base_env.data, snap.base["mujoco"])
+    if "minatar" in snap.base:
+        base_env.game = copy.deepcopy(snap.base["minatar"])
 
 
 def _mujoco_state(model, data) -> np.ndarray:

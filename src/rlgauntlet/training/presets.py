@@ -308,6 +308,39 @@ PRESETS["walker2d-td3"] = TrainPreset(
 )
 
 
+
+def _minatar_dqn(game: str, target: float) -> TrainPreset:
+    """The MinAtar paper's DQN (Young & Tian 2019, §4 and its code): its network
+    (``victims.minatar_cnn``), replay of 100k transitions sampled in batches of 32 from the
+    5,000th frame on, an update every frame, the target network copied every 1,000, ε-greedy
+    from 1.0 to 0.1 over the first 100k frames, γ = 0.99, RMSProp (lr 2.5e-4, decay 0.95,
+    ε 0.01, centred), 5M frames."""
+    import torch
+
+    from rlgauntlet.victims.minatar_cnn import MinAtarCNN
+
+    slug = game.lower()
+    return TrainPreset(
+        name=f"minatar-{slug}-dqn", env_id=f"MinAtar/{game}-v1", algo="dqn", total_timesteps=5_000_000, n_envs=1,
+        seed=0,
+        hyperparams=dict(policy="CnnPolicy", buffer_size=100_000, batch_size=32, learning_starts=5_000,
+                         train_freq=1, gradient_steps=1, target_update_interval=1_000, exploration_initial_eps=1.0,
+                         exploration_final_eps=0.1, exploration_fraction=100_000 / 5_000_000, gamma=0.99,
+                         learning_rate=2.5e-4, max_grad_norm=10.0,
+                         policy_kwargs=dict(features_extractor_class=MinAtarCNN, net_arch=[],
+                                            optimizer_class=torch.optim.RMSprop,
+                                            optimizer_kwargs=dict(alpha=0.95, eps=0.01, centered=True))),
+        target_return=target, checkpoint_every=100_000,
+        source="Young & Tian 2019 (MinAtar), DQN with experience replay and a target network",
+        notes="SB3's DQN clips gradients at norm 10 (its default); the paper's code uses the Huber loss, as SB3 "
+              "does. The target return is the bar for joining the zoo, set before training; the manifest says "
+              "how close the agent comes to the paper's curves on the CPU budget it was given.")
+
+
+for _game, _target in (("Breakout", 10.0), ("SpaceInvaders", 50.0)):
+    PRESETS[f"minatar-{_game.lower()}-dqn"] = _minatar_dqn(_game, _target)
+
+
 def register_preset(preset: TrainPreset) -> TrainPreset:
     """Add a recipe (e.g. one whose ``algo`` is a registered subclass of an SB3 algorithm)."""
     if preset.name in PRESETS and PRESETS[preset.name] != preset:

@@ -311,7 +311,9 @@ def _extractor_chain(extractor: nn.Module) -> nn.Module:
 
     if isinstance(extractor, FlattenExtractor):
         return extractor.flatten
-    if isinstance(extractor, NatureCNN):
+    from rlgauntlet.victims.minatar_cnn import MinAtarCNN
+
+    if isinstance(extractor, (NatureCNN, MinAtarCNN)):  # conv body, then linear: the same chain
         return nn.Sequential(*flatten_chain(extractor.cnn, extractor.linear))
     raise NotImplementedError(f"no layer chain for features extractor {type(extractor).__name__}")
 

@@ -123,6 +123,7 @@ _KWARGS_CLASSES = {
     **{("torch.nn.modules.activation", n): n for n in ("ReLU", "Tanh", "ELU", "LeakyReLU", "GELU", "SiLU", "Sigmoid",
                                                          "Softplus", "Mish", "Hardtanh", "SELU", "CELU")},
     **{("stable_baselines3.common.torch_layers", n): n for n in ("FlattenExtractor", "NatureCNN", "CombinedExtractor")},
+    ("rlgauntlet.victims.minatar_cnn", "MinAtarCNN"): "MinAtarCNN",  # ours: the MinAtar paper's body
 }
 
 
