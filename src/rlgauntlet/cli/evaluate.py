@@ -94,7 +94,11 @@ def plot(
         what = "is a directory" if store.is_dir() else "not found"
         raise UserError(f"results store {store} {what}; give --store the file that rlgauntlet evaluate wrote")
     check_png(out, store)
-    curves = budget_curves(ResultsStore(store), env=env, agent=agent)
+    results = ResultsStore(store)
+    try:
+        curves = budget_curves(results, env=env, agent=agent)
+    finally:
+        results.close()  # a read leaves no -wal/-shm files behind, refused or not
     path = plot_curves(curves, out)
     data = [{"agent": a, "env": e, "clean": g["clean"], "curves": {t: [dict(zip(("eps", "return_mean", "return_sem", "episodes"), p)) for p in pts] for t, pts in g["curves"].items()}}
             for (a, e), g in sorted(curves.items())]
