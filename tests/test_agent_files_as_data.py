@@ -201,7 +201,7 @@ def test_a_checkpoint_is_resumed_as_data_with_everything_restored(tmp_path, no_u
         saved = torch.load(__import__("io").BytesIO(archive.read("policy.pth")), weights_only=True)
         optimizer = torch.load(__import__("io").BytesIO(archive.read("policy.optimizer.pth")), weights_only=True)
         data = json.loads(archive.read("data"))
-    assert all(torch.equal(model.policy.state_dict()[k], v) for k, v in saved.items())
+    assert all(torch.equal(model.policy.state_dict()[k], v) for k, v in saved.items())  # bit-exact: loaded copies
     assert model.policy.optimizer.state_dict()["state"].keys() == optimizer["state"].keys() != set()
     assert (model.num_timesteps, model._n_updates, model._n_calls) == \
         (data["num_timesteps"], data["_n_updates"], data["_n_calls"]) and model.num_timesteps >= 1200

@@ -4,8 +4,9 @@
 set -euo pipefail
 job=${1:?give a job: radial-pong or paad-pong}
 minutes=${2:-8}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 RLGAUNTLET_THREADS=1
+site=$(mktemp -d)  # the carried wheels, installed for this command only
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl
+export PYTHONPATH="$site:$PWD/src" PYTHONUNBUFFERED=1 RLGAUNTLET_THREADS=1
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 python3 tools/gpu/chunk.py "$job" --minutes "$minutes" --out "${OUT:?}" --device cuda --subproc-envs 2>&1 \
   | tee "$OUT/chunk.log"

@@ -165,11 +165,7 @@ class ResultsStore:
         if not self.path.strip():
             raise UserError("--store is empty; give a file name, e.g. --store results.sqlite")
         if self.path != ":memory:":
-            file = Path(self.path)
-            if file.is_dir():
-                raise UserError(f"--store {file} is a directory; give a file name, e.g. --store {file}/results.sqlite")
-            if file.exists() and file.stat().st_size > 0:
-                _check_is_our_store(file)
+            file = check_store_location(self.path)
             try:
                 file.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:

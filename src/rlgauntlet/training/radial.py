@@ -30,13 +30,13 @@ import torch as th
 import torch.nn.functional as F
 from gymnasium import spaces
 from stable_baselines3 import DQN, PPO
-from stable_baselines3.common.preprocessing import preprocess_obs
 
 from rlgauntlet.bounds import ibp
 from rlgauntlet.training.algorithms import register_algorithm
+from rlgauntlet.training.live import LiveVictimMixin
 
 
-class _RadialMixin:
+class _RadialMixin(LiveVictimMixin):
     """What both RADIAL algorithms share: the schedule and the bounds of the live network."""
 
     radial_eps: float
@@ -52,31 +52,8 @@ class _RadialMixin:
     def current_eps(self) -> float:
         return self.radial_eps * self._ramp()
 
-    def _network_input(self, observations: th.Tensor) -> th.Tensor:
-        """The network input x of a batch of stored observations (pixels / 255; VecNormalize
-        was applied when the replay buffer or rollout stored them)."""
-        return preprocess_obs(observations, self.observation_space, normalize_images=self.policy.normalize_images)
-
-    def _victim(self):
-        from rlgauntlet.victims.sb3 import SB3Victim
-
-        if getattr(self, "_live_victim", None) is None or self._live_victim.policy is not self.policy:
-            self._live_victim = SB3Victim.from_model(self)
-        return self._live_victim
-
     def _score_bounds(self, x: th.Tensor, eps: float) -> tuple[th.Tensor, th.Tensor]:
         return ibp(self._victim(), x, eps)
-
-    def _excluded_save_params(self) -> list[str]:
-        # the live victim wraps the policy: saving it would store the network a second time
-        return [*super()._excluded_save_params(), "_live_victim"]
-
-    def _optimize(self, loss: th.Tensor) -> None:
-        """One optimizer step on ``loss``, gradients clipped as SB3 clips them."""
-        self.policy.optimizer.zero_grad()
-        loss.backward()
-        th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
-        self.policy.optimizer.step()
 
 
 class RadialDQN(_RadialMixin, DQN):
@@ -156,30 +133,18 @@ class RadialPPO(_RadialMixin, PPO):
         pg, wc, vf = [], [], []
         for _ in range(self.n_epochs):
             for data in self.rollout_buffer.get(self.batch_size):
-                actions = data.actions.long().flatten()
-                values, log_prob, entropy = self.policy.evaluate_actions(data.observations, actions)
-                advantages = data.advantages
-                if self.normalize_advantage and len(advantages) > 1:
-                    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-
-                def surrogate(logp: th.Tensor) -> th.Tensor:
-                    ratio = th.exp(logp - data.old_log_prob)
-                    return -th.min(advantages * ratio,
-                                   advantages * th.clamp(ratio, 1 - clip_range, 1 + clip_range)).mean()
-
-                policy_loss = surrogate(log_prob)
+                terms = self._ppo_terms(data, clip_range)
+                policy_loss = terms.surrogate(terms.log_prob)
                 if eps > 0:
                     lower, upper = self._score_bounds(self._network_input(data.observations), eps)
-                    log_low, log_high = softmax_bounds(lower, upper, actions)
-                    worst = th.where(advantages >= 0, log_low, log_high).clamp(-30.0, 0.0)
-                    worst_loss = surrogate(worst)
+                    log_low, log_high = softmax_bounds(lower, upper, terms.actions)
+                    worst = th.where(terms.advantages >= 0, log_low, log_high).clamp(-30.0, 0.0)
+                    worst_loss = terms.surrogate(worst)
                     wc.append(worst_loss.item())
                     policy_loss = self.kappa * policy_loss + (1 - self.kappa) * worst_loss
-                value_loss = F.mse_loss(data.returns, values.flatten())
-                entropy_loss = -th.mean(entropy) if entropy is not None else -th.mean(-log_prob)
-                loss = policy_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
+                loss = policy_loss + self.ent_coef * terms.entropy_loss + self.vf_coef * terms.value_loss
                 pg.append(policy_loss.item())
-                vf.append(value_loss.item())
+                vf.append(terms.value_loss.item())
                 self._optimize(loss)
             self._n_updates += 1
         self.logger.record("train/policy_gradient_loss", np.mean(pg))

@@ -36,7 +36,10 @@ import torch.nn.functional as F
 from stable_baselines3 import PPO
 
 from rlgauntlet.bounds import ibp
+from rlgauntlet.threats.attacks.maxdiff import policy_divergence
 from rlgauntlet.training.algorithms import register_algorithm
+from rlgauntlet.training.live import LiveVictimMixin
+from rlgauntlet.training.radial import softmax_bounds
 from rlgauntlet.victims.base import PolicyOutput, Victim
 
 #: SGLD's inverse temperature in the official code ("gradients are relatively small here")
@@ -49,8 +52,8 @@ def policy_shift(clean: PolicyOutput, perturbed: PolicyOutput) -> th.Tensor:
     if clean.kind == "gaussian":
         sigma = clean.log_std.detach().exp()
         return (((perturbed.mean - clean.mean.detach()) / sigma) ** 2).sum(dim=-1)
-    logp = F.log_softmax(clean.logits.detach(), dim=-1)
-    return (logp.exp() * (logp - F.log_softmax(perturbed.logits, dim=-1))).sum(dim=-1)
+    fixed = PolicyOutput("categorical", logits=clean.logits.detach())
+    return policy_divergence(fixed, perturbed)  # KL(π(·|x) ‖ π(·|x̃))
 
 
 def sgld_perturbation(victim: Victim, x: th.Tensor, eps: float, steps: int = 10,
@@ -87,15 +90,13 @@ def ibp_shift_bound(victim: Victim, x: th.Tensor, eps: float) -> th.Tensor:
         reach = th.max(upper - clean.mean.detach(), clean.mean.detach() - lower)
         return ((reach / sigma) ** 2).sum(dim=-1)
     logp = F.log_softmax(clean.logits.detach(), dim=-1)
-    n = lower.shape[-1]
-    others = upper.unsqueeze(-2).expand(*upper.shape[:-1], n, n)  # [..., i, j] = u_j
-    eye = th.eye(n, dtype=th.bool, device=lower.device)
-    mixed = th.where(eye, lower.unsqueeze(-1).expand_as(others), others)  # l_i on the diagonal, u_j off it
-    log_q_low = lower - th.logsumexp(mixed, dim=-1)
-    return (logp.exp() * (logp - log_q_low)).sum(dim=-1)
+    rows, n = lower.shape
+    every = th.arange(n, device=lower.device).repeat(rows)  # each action of each row, as RADIAL bounds the taken one
+    log_q_low, _ = softmax_bounds(lower.repeat_interleave(n, 0), upper.repeat_interleave(n, 0), every)
+    return (logp.exp() * (logp - log_q_low.reshape(rows, n))).sum(dim=-1)
 
 
-class SAPPO(PPO):
+class SAPPO(LiveVictimMixin, PPO):
     """PPO with the SA regulariser (see module docstring)."""
 
     def __init__(self, *args, sa_eps: float = 0.075, sa_kappa: float = 0.3, sa_method: str = "sgld",
@@ -104,22 +105,11 @@ class SAPPO(PPO):
             raise ValueError(f"sa_method {sa_method!r}: choose one of {', '.join(METHODS)}")
         self.sa_eps, self.sa_kappa, self.sa_method, self.sa_steps = sa_eps, sa_kappa, sa_method, sa_steps
         self.ramp_fraction = ramp_fraction
-        self._live_victim = None
         super().__init__(*args, **kwargs)
 
     def current_eps(self) -> float:
         done = float(np.clip(1.0 - self._current_progress_remaining, 0.0, 1.0))
         return self.sa_eps * (min(1.0, done / self.ramp_fraction) if self.ramp_fraction > 0 else 1.0)
-
-    def _victim(self):
-        from rlgauntlet.victims.sb3 import SB3Victim
-
-        if self._live_victim is None or self._live_victim.policy is not self.policy:
-            self._live_victim = SB3Victim.from_model(self)
-        return self._live_victim
-
-    def _excluded_save_params(self) -> list[str]:
-        return [*super()._excluded_save_params(), "_live_victim"]
 
     def regulariser(self, x: th.Tensor, eps: float) -> th.Tensor:
         """κ's term: the mean over the batch of the (approximate or bounded) worst R in the ball."""
@@ -130,9 +120,6 @@ class SAPPO(PPO):
         return policy_shift(victim.forward(x), victim.forward(x_adv)).mean()
 
     def train(self) -> None:
-        from gymnasium import spaces
-        from stable_baselines3.common.preprocessing import preprocess_obs
-
         self.policy.set_training_mode(True)
         self._update_learning_rate(self.policy.optimizer)
         clip_range = self.clip_range(self._current_progress_remaining)
@@ -140,31 +127,16 @@ class SAPPO(PPO):
         pg, vf, reg = [], [], []
         for _ in range(self.n_epochs):
             for data in self.rollout_buffer.get(self.batch_size):
-                actions = data.actions
-                if isinstance(self.action_space, spaces.Discrete):
-                    actions = actions.long().flatten()
-                values, log_prob, entropy = self.policy.evaluate_actions(data.observations, actions)
-                advantages = data.advantages
-                if self.normalize_advantage and len(advantages) > 1:
-                    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-                ratio = th.exp(log_prob - data.old_log_prob)
-                policy_loss = -th.min(advantages * ratio,
-                                      advantages * th.clamp(ratio, 1 - clip_range, 1 + clip_range)).mean()
-                value_loss = F.mse_loss(data.returns, values.flatten())
-                entropy_loss = -th.mean(entropy) if entropy is not None else -th.mean(-log_prob)
-                loss = policy_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
+                terms = self._ppo_terms(data, clip_range)
+                policy_loss = terms.surrogate(terms.log_prob)
+                loss = policy_loss + self.ent_coef * terms.entropy_loss + self.vf_coef * terms.value_loss
                 if eps > 0 and self.sa_kappa > 0:
-                    x = preprocess_obs(data.observations, self.observation_space,
-                                       normalize_images=self.policy.normalize_images)
-                    term = self.regulariser(x, eps)
+                    term = self.regulariser(self._network_input(data.observations), eps)
                     loss = loss + self.sa_kappa * term
                     reg.append(term.item())
-                self.policy.optimizer.zero_grad()
-                loss.backward()
-                th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
-                self.policy.optimizer.step()
+                self._optimize(loss)
                 pg.append(policy_loss.item())
-                vf.append(value_loss.item())
+                vf.append(terms.value_loss.item())
             self._n_updates += 1
         self.logger.record("train/policy_gradient_loss", np.mean(pg))
         self.logger.record("train/value_loss", np.mean(vf))
