@@ -24,14 +24,14 @@ from typing import Callable
 
 from rlgauntlet.common.outputs import check_run_dir
 from rlgauntlet.errors import UserError
-from rlgauntlet.experiments.agents import as_agent_spec, open_job
+from rlgauntlet.experiments.agents import AgentSpec, as_agent_spec, open_job
 
 #: the learned attackers ``attack-train`` trains
 METHODS = ("paad", "sarl", "robust-sarsa")
 from rlgauntlet.threats.learned.base import ATTACKER_FILE, MANIFEST
 
 
-def train_attacker(agent: str, env: str, method: str, eps: float, steps: int, run_dir: str | Path, seed: int = 0,
+def train_attacker(agent: str | AgentSpec, env: str, method: str, eps: float, steps: int, run_dir: str | Path, seed: int = 0,
                    variant: str | None = None, actor_steps: int = 1, lam: float = 1.0, loss: str = "hinge",
                    eval_episodes: int = 20, device: str = "cpu", vecnormalize: str | Path | None = None,
                    threads: int | None = None, checkpoint_every: int | None = None, hyperparams: dict | None = None,
@@ -53,7 +53,7 @@ def train_attacker(agent: str, env: str, method: str, eps: float, steps: int, ru
         run_dir: the attacker folder (checkpoints, then ``attacker.zip`` and ``manifest.json``).
         variant: PA-AD variant (``stochastic``, ``deterministic``, ``continuous``, ``directional``).
         actor_steps, lam, loss: the PA-AD actor (FGSM, λ = 1, hinge by default).
-        eval_episodes: episodes of the final evaluation (episode k uses seed ``seed + k``).
+        eval_episodes: episodes of the final evaluation (episode k uses seed ``seed + k``); 0 skips it.
         deadline: a ``time.monotonic()`` value: the director's training saves and stops at the
             first rollout end after it (a chunk of a longer run); the folder is then written and
             evaluated as usual, and the next call resumes.
@@ -74,7 +74,8 @@ def train_attacker(agent: str, env: str, method: str, eps: float, steps: int, ru
     spec = as_agent_spec(agent, device=device, vecnormalize=vecnormalize, allow_pickle=allow_pickle or None)
     with open_job(spec, env, threads=threads) as job:
         victim = job.victim
-        identity = {"agent": agent, "sha256": victim.description.get("sha256"),
+        identity = {"agent": spec.agent if isinstance(spec, AgentSpec) else str(agent),
+                    "sha256": victim.description.get("sha256"),
                     "vecnormalize_sha256": (victim.description.get("vecnormalize") or {}).get("sha256")}
         if method == "robust-sarsa":
             manifest = _train_q_function(victim, identity, env, steps, run_dir, seed, sarsa_eps, sarsa_reg, log)
@@ -94,6 +95,8 @@ def train_attacker(agent: str, env: str, method: str, eps: float, steps: int, ru
                         "input_bounds": progress["input_bounds"]}
             (run_dir / MANIFEST).write_text(json.dumps(manifest, indent=2))
             spec = f"{method}:attacker={_quoted(run_dir)},eps={eps!r}"
+        if eval_episodes == 0:  # the caller evaluates the attacker itself (the gauntlet's sweep)
+            return manifest
         report = evaluate(victim, env, [spec], episodes=eval_episodes, seed=seed, impact=False, device=device,
                           n_envs=min(8, eval_episodes))
     clean, attacked = report.evaluations[0], report.evaluations[1]

@@ -84,7 +84,7 @@ EPISODE_FIELDS = (
 #: episode fields stored as JSON text
 JSON_FIELDS = ("world", "uncertainty_series")
 #: the kinds of run a store holds
-RUN_KINDS = ("evaluation", "calibration", "certification", "ood", "training", "strongest_of")
+RUN_KINDS = ("evaluation", "calibration", "certification", "ood", "training", "strongest_of", "gauntlet")
 
 
 #: columns added after the first release: (table, name, type and default, SQL filling old rows)

@@ -1,0 +1,438 @@
+"""The gauntlet: an env family's whole evaluation protocol on one agent, in one call.
+
+:func:`run_gauntlet` takes an agent spec and an env, picks the protocol of the env's family
+(:mod:`rlgauntlet.experiments.protocols`, or the one named) and runs it in three phases, all
+resumable from the results store:
+
+1. a sweep of everything that needs no training: clean, the heuristic attacks at every ε of
+   the grid, the natural suite and the shift grid (episodes stored as they finish);
+2. the learned attackers (PA-AD, SA-RL; Robust Sarsa for continuous agents) trained against
+   this agent as cells of the same executor (local processes or Ray). Each is cached in the
+   store's folder under ``gauntlet-cache/`` by (agent sha256, env, method, ε, seed, protocol
+   version, steps): a re-run, or another gauntlet of the same agent, reuses it; a killed
+   training resumes from its last checkpoint;
+3. the sweep again with the learned attackers added and one strongest-of group per ε.
+
+Then the certification (IBP: GWC and ACR for discrete agents, the certified action deviation
+for continuous ones) where the agent can be bounded, and the false-robustness checks
+(:mod:`rlgauntlet.experiments.false_robustness`). Both are cached beside the attackers.
+
+The result (:func:`run_gauntlet`'s return value, written as ``gauntlet.json``) holds the protocol
+(name, version, level), the agent's identity, the clean return, the worst case per ε (the
+lowest mean return over every attack, and the attack that reached it, with every member's
+return), the natural, shift and certified summaries, the warnings and the seconds it took. It
+is also stored as a ``gauntlet`` run (what ``rlgauntlet leaderboard`` ranks). A store holds one
+version of each protocol: results of different versions are never ranked together.
+
+Example:
+    >>> result = run_gauntlet("zoo:cartpole-dqn", "CartPole-v1", level="quick",
+    ...                       store="runs/gauntlet.sqlite", workers=2)      # doctest: +SKIP
+    >>> [(w["eps"], w["attack"]) for w in result["worst_case"]]            # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+import rlgauntlet
+from rlgauntlet.errors import UserError
+from rlgauntlet.experiments.agents import AgentSpec, as_agent_spec
+from rlgauntlet.experiments.protocols import Protocol, get_protocol, protocol_for
+from rlgauntlet.experiments.store import ResultsStore, run_key
+
+#: the learned attackers' threat names per training method
+THREAT_OF_METHOD = {"paad": "paad", "sarl": "sarl", "robust-sarsa": "robust_sarsa"}
+CACHE_FOLDER = "gauntlet-cache"
+
+
+@dataclass(frozen=True)
+class AttackerTask:
+    """One learned attacker to train (a cell of the executor): everything a worker needs."""
+
+    agent: tuple[tuple[str, object], ...]  # the AgentSpec's fields
+    env: str
+    method: str
+    eps: str  # as written in the protocol (e.g. 1/255)
+    eps_value: float
+    seed: int
+    steps: int
+    folder: str
+
+    @property
+    def spec(self) -> str:
+        """The threat spec that applies the trained attacker."""
+        from rlgauntlet.experiments.attackers import _quoted
+
+        key = "q" if self.method == "robust-sarsa" else "attacker"
+        return f"{THREAT_OF_METHOD[self.method]}:{key}={_quoted(Path(self.folder))},eps={self.eps}"
+
+    @property
+    def label(self) -> str:
+        return f"{THREAT_OF_METHOD[self.method]}:eps={self.eps}"
+
+    def done(self) -> bool:
+        manifest = Path(self.folder) / "manifest.json"
+        if not manifest.is_file():
+            return False
+        try:
+            return int(json.loads(manifest.read_text()).get("steps", 0)) >= (
+                0 if self.method == "robust-sarsa" else self.steps)
+        except (ValueError, OSError, TypeError):
+            return False
+
+
+def train_attacker_task(task: AttackerTask) -> dict:
+    """Train (or resume) one learned attacker; runs in a worker, writes only its folder."""
+    from rlgauntlet.experiments.attackers import train_attacker
+
+    spec = AgentSpec(**dict(task.agent))
+    manifest = train_attacker(spec, task.env, task.method, eps=task.eps_value, steps=task.steps, run_dir=task.folder,
+                              seed=task.seed, eval_episodes=0, log=lambda line: None, allow_pickle=spec.allow_pickle)
+    return {"steps": manifest.get("steps"), "train_seconds": manifest.get("train_seconds")}
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)
+
+
+def _eps_value(text: str) -> float:
+    from rlgauntlet.threats.spec import parse_value
+
+    return float(parse_value(text, f"eps {text}", "eps"))
+
+
+def _with_eps(spec: str, eps: str) -> str:
+    return f"{spec}{',' if ':' in spec else ':'}eps={eps}"
+
+
+def check_protocol_version(store: ResultsStore, protocol: Protocol) -> None:
+    """Refuse a store that holds gauntlet results of another version of ``protocol``."""
+    for _, meta in store.runs("gauntlet"):
+        if meta.get("protocol") == protocol.name and meta.get("version") != protocol.version:
+            raise UserError(f"--store {store.path} holds {protocol.name} gauntlet results of version "
+                            f"{meta.get('version')}, and this is version {protocol.version}: results of different "
+                            "versions are never ranked together; give a new --store")
+
+
+def _fits(specs: list[str], victim, env: str, preset: str) -> tuple[list[str], list[dict]]:
+    """The specs that apply to this agent and env, and the skipped ones with the reason."""
+    from rlgauntlet.experiments.evaluate import checked_threats
+
+    kept, skipped = [], []
+    for spec in specs:
+        try:
+            checked_threats([spec], victim, env, preset)
+            kept.append(spec)
+        except UserError as exc:
+            skipped.append({"spec": spec, "reason": str(exc)})
+    return kept, skipped
+
+
+def _pooled(reports: list[dict], label_of: Callable[[str], str | None]) -> dict[str, dict]:
+    """Per label, every seed's episodes pooled: mean, standard error, episodes, and per-seed means."""
+    returns: dict[str, list[float]] = {}
+    per_seed: dict[str, list[float]] = {}
+    for report in reports:
+        for ev in report["evaluations"]:
+            label = label_of(ev["spec"])
+            if label is None:
+                continue
+            returns.setdefault(label, []).extend(ev["returns"])
+            per_seed.setdefault(label, []).append(ev["return_mean"])
+    out = {}
+    for label, values in returns.items():
+        n = len(values)
+        out[label] = {"return_mean": float(np.mean(values)),
+                      "return_sem": float(np.std(values, ddof=1) / math.sqrt(n)) if n > 1 else 0.0,
+                      "episodes": n, "seed_means": per_seed[label]}
+    return out
+
+
+def _shift_curves(rows: dict[str, dict]) -> dict[str, list[dict]]:
+    """Physics shifts as curves: parameter -> [{scale, return_mean}] in numeric order of scale
+    (corruptions: name -> severity)."""
+    from rlgauntlet.threats.spec import parse_params, parse_value
+
+    curves: dict[str, list[dict]] = {}
+    for spec, row in rows.items():
+        name, _, rest = spec.partition(":")
+        params = parse_params(rest, spec)
+        if name == "physics":
+            key, x = f"physics:{params['param']}", params.get("scale")
+        else:
+            key, x = name, params.get("severity")
+        if x is None:
+            continue
+        x = float(parse_value(str(x), spec)) if isinstance(x, str) else float(x)
+        curves.setdefault(key, []).append({"x": x, "return_mean": row["return_mean"], "return_sem": row["return_sem"]})
+    return {k: sorted(v, key=lambda p: p["x"]) for k, v in curves.items()}
+
+
+def run_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None, level: str = "standard",
+                 seeds: Sequence[int] | None = None, store: str | Path = "gauntlet.sqlite", executor: str = "local",
+                 workers: int = 1, address: str | None = None, method: str | None = None,
+                 on_stage: Callable[[str, int, int], None] | None = None,
+                 on_advance: Callable[[int], None] | None = None, **load_options) -> dict:
+    """Run the protocol of ``env``'s family (or ``protocol``) at ``level`` on ``agent``.
+
+    Args:
+        agent: ``zoo:NAME``, ``sb3:PATH.zip``, ``torchscript:PATH`` or an :class:`AgentSpec`;
+            ``load_options`` (vecnormalize, kind, input_space, precision, device, allow_pickle)
+            apply to a spec string.
+        protocol: a protocol name (default: the env family's).
+        level: ``quick``, ``standard`` or ``paper``.
+        seeds: evaluation seeds (default: the level's); episode k of seed s uses env seed s + k,
+            and the learned attackers of seed s are trained with seed s.
+        store: the results store (a path); attackers and cached checks go beside it.
+        executor, workers, address: where sweep chunks and attacker trainings run.
+        method: the label the leaderboard groups agents by (several training seeds of one
+            method); default the agent spec.
+        on_stage: called with (stage name, done, total) when a stage starts.
+        on_advance: called with the work units (episodes, attackers) each finished piece did.
+    """
+    from rlgauntlet.experiments.runs import check_seed
+    from rlgauntlet.experiments.store import check_store_location
+    from rlgauntlet.experiments.sweep import AgentEntry, SweepSpec, run_sweep
+
+    start = time.perf_counter()
+    spec = as_agent_spec(agent, **load_options)
+    if not isinstance(spec, AgentSpec):
+        raise UserError("the gauntlet runs an agent spec (zoo:NAME, sb3:PATH.zip, torchscript:PATH), not a loaded victim")
+    chosen = get_protocol(protocol) if protocol is not None else protocol_for(env)
+    settings = chosen.level(level)
+    seeds = list(settings.seeds if seeds is None else seeds)
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise UserError(f"--seeds {seeds}: give distinct seeds, e.g. --seeds 0 1 2")
+    for seed in seeds:
+        check_seed(seed, settings.episodes)
+    store_path = check_store_location(store)
+    cache = store_path.parent / CACHE_FOLDER
+    victim, preset = spec.load(env)
+    sha = victim.description.get("sha256") or "unhashed"
+    if victim.budget_space is None:
+        raise UserError("the agent's input space is unknown, so ε has no unit; pass --input-space")
+    results = ResultsStore(store_path)
+    try:
+        check_protocol_version(results, chosen)
+    finally:
+        results.close()
+
+    grid = list(chosen.eps_grid)
+    kind = victim.kind
+    heuristics = [_with_eps(h, e) for e in grid for h in chosen.heuristics[kind]]
+    heuristics, skipped = _fits(heuristics, victim, env, preset)
+    natural_specs: list[str] = []
+    if chosen.natural:
+        from rlgauntlet.threats.suites import natural_suite
+
+        natural_specs, skipped_natural = _fits(natural_suite(victim, env), victim, env, preset)
+        skipped += skipped_natural
+    shift_specs, skipped_shifts = _fits([s for s in chosen.shifts(env, settings.shifts) if s not in natural_specs],
+                                        victim, env, preset)
+    skipped += skipped_shifts
+
+    learned_eps = [chosen.headline_eps] if settings.learned_at == "headline" else grid
+    options = tuple(sorted(spec.model_dump().items()))
+    tasks = []
+    for seed in seeds:
+        for m in chosen.learned_methods(victim.is_discrete):
+            for e in ([chosen.headline_eps] if m == "robust-sarsa" else learned_eps):
+                where = "q" if m == "robust-sarsa" else f"eps{_safe(e)}"
+                folder = cache / sha[:16] / _safe(env) / (f"{m}-{where}-seed{seed}-{chosen.name}-v{chosen.version}-"
+                                                         f"{settings.attacker_steps}steps")
+                tasks.append(AttackerTask(options, env, m, e, _eps_value(e), seed, settings.attacker_steps,
+                                          str(folder)))
+    # a Robust Sarsa Q function serves every ε: one training, one MinQ evaluation per learned ε
+    learned_specs = list(dict.fromkeys(
+        _with_eps(t.spec.rsplit(",eps=", 1)[0], e) for t in tasks
+        for e in (learned_eps if t.method == "robust-sarsa" else [t.eps])))
+    label_of_spec = {s: s for s in heuristics + natural_specs + shift_specs}
+    for s in learned_specs:
+        label_of_spec[s] = f"{s.partition(':')[0]}:eps={s.rsplit('eps=', 1)[1]}"
+
+    entry = dict(spec.model_dump(), envs=[env])
+    pickle = entry.pop("allow_pickle")
+
+    def sweep_spec(threats: list[str], groups: list[list[str]]) -> SweepSpec:
+        agent_entry = AgentEntry(**entry, threats=threats, strongest_of=groups or None)
+        if pickle:  # the user's own flag, never a sweep file's
+            agent_entry = agent_entry.model_copy(update={"allow_pickle": True})
+        return SweepSpec(name=f"gauntlet {chosen.tag} {level}", agents=[agent_entry], seeds=seeds,
+                         episodes=settings.episodes, chunk_episodes=5, n_envs=1, deterministic=True, impact=True)
+
+    def stage(name: str, total: int, done: int = 0) -> None:
+        if on_stage is not None:
+            on_stage(name, done, total)
+
+    def planned(plan) -> None:
+        stage("episodes", plan.total_episodes, plan.total_episodes - plan.missing_episodes)
+
+    def chunk_done(chunk, records) -> None:
+        if on_advance is not None:
+            on_advance(len(records))
+
+    base = heuristics + natural_specs + shift_specs
+    run_sweep(sweep_spec(base, []), store_path, executor, workers, address, on_plan=planned, on_chunk=chunk_done)
+
+    todo = [t for t in tasks if not t.done()]
+    stage("learned attackers", len(tasks), len(tasks) - len(todo))
+    if todo:
+        from rlgauntlet.experiments.executors import make_executor
+
+        with make_executor(executor, workers, address) as pool:
+            pool.run(train_attacker_task, todo, lambda task, result: on_advance(1) if on_advance else None)
+
+    adversarial = heuristics + learned_specs
+    groups = [[s for s in adversarial if _threat_eps(s) == _eps_value(e)] for e in grid]
+    groups = [g for g in groups if len(g) >= 2]
+    swept = run_sweep(sweep_spec(base + learned_specs, groups), store_path, executor, workers, address,
+                      on_plan=planned, on_chunk=chunk_done)
+    reports = swept["reports"]
+
+    pooled = _pooled(reports, lambda s: "clean" if s == "clean" else label_of_spec.get(s))
+    clean = pooled["clean"]
+    worst_case = []
+    for e in grid:
+        members = {label_of_spec[s]: pooled[label_of_spec[s]] for s in adversarial
+                   if _threat_eps(s) == _eps_value(e)}
+        if not members:
+            continue
+        attack, best = min(members.items(), key=lambda kv: kv[1]["return_mean"])
+        worst_case.append({"eps": e, "eps_value": _eps_value(e), "budget_space": victim.budget_space,
+                           "return_mean": best["return_mean"], "return_sem": best["return_sem"],
+                           "episodes": best["episodes"], "attack": attack,
+                           "members": {k: v["return_mean"] for k, v in members.items()}})
+    impacts: dict[str, list[float]] = {}  # Daylight's impact: generalized (fixed minimum) where the env has one
+    for report in reports:
+        for ev in report["evaluations"]:
+            value = ev.get("generalized_impact") if ev.get("generalized_impact") is not None else ev.get("impact")
+            if ev["spec"] in natural_specs and value is not None:
+                impacts.setdefault(ev["spec"], []).append(value)
+    natural = [{"spec": s, **pooled[s], "impact": float(np.mean(impacts[s])) if s in impacts else None}
+               for s in natural_specs]
+    known = [r["impact"] for r in natural if r["impact"] is not None]
+    shift_rows = {s: pooled[s] for s in shift_specs}
+
+    stage("certification and checks", 2)
+    certified = _certified(victim, spec, env, grid, settings.episodes, seeds[0], store_path, cache, sha, chosen)
+    checks = _checks(victim, env, preset, grid, seeds[0], cache, sha, chosen)
+    warnings = list(checks.get("warnings", []))
+
+    identity = {"protocol": chosen.name, "version": chosen.version, "level": level, "agent": spec.agent,
+                "sha256": sha, "env": env, "seeds": seeds, "method": method or spec.agent,
+                "load_options": {k: v for k, v in spec.load_options().items() if v not in (None, False, "auto")}}
+    out = {
+        "rlgauntlet_version": rlgauntlet.__version__,
+        "protocol": {"name": chosen.name, "version": chosen.version, "level": level},
+        "agent": {**victim.description, "spec": spec.agent, "sha256": sha, "method": identity["method"]},
+        "env": {"id": env, "preset": preset},
+        "budget_space": victim.budget_space, "budget_note": chosen.budget_note,
+        "headline_eps": chosen.headline_eps, "seeds": seeds, "episodes_per_seed": settings.episodes,
+        "clean": {"return_mean": clean["return_mean"], "return_sem": clean["return_sem"],
+                  "episodes": clean["episodes"]},
+        "worst_case": worst_case,
+        "natural": {"rows": natural, "impact_mean": float(np.mean(known)) if known else None,
+                    "impact": "generalized impact (Daylight §2.5) where the env has a fixed minimum score, "
+                              "impact against the argmin agent otherwise"},
+        "shifts": {"rows": [{"spec": s, **r} for s, r in shift_rows.items()], "curves": _shift_curves(shift_rows)},
+        "certified": certified,
+        "learned_attackers": [{"method": t.method, "eps": t.eps, "seed": t.seed, "steps": t.steps,
+                               "folder": t.folder} for t in tasks],
+        "skipped": skipped,
+        "checks": checks,
+        "warnings": warnings,
+        "store": str(store_path),
+    }
+    out["seconds"] = round(time.perf_counter() - start, 1)
+    _record(store_path, identity, out)
+    return out
+
+
+def _threat_eps(spec: str) -> float | None:
+    from rlgauntlet.threats import parse_threat
+
+    return getattr(parse_threat(spec).params, "eps", None)
+
+
+def _cached(path: Path, compute: Callable[[], dict]) -> dict:
+    """``compute()``, or what an earlier call wrote to ``path`` (a file of ours: marked)."""
+    from rlgauntlet.common.outputs import write_json, written_by_us
+
+    if path.is_file() and written_by_us(path):
+        try:
+            data = json.loads(path.read_text())
+            data.pop("generator", None)
+            return data
+        except ValueError:
+            pass
+    data = compute()
+    write_json(path, data)
+    return data
+
+
+def _certified(victim, spec: AgentSpec, env: str, grid: list[str], episodes: int, seed: int, store_path: Path,
+               cache: Path, sha: str, protocol: Protocol) -> dict:
+    """IBP certification at every ε of the grid (cached), or why the agent cannot be bounded."""
+    from rlgauntlet.experiments.certify import certify
+
+    if not protocol.certify:
+        return {"available": False, "reason": "the protocol certifies nothing"}
+    try:
+        victim.layer_chain()
+    except NotImplementedError as exc:
+        return {"available": False, "reason": f"this agent cannot be bounded: {exc}"}
+    path = cache / sha[:16] / _safe(env) / f"certified-{protocol.name}-v{protocol.version}-seed{seed}-{episodes}ep.json"
+
+    def compute() -> dict:
+        result = certify(spec, env, eps_grid=",".join(grid), episodes=episodes, seed=seed, store=store_path)
+        rows = []
+        for row in result["rows"]:
+            item = {"eps": row["eps"], "eps_value": row["eps_value"], "budget_space": row["budget_space"],
+                    "nominal": row["nominal"]}
+            if "acr" in row:
+                item.update(acr=row["acr"], gwc=row["gwc"]["return_mean"], gwc_sem=row["gwc"]["return_sem"])
+            else:
+                item["certified_action_deviation"] = row["certified_action_deviation"]
+            rows.append(item)
+        return {"available": True, "seed": seed, "episodes": episodes, "rows": rows}
+
+    return _cached(path, compute)
+
+
+def _checks(victim, env: str, preset: str, grid: list[str], seed: int, cache: Path, sha: str,
+            protocol: Protocol) -> dict:
+    from rlgauntlet.envs import make_env
+    from rlgauntlet.experiments.false_robustness import check_false_robustness
+
+    path = cache / sha[:16] / _safe(env) / f"checks-{protocol.name}-v{protocol.version}-seed{seed}.json"
+    return _cached(path, lambda: check_false_robustness(victim, lambda: make_env(env, preset),
+                                                        [(e, _eps_value(e)) for e in grid], seed))
+
+
+def _record(store_path: Path, identity: dict, out: dict) -> None:
+    """Store the result as a ``gauntlet`` run: what the leaderboard ranks."""
+    results = ResultsStore(store_path)
+    try:
+        key = run_key({**identity, "kind": "gauntlet"})
+        run_id = results.latest_run(key) or results.create_run(key, identity, kind="gauntlet")
+        clean = out["clean"]
+        results.add_metric(run_id, "clean_return", clean["return_mean"], "return")
+        for row in out["worst_case"]:
+            results.add_metric(run_id, f"worst_case@{row['eps']}", row["return_mean"], f"return ({row['attack']})")
+        results.add_metric(run_id, "natural_impact", out["natural"]["impact_mean"], "mean impact of the natural suite")
+        for row in out["certified"].get("rows", []):
+            if "acr" in row:
+                results.add_metric(run_id, f"acr@{row['eps']}", row["acr"], "fraction of steps")
+                results.add_metric(run_id, f"gwc@{row['eps']}", row["gwc"], "return")
+        results.add_metric(run_id, "warnings", len(out["warnings"]), "false-robustness warnings")
+        results.add_wall_seconds(run_id, out["seconds"])
+    finally:
+        results.close()

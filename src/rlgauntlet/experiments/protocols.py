@@ -1,0 +1,182 @@
+"""Gauntlet protocols: what ``rlgauntlet gauntlet`` runs on an agent, one per env family, versioned.
+
+A protocol fixes everything that decides the numbers: the ε grid (in the agent's budget space),
+the headline ε a leaderboard ranks by, the heuristic attacks per policy kind with their
+settings, the learned attackers and their training steps per level, the natural suite, the
+physics or corruption shift grid, and whether the agent is certified. Changing any of it is a
+new ``version``; results of different versions are never ranked together (the store refuses to
+mix them, see :mod:`rlgauntlet.experiments.gauntlet`). docs/protocols.md writes each one out.
+
+Levels trade cost for confidence: ``quick`` (minutes on a laptop: fewer episodes, learned
+attackers at the headline ε only, a reduced shift grid), ``standard`` and ``paper`` (the
+papers' budgets).
+
+Example:
+    >>> p = get_protocol("classic")
+    >>> p.name, p.version, p.headline_eps, p.levels["quick"].learned_at
+    ('classic', 1, '0.1', 'headline')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from rlgauntlet.errors import UserError
+from rlgauntlet.threats.suites import (CARTPOLE_MULTIPLIERS, CARTPOLE_PARAMS, PENDULUM_MULTIPLIERS, PENDULUM_PARAMS,
+                                       PONG_CORRUPTIONS)
+
+LEVELS = ("quick", "standard", "paper")
+
+
+@dataclass(frozen=True)
+class Level:
+    """How much of a protocol runs: episodes per evaluation, learned-attacker training steps,
+    at which budgets attackers are trained (``headline`` or ``grid``), the shift grid
+    (``reduced`` or ``full``) and the default evaluation seeds."""
+
+    episodes: int
+    attacker_steps: int
+    learned_at: str
+    shifts: str
+    seeds: tuple[int, ...] = (0,)
+
+
+#: the heuristic attacks per policy kind (budget added per ε of the grid): PA-AD's comparison
+#: set, MinBest as FGSM, PGD-10 and with momentum, MinQ for Q-value agents, MaxDiff
+HEURISTICS: dict[str, tuple[str, ...]] = {
+    "q": ("random", "fgsm", "pgd:steps=10", "momentum", "pgd:objective=minq", "pgd:objective=maxdiff"),
+    "categorical": ("random", "fgsm", "pgd:steps=10", "momentum", "pgd:objective=maxdiff"),
+    "gaussian": ("random", "pgd:objective=maxdiff", "pgd:objective=maxdiff,steps=50"),
+    "deterministic": ("random", "pgd:objective=maxdiff", "pgd:objective=maxdiff,steps=50"),
+}
+
+
+def _physics_grid(params: tuple[str, ...], scales: tuple[str, ...]) -> list[str]:
+    return [f"physics:param={p},scale={s}" for p in params for s in scales]
+
+
+def _classic_shifts(env_id: str, extent: str) -> list[str]:
+    family = env_id.split("-")[0]
+    if family == "CartPole":
+        return _physics_grid(CARTPOLE_PARAMS, CARTPOLE_MULTIPLIERS if extent == "full" else ("1/2", "2"))
+    if family == "Pendulum":
+        return _physics_grid(PENDULUM_PARAMS, PENDULUM_MULTIPLIERS if extent == "full" else ("0.5", "2"))
+    return []
+
+
+def _mujoco_shifts(env_id: str, extent: str) -> list[str]:
+    scales = ("0.5", "0.75", "1.25", "1.5", "2") if extent == "full" else ("0.5", "2")
+    return _physics_grid(("body_mass", "geom_friction"), scales)
+
+
+def _pixel_shifts(env_id: str, extent: str) -> list[str]:
+    severities = range(1, 6) if extent == "full" else (1, 5)  # the natural suite holds severity 3
+    return [f"{c}:severity={s}" for c in PONG_CORRUPTIONS for s in severities]
+
+
+def _no_shifts(env_id: str, extent: str) -> list[str]:
+    return []
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """One env family's evaluation protocol (see the module docstring)."""
+
+    name: str
+    version: int
+    families: tuple[str, ...]  # env presets it applies to (rlgauntlet.envs.resolve_preset)
+    summary: str
+    eps_grid: tuple[str, ...]
+    headline_eps: str
+    budget_note: str
+    learned: tuple[str, ...]  # learned attackers for every agent
+    learned_continuous: tuple[str, ...]  # added for continuous-action agents
+    shifts: Callable[[str, str], list[str]]
+    levels: dict[str, Level]
+    natural: bool = True
+    certify: bool = True
+    heuristics: dict[str, tuple[str, ...]] = field(default_factory=lambda: dict(HEURISTICS))
+
+    @property
+    def tag(self) -> str:
+        """``name@vN``: how results name the protocol they were computed under."""
+        return f"{self.name}@v{self.version}"
+
+    def level(self, name: str) -> Level:
+        if name not in self.levels:
+            raise UserError(f"--level {name!r} is unknown; choose one of {', '.join(LEVELS)}")
+        return self.levels[name]
+
+    def learned_methods(self, discrete: bool) -> tuple[str, ...]:
+        return self.learned if discrete else self.learned + self.learned_continuous
+
+    def describe(self) -> dict:
+        """The protocol as data (``rlgauntlet gauntlet --list --json``, docs/protocols.md)."""
+        return {"name": self.name, "version": self.version, "families": list(self.families), "summary": self.summary,
+                "eps_grid": list(self.eps_grid), "headline_eps": self.headline_eps, "budget": self.budget_note,
+                "heuristics": {k: list(v) for k, v in self.heuristics.items()},
+                "learned": list(self.learned), "learned_continuous_only": list(self.learned_continuous),
+                "natural_suite": self.natural, "certified": self.certify,
+                "levels": {k: vars(v) | {"seeds": list(v.seeds)} for k, v in self.levels.items()}}
+
+
+PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
+    Protocol(
+        name="classic", version=1, families=("classic",),
+        summary="vector classic control (CartPole, Acrobot, MountainCar, Pendulum, ...)",
+        eps_grid=("0.05", "0.1", "0.2"), headline_eps="0.1",
+        budget_note="raw observation units (classic-control agents see raw observations)",
+        learned=("paad", "sarl"), learned_continuous=("robust-sarsa",), shifts=_classic_shifts,
+        levels={"quick": Level(10, 50_000, "headline", "reduced"),
+                "standard": Level(20, 100_000, "grid", "full"),
+                "paper": Level(50, 500_000, "grid", "full", (0, 1, 2))}),
+    Protocol(
+        name="mujoco", version=1, families=("mujoco",),
+        summary="MuJoCo locomotion (Hopper, Walker2d, HalfCheetah, Ant, ...)",
+        eps_grid=("0.025", "0.05", "0.075", "0.1"), headline_eps="0.075",
+        budget_note="normalized observation units when the agent has VecNormalize statistics (as in the PA-AD, "
+                    "SA-PPO and ATLA papers), raw units otherwise; each result names its space",
+        learned=("paad", "sarl"), learned_continuous=("robust-sarsa",), shifts=_mujoco_shifts,
+        levels={"quick": Level(5, 50_000, "headline", "reduced"),
+                "standard": Level(10, 200_000, "headline", "full"),
+                "paper": Level(50, 2_000_000, "grid", "full", (0, 1, 2))}),
+    Protocol(
+        name="pixel", version=1, families=("atari", "minatar"),
+        summary="image observations: Atari (ale-py) and MinAtar",
+        eps_grid=("1/255", "3/255"), headline_eps="1/255",
+        budget_note="pixel01: pixel intensities scaled to [0, 1], as in the RADIAL and PA-AD papers",
+        learned=("paad", "sarl"), learned_continuous=(), shifts=_pixel_shifts,
+        levels={"quick": Level(5, 20_000, "headline", "reduced"),
+                "standard": Level(10, 200_000, "headline", "full"),
+                "paper": Level(20, 2_500_000, "grid", "full", (0, 1, 2))}),
+    Protocol(
+        name="dm_control", version=1, families=("dmc",),
+        summary="DeepMind Control Suite tasks through shimmy (dm_control/...)",
+        eps_grid=("0.05", "0.1", "0.2"), headline_eps="0.1",
+        budget_note="normalized observation units with VecNormalize statistics, raw units otherwise",
+        learned=("paad", "sarl"), learned_continuous=("robust-sarsa",), shifts=_no_shifts,
+        levels={"quick": Level(5, 50_000, "headline", "reduced"),
+                "standard": Level(10, 200_000, "headline", "full"),
+                "paper": Level(50, 2_000_000, "grid", "full", (0, 1, 2))}),
+)}
+
+
+def get_protocol(name: str) -> Protocol:
+    """The protocol called ``name`` (``classic``, ``mujoco``, ``pixel``, ``dm_control``)."""
+    if name not in PROTOCOLS:
+        raise UserError(f"--protocol {name!r} is unknown; choose one of {', '.join(PROTOCOLS)} "
+                        "(rlgauntlet gauntlet --list)")
+    return PROTOCOLS[name]
+
+
+def protocol_for(env_id: str) -> Protocol:
+    """The protocol of ``env_id``'s family, or a :class:`UserError` naming ``--protocol``."""
+    from rlgauntlet.envs.presets import resolve_preset
+
+    preset = resolve_preset(env_id)
+    for protocol in PROTOCOLS.values():
+        if preset in protocol.families:
+            return protocol
+    raise UserError(f"{env_id} belongs to no protocol's env family; choose one with --protocol "
+                    f"({', '.join(PROTOCOLS)}) if its observations fit one")
