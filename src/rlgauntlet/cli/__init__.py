@@ -15,6 +15,7 @@ from rlgauntlet.cli import evaluate  # noqa: F401, I001
 from rlgauntlet.cli import train  # noqa: F401
 from rlgauntlet.cli import analysis  # noqa: F401
 from rlgauntlet.cli import sweep  # noqa: F401
+from rlgauntlet.cli import gauntlet  # noqa: F401
 from rlgauntlet.cli import ood  # noqa: F401
 from rlgauntlet.cli import zoo  # noqa: F401
 from rlgauntlet.errors import UserError

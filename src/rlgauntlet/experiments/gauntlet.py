@@ -157,22 +157,16 @@ def _pooled(reports: list[dict], label_of: Callable[[str], str | None]) -> dict[
 
 
 def _shift_curves(rows: dict[str, dict]) -> dict[str, list[dict]]:
-    """Physics shifts as curves: parameter -> [{scale, return_mean}] in numeric order of scale
-    (corruptions: name -> severity)."""
-    from rlgauntlet.threats.spec import parse_params, parse_value
+    """Shift grids as curves: ``physics:PARAM`` (or a corruption) -> [{x, return_mean, return_sem}]
+    in numeric order of the scale (or severity)."""
+    from rlgauntlet.threats.suites import shift_point
 
     curves: dict[str, list[dict]] = {}
     for spec, row in rows.items():
-        name, _, rest = spec.partition(":")
-        params = parse_params(rest, spec)
-        if name == "physics":
-            key, x = f"physics:{params['param']}", params.get("scale")
-        else:
-            key, x = name, params.get("severity")
-        if x is None:
-            continue
-        x = float(parse_value(str(x), spec)) if isinstance(x, str) else float(x)
-        curves.setdefault(key, []).append({"x": x, "return_mean": row["return_mean"], "return_sem": row["return_sem"]})
+        point = shift_point(spec)
+        if point is not None:
+            curves.setdefault(point[0], []).append({"x": point[1], "return_mean": row["return_mean"],
+                                                    "return_sem": row["return_sem"]})
     return {k: sorted(v, key=lambda p: p["x"]) for k, v in curves.items()}
 
 
@@ -198,6 +192,7 @@ def run_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None, 
         on_stage: called with (stage name, done, total) when a stage starts.
         on_advance: called with the work units (episodes, attackers) each finished piece did.
     """
+    from rlgauntlet.common.threads import thread_policy
     from rlgauntlet.experiments.runs import check_seed
     from rlgauntlet.experiments.store import check_store_location
     from rlgauntlet.experiments.sweep import AgentEntry, SweepSpec, run_sweep
@@ -322,8 +317,13 @@ def run_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None, 
     shift_rows = {s: pooled[s] for s in shift_specs}
 
     stage("certification and checks", 2)
-    certified = _certified(victim, spec, env, grid, settings.episodes, seeds[0], store_path, cache, sha, chosen)
-    checks = _checks(victim, env, preset, grid, seeds[0], cache, sha, chosen)
+    with thread_policy(None):
+        certified = _certified(victim, spec, env, grid, settings.episodes, seeds[0], store_path, cache, sha, chosen)
+        if on_advance is not None:
+            on_advance(1)
+        checks = _checks(victim, env, preset, grid, seeds[0], cache, sha, chosen)
+        if on_advance is not None:
+            on_advance(1)
     warnings = list(checks.get("warnings", []))
 
     identity = {"protocol": chosen.name, "version": chosen.version, "level": level, "agent": spec.agent,

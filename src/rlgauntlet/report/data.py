@@ -185,7 +185,7 @@ def load_groups(stores: list[ResultsStore], agents: list[str] | None = None) -> 
                                     "episodes": winner["episodes"], "seed": by_id[winner_id].get("seed"),
                                     "by_attack": by_attack})
                 continue
-            if "agent" not in meta or "env" not in meta:
+            if kind == "gauntlet" or "agent" not in meta or "env" not in meta:  # a gauntlet run: the leaderboard's
                 continue
             who = meta["agent"]
             if isinstance(who, str) and meta.get("nominal_runs"):  # an OOD run names the agent by its hash

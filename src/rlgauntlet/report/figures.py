@@ -79,3 +79,32 @@ def ood_scores_uri(panels: list[dict]) -> str:
     axes.flat[0].legend(fontsize=7)
     fig.tight_layout()
     return figure_uri(fig)
+
+
+def shift_curves_uri(curves: dict[str, list[tuple[float, float, float]]], clean: float | None) -> str:
+    """One small panel per shifted parameter: mean return ± sem against its scale (log axis for
+    physics multipliers, severity for corruptions), in numeric order; the clean return dashed."""
+    plt = _pyplot()
+    keys = sorted(curves)
+    cols = min(3, len(keys))
+    rows = (len(keys) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.6 * rows), squeeze=False)
+    for ax, key in zip(axes.flat, keys):
+        points = list(curves[key])
+        if clean is not None and key.startswith("physics:") and all(p[0] != 1.0 for p in points):
+            points.append((1.0, clean, 0.0))  # the unshifted world is scale 1
+        x, mean, sem = map(np.array, zip(*sorted(points)))
+        ax.errorbar(x, mean, yerr=sem, marker="o", capsize=2)
+        if key.startswith("physics:"):
+            ax.set_xscale("log")
+            ax.set_xlabel("scale of the default value")
+        else:
+            ax.set_xlabel("severity")
+        if clean is not None:
+            ax.axhline(clean, color="grey", linestyle="--")
+        ax.set_title(key, fontsize=9)
+        ax.set_ylabel("mean return")
+    for ax in list(axes.flat)[len(keys):]:
+        ax.axis("off")
+    fig.tight_layout()
+    return figure_uri(fig)

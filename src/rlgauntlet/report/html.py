@@ -87,8 +87,9 @@ def report_context(stores: list[ResultsStore], agents: list[str] | None = None) 
 
 
 def render_report(stores: list[str | Path], out: str | Path, agents: list[str] | None = None,
-                  title: str = "rlgauntlet robustness report") -> Path:
-    """Render the report of ``stores`` (paths) to ``out``; returns the path written."""
+                  title: str = "rlgauntlet robustness report", gauntlet: dict | None = None) -> Path:
+    """Render the report of ``stores`` (paths) to ``out``; returns the path written. ``gauntlet``
+    (a :func:`~rlgauntlet.experiments.gauntlet.run_gauntlet` result) adds its summary at the top."""
     out = Path(out)
     if out.is_file() and GENERATOR_MARK not in out.read_text(errors="ignore")[:2000]:
         raise UserError(f"--out {out} exists and is not a report rlgauntlet wrote; it was left untouched: "
@@ -101,7 +102,7 @@ def render_report(stores: list[str | Path], out: str | Path, agents: list[str] |
             store.close()
     html = _environment().get_template("report.html.j2").render(
         title=title, version=rlgauntlet.__version__, rendered=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        **context)
+        gauntlet=gauntlet, **context)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(html)
     return out

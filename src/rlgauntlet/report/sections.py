@@ -58,17 +58,42 @@ def overview(g: AgentRuns) -> dict | None:
             "space": g.budget_space, "runs": len(g.runs)}
 
 
+#: a parameter shifted at this many scales or more is drawn as a curve (with the clean return at
+#: scale 1), not listed
+CURVE_POINTS = 2
+
+
 def natural(g: AgentRuns) -> dict | None:
+    """Single natural changes as a table; shift grids (a physics parameter at several scales, a
+    corruption at several severities) as return-against-scale curves, with their rows sorted
+    by parameter and numeric scale under the figure."""
+    from rlgauntlet.threats.suites import shift_point
+
     rows = [row(ev) for ev in g.threats("natural")]
     if not rows:
         return None
+    grids: dict[str, list[tuple[float, dict]]] = defaultdict(list)
+    for r in rows:
+        point = shift_point(r["spec"])
+        if point is not None:
+            grids[point[0]].append((point[1], r))
+    curved = {k for k, points in grids.items() if len(points) >= CURVE_POINTS}
+    grid_rows = [r for k in sorted(curved) for _, r in sorted(grids[k], key=lambda p: p[0])]
+    single = [r for r in rows if not any(r is gr for gr in grid_rows)]
+    clean = row(g.clean) if g.clean else None
+    figure = None
+    if curved:
+        from rlgauntlet.report.figures import shift_curves_uri
+
+        figure = shift_curves_uri({k: [(x, r["return_mean"], r["return_sem"]) for x, r in grids[k]] for k in curved},
+                                  clean["return_mean"] if clean else None)
     examples = []
     if g.is_image:
         from rlgauntlet.report.examples import natural_examples
 
-        examples = natural_examples(g, [r["spec"] for r in rows if r["place"] == "observation"])
-    return {"rows": rows, "examples": examples, "image": g.is_image,
-            "clean": row(g.clean) if g.clean else None}
+        examples = natural_examples(g, [r["spec"] for r in single if r["place"] == "observation"])
+    return {"rows": single, "grid_rows": grid_rows, "grid_figure": figure, "grid_params": sorted(curved),
+            "examples": examples, "image": g.is_image, "clean": clean}
 
 
 def _curves(g: AgentRuns) -> dict[str, list[tuple[float, float, float]]]:

@@ -149,3 +149,26 @@ def expand_eps_grid(specs: list[str], grid: str) -> list[str]:
             raise UserError(f"threat spec {spec!r} already sets eps; drop it when using --eps-grid")
         out += [f"{name}:{rest + ',' if rest else ''}eps={v}" for v in values]
     return out
+
+
+def shift_point(spec: str) -> tuple[str, float] | None:
+    """Where a spec sits on a shift grid: (``physics:PARAM``, scale) or (corruption, severity);
+    None for a spec that is no grid point. Scales may be fractions (``scale=1/4`` → 0.25).
+
+    Example:
+        >>> shift_point("physics:param=length,scale=1/4"), shift_point("pixelate:severity=3")
+        (('physics:length', 0.25), ('pixelate', 3.0))
+    """
+    name, _, rest = spec.partition(":")
+    try:
+        params = parse_params(rest, spec)
+    except UserError:
+        return None
+    if name == "physics" and "scale" in params and "param" in params:
+        key, value = f"physics:{params['param']}", params["scale"]
+    elif "severity" in params:
+        key, value = name, params["severity"]
+    else:
+        return None
+    value = parse_value(value, spec) if isinstance(value, str) else value
+    return (key, float(value)) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

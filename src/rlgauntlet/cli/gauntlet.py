@@ -1,0 +1,154 @@
+"""``rlgauntlet gauntlet`` and ``leaderboard``: the whole protocol on one agent, and the ranking."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from rlgauntlet.cli.common import (ALLOW_PICKLE, DEVICE, INPUT_SPACE, KEPT, KIND, PRECISION, VECNORMALIZE, app,
+                                   check_outputs, console, out_console)
+from rlgauntlet.common.outputs import check_output, check_run_dir, write_json
+from rlgauntlet.errors import UserError
+
+
+def _list_protocols(as_json: bool) -> None:
+    from rlgauntlet.experiments.protocols import PROTOCOLS
+
+    if as_json:
+        out_console.print_json(json.dumps({name: p.describe() for name, p in PROTOCOLS.items()}))
+        return
+    table = Table(title="gauntlet protocols (docs/protocols.md)")
+    for col in ("protocol", "version", "env families", "ε grid (headline)", "learned attackers", "levels"):
+        table.add_column(col)
+    for p in PROTOCOLS.values():
+        levels = "; ".join(f"{k}: {v.episodes} ep, {v.attacker_steps // 1000}k steps at {v.learned_at}"
+                           for k, v in p.levels.items())
+        table.add_row(p.name, str(p.version), ", ".join(p.families),
+                      f"{', '.join(p.eps_grid)} ({p.headline_eps}) {p.budget_note.split(' ')[0]}",
+                      ", ".join(p.learned + p.learned_continuous), levels)
+    out_console.print(table)
+
+
+@app.command()
+def gauntlet(
+    agent: Optional[str] = typer.Option(None, help="zoo:NAME | sb3:PATH.zip[:ALGO] | torchscript:PATH. Example: --agent zoo:cartpole-dqn"),
+    env: Optional[str] = typer.Option(None, help="Gymnasium id; its family picks the protocol. Example: --env CartPole-v1"),
+    out: Optional[Path] = typer.Option(None, help="folder for gauntlet.json and report.html (and the store, by default). Example: --out runs/gauntlet-dqn"),
+    protocol: Optional[str] = typer.Option(None, help="protocol name (default: the env family's; see --list). Example: --protocol classic"),
+    level: str = typer.Option("standard", help="quick (minutes), standard or paper (the papers' budgets). Example: --level quick"),
+    seeds: List[int] = typer.Option([], "--seeds", help="evaluation seeds, repeatable (default: the level's). Example: --seeds 0 --seeds 1"),
+    store: Optional[Path] = typer.Option(None, help="results store (default OUT/gauntlet.sqlite); learned attackers are cached beside it. Example: --store runs/gauntlet.sqlite"),
+    executor: str = typer.Option("local", help="local (worker processes here) or ray. Example: --executor ray"),
+    workers: int = typer.Option(1, min=1, help="worker processes (local) or CPUs of the local Ray head. Example: --workers 2"),
+    address: Optional[str] = typer.Option(None, help="address of a running Ray cluster. Example: --address 10.0.0.5:6379"),
+    method: Optional[str] = typer.Option(None, help="the name the leaderboard groups this agent under (several training seeds of one method). Example: --method sa-ppo"),
+    kind: Optional[str] = KIND,
+    vecnormalize: Optional[Path] = VECNORMALIZE,
+    input_space: Optional[str] = INPUT_SPACE,
+    precision: str = PRECISION,
+    device: str = DEVICE,
+    allow_pickle: bool = ALLOW_PICKLE,
+    list_protocols: bool = typer.Option(False, "--list", help="list the protocols and exit. Example: --list"),
+    as_json: bool = typer.Option(False, "--json", help="with --list: print the protocols as JSON. Example: --list --json"),
+) -> None:
+    """Run an env family's whole evaluation protocol on one agent: heuristic and learned attacks
+    (trained against it, cached), strongest-of per ε, natural and shift suites, certification and
+    false-robustness checks; write gauntlet.json and report.html.
+
+    Example: rlgauntlet gauntlet --agent zoo:cartpole-dqn --env CartPole-v1 --level quick --out runs/dqn --workers 2
+    """
+    from rlgauntlet.experiments.gauntlet import run_gauntlet
+    from rlgauntlet.experiments.protocols import get_protocol, protocol_for
+    from rlgauntlet.experiments.store import check_store_location
+    from rlgauntlet.experiments.sweep import EXECUTORS
+    from rlgauntlet.report.html import render_report
+
+    if list_protocols:
+        _list_protocols(as_json)
+        return
+    if agent is None or env is None or out is None:
+        missing = [name for name, v in (("--agent", agent), ("--env", env), ("--out", out)) if v is None]
+        raise UserError(f"gauntlet needs {', '.join(missing)}; e.g. rlgauntlet gauntlet --agent zoo:cartpole-dqn "
+                        "--env CartPole-v1 --out runs/dqn (or --list for the protocols)")
+    chosen = get_protocol(protocol) if protocol is not None else protocol_for(env)
+    chosen.level(level)
+    if executor not in EXECUTORS:
+        raise UserError(f"--executor {executor!r} is unknown; use one of {', '.join(EXECUTORS)}")
+    check_run_dir(out, "--out")
+    store_path = check_store_location(store or out / "gauntlet.sqlite")
+    json_path, html_path = out / "gauntlet.json", out / "report.html"
+    check_outputs(json_path, store=store_path)
+    check_output(html_path, protect=[store_path])
+    KEPT["note"] = (f"finished episodes are kept in {store_path} and trained attackers (with their checkpoints) "
+                    f"beside it; run the same command again to go on from there")
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        current = {"task": None}
+
+        def stage(name: str, done: int, total: int) -> None:
+            if current["task"] is not None:
+                progress.update(current["task"], visible=True)
+            current["task"] = progress.add_task(f"{chosen.tag} {level}: {name}", total=total, completed=done)
+
+        def advance(n: int) -> None:
+            if current["task"] is not None:
+                progress.advance(current["task"], n)
+
+        result = run_gauntlet(agent, env, protocol=chosen.name, level=level, seeds=seeds or None, store=store_path,
+                              executor=executor, workers=workers, address=address, method=method, on_stage=stage,
+                              on_advance=advance, kind=kind, vecnormalize=vecnormalize, input_space=input_space,
+                              precision=None if precision == "auto" else precision, device=device,
+                              allow_pickle=allow_pickle or None)
+    write_json(json_path, result)
+    render_report([store_path], html_path, agents=None, title=f"rlgauntlet gauntlet: {agent} on {env}",
+                  gauntlet=result)
+    table = Table(title=f"{agent} on {env}: {chosen.tag}, level {level} ({result['budget_space']} budgets)")
+    for col in ("ε", "worst-case return", "strongest attack"):
+        table.add_column(col, justify="left" if col == "strongest attack" else "right")
+    table.add_row("0 (clean)", f"{result['clean']['return_mean']:.4g} ± {result['clean']['return_sem']:.2g}", "")
+    for row in result["worst_case"]:
+        table.add_row(row["eps"], f"{row['return_mean']:.4g} ± {row['return_sem']:.2g}", row["attack"])
+    out_console.print(table)
+    for warning in result["warnings"]:
+        console.print(f"[bold red]warning[/] ({warning['check']}): {warning['message']}")
+    console.print(f"{len(result['warnings'])} false-robustness warning(s); wrote {json_path} and {html_path} "
+                  f"in {result['seconds']:.0f} s (store {store_path})")
+
+
+@app.command()
+def leaderboard(
+    store: List[Path] = typer.Option(..., help="results stores holding gauntlet results, repeatable. Example: --store a.sqlite --store b.sqlite"),
+    out: Path = typer.Option(..., help="the HTML page; the JSON goes beside it (same name, .json). Example: --out board.html"),
+) -> None:
+    """Rank every agent the gauntlet evaluated by its worst case: one board per protocol version,
+    level and env; IQM and 95% bootstrap intervals over a method's agents; P(X > Y) per pair.
+
+    Example: rlgauntlet leaderboard --store runs/dqn/gauntlet.sqlite --store runs/ppo/gauntlet.sqlite --out board.html
+    """
+    from rlgauntlet.report.leaderboard import leaderboard as rank, render_leaderboard
+
+    if out.suffix.lower() not in (".html", ".htm"):
+        raise UserError(f"--out {out}: the leaderboard is an HTML page; give a name ending in .html")
+    json_path = out.with_suffix(".json")
+    check_output(out, protect=store)
+    check_output(json_path, protect=store)
+    board = rank(list(store))
+    render_leaderboard(board, out)
+    write_json(json_path, board)
+    for b in board["boards"]:
+        table = Table(title=f"{b['env']}: {b['protocol']} v{b['version']}, level {b['level']} "
+                            f"(worst case at ε {b['headline_eps']})")
+        for col in ("rank", "method", "agents", "worst case IQM", "95% CI", "clean"):
+            table.add_column(col, justify="left" if col == "method" else "right")
+        for r in b["rows"]:
+            ci = f"[{r['ci_low']:.4g}, {r['ci_high']:.4g}]" if r["ci_low"] is not None else "–"
+            table.add_row(str(r["rank"]), r["method"], str(r["agents"]), f"{r['iqm']:.4g}", ci,
+                          f"{r['clean']:.4g}" if r["clean"] is not None else "–")
+        out_console.print(table)
+    console.print(f"wrote {out} and {json_path}")

@@ -1,0 +1,123 @@
+"""The leaderboard: every agent the gauntlet evaluated, ranked by its worst case, one board per
+protocol version, level and env (results of different versions or levels are never ranked
+together).
+
+An agent's score is its worst-case mean return at the protocol's headline ε (the lowest over
+every attack of the protocol, learned attackers included). Agents of one method (the gauntlet's
+``--method``, e.g. several training seeds of SA-PPO) are aggregated with the interquartile mean
+and a 95% stratified-bootstrap interval, and each pair of methods gets the probability that a
+run of one scores above a run of the other (:mod:`rlgauntlet.metrics.aggregates`). Clean return,
+natural impact and certified figures stand beside the score, as means over the method's agents.
+
+Example:
+    >>> board = leaderboard(["a.sqlite", "b.sqlite"])                    # doctest: +SKIP
+    >>> render_leaderboard(board, "board.html")                          # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+import rlgauntlet
+from rlgauntlet.errors import UserError
+from rlgauntlet.experiments.store import ResultsStore
+from rlgauntlet.metrics.aggregates import improvement_interval, iqm_interval
+
+
+def _value(metrics: dict, name: str) -> float | None:
+    entry = metrics.get(name)
+    return None if entry is None or entry["value"] is None else float(entry["value"])
+
+
+def _mean(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return float(np.mean(known)) if known else None
+
+
+def gauntlet_entries(paths: list[str | Path]) -> list[dict]:
+    """Every gauntlet result stored in ``paths``: its identity and metrics (the latest result of
+    an agent under one protocol version, level and env, when a store holds several)."""
+    from rlgauntlet.experiments.protocols import PROTOCOLS
+
+    entries: dict[tuple, dict] = {}
+    for path in paths:
+        path = Path(path)
+        if not path.is_file():
+            what = "is a directory" if path.is_dir() else "does not exist"
+            raise UserError(f"--store {path} {what}; give a results store the gauntlet wrote")
+        store = ResultsStore(path)
+        try:
+            for run_id, meta in store.runs("gauntlet"):
+                metrics = store.metrics(run_id)
+                protocol = PROTOCOLS.get(meta.get("protocol"))
+                headline = protocol.headline_eps if protocol and protocol.version == meta.get("version") else None
+                key = (meta.get("protocol"), meta.get("version"), meta.get("level"), meta.get("env"),
+                       meta.get("sha256"), meta.get("method"))
+                entries[key] = {**meta, "store": path.name, "run_id": run_id, "headline_eps": headline,
+                                "score": _value(metrics, f"worst_case@{headline}") if headline else None,
+                                "clean": _value(metrics, "clean_return"),
+                                "natural_impact": _value(metrics, "natural_impact"),
+                                "acr": _value(metrics, f"acr@{headline}") if headline else None,
+                                "gwc": _value(metrics, f"gwc@{headline}") if headline else None,
+                                "warnings": int(_value(metrics, "warnings") or 0)}
+        finally:
+            store.close()
+    return list(entries.values())
+
+
+def leaderboard(paths: list[str | Path], seed: int = 0) -> dict:
+    """The boards of every gauntlet result in the stores at ``paths`` (see the module docstring)."""
+    entries = gauntlet_entries(paths)
+    if not entries:
+        raise UserError("the stores hold no gauntlet result; run `rlgauntlet gauntlet --store FILE` first")
+    boards: dict[tuple, list[dict]] = {}
+    for e in entries:
+        boards.setdefault((e["protocol"], e["version"], e["level"], e["env"]), []).append(e)
+    out = []
+    for (protocol, version, level, env), members in sorted(boards.items(), key=lambda kv: tuple(map(str, kv[0]))):
+        methods: dict[str, list[dict]] = {}
+        for e in members:
+            methods.setdefault(e["method"], []).append(e)
+        rows, unscored = [], []
+        for method, agents in methods.items():
+            scores = [a["score"] for a in agents if a["score"] is not None]
+            if not scores:
+                unscored.append(method)
+                continue
+            point, low, high = iqm_interval([scores], seed=seed)
+            rows.append({"method": method, "agents": len(scores), "scores": scores, "iqm": point,
+                         "ci_low": low, "ci_high": high, "clean": _mean([a["clean"] for a in agents]),
+                         "natural_impact": _mean([a["natural_impact"] for a in agents]),
+                         "acr": _mean([a["acr"] for a in agents]), "gwc": _mean([a["gwc"] for a in agents]),
+                         "warnings": sum(a["warnings"] for a in agents),
+                         "members": [{"agent": a["agent"], "sha256": a["sha256"], "score": a["score"],
+                                      "store": a["store"], "run_id": a["run_id"]} for a in agents]})
+        rows.sort(key=lambda r: -r["iqm"])
+        for rank, r in enumerate(rows, 1):
+            r["rank"] = rank
+        pairs = []
+        for i, a in enumerate(rows):
+            for b in rows[i + 1:]:
+                p, low, high = improvement_interval(a["scores"], b["scores"], seed=seed)
+                pairs.append({"x": a["method"], "y": b["method"], "p_x_better": p, "ci_low": low, "ci_high": high})
+        out.append({"protocol": protocol, "version": version, "level": level, "env": env,
+                    "headline_eps": members[0]["headline_eps"], "rows": rows, "pairs": pairs,
+                    "unscored": unscored})
+    return {"rlgauntlet_version": rlgauntlet.__version__, "boards": out,
+            "statistics": "IQM over a method's agents with a 95% stratified-bootstrap percentile interval "
+                          "(scipy.stats.bootstrap, 2000 resamples); P(X > Y) with ties counted one half"}
+
+
+def render_leaderboard(board: dict, out: str | Path) -> Path:
+    """Write ``board`` (see :func:`leaderboard`) as one self-contained HTML page."""
+    from rlgauntlet.report.html import _environment
+
+    out = Path(out)
+    html = _environment().get_template("leaderboard.html.j2").render(
+        version=rlgauntlet.__version__, rendered=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), **board)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(html)
+    return out
