@@ -1,0 +1,333 @@
+"""The gauntlet: protocols, false-robustness checks, strongest-of, caching, version guard,
+leaderboard statistics (known answers), and the CLI's one-line errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+from scipy import stats
+
+from rlgauntlet.envs import make_env
+from rlgauntlet.errors import UserError
+from rlgauntlet.experiments import protocols as protocols_module
+from rlgauntlet.experiments.agents import load_for_env
+from rlgauntlet.experiments.false_robustness import check_false_robustness, per_step_objective
+from rlgauntlet.experiments.protocols import PROTOCOLS, Level, Protocol, get_protocol, protocol_for
+from rlgauntlet.metrics.aggregates import improvement_interval, iqm, iqm_interval, probability_of_improvement
+from rlgauntlet.victims.base import PolicyOutput
+
+
+def run_cli(args, env, cwd=None):
+    return subprocess.run([sys.executable, "-m", "rlgauntlet.cli", *args], capture_output=True, text=True,
+                          env=env, cwd=cwd)
+
+
+class Quantised(nn.Module):
+    """A Q-network that rounds its input first: the gradient is exactly zero everywhere, so
+    every gradient attack stays where it starts, while the policy is as good as the network."""
+
+    def __init__(self, net: nn.Module, step: float) -> None:
+        super().__init__()
+        self.net, self.step = net, step
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(torch.round(x / self.step) * self.step)
+
+
+@pytest.fixture(scope="module")
+def masked_agent(tmp_path_factory) -> Path:
+    """The zoo CartPole DQN behind an input quantisation (step 0.01), as a TorchScript file."""
+    victim, _ = load_for_env("zoo:cartpole-dqn", "CartPole-v1")
+    module = Quantised(victim.policy.q_net, 0.01).float().eval()
+    path = tmp_path_factory.mktemp("masked") / "masked-dqn.pt"
+    torch.jit.save(torch.jit.trace(module, torch.zeros(1, 4)), str(path))
+    return path
+
+
+# --- protocols --------------------------------------------------------------------------------
+
+def test_every_protocol_is_versioned_and_its_attacks_parse():
+    from rlgauntlet.threats import parse_threat
+
+    for p in PROTOCOLS.values():
+        assert p.version >= 1 and p.headline_eps in p.eps_grid
+        assert set(p.levels) == set(protocols_module.LEVELS)
+        for specs in p.heuristics.values():
+            for spec in specs:
+                for eps in p.eps_grid:
+                    parse_threat(f"{spec}{',' if ':' in spec else ':'}eps={eps}")
+        for level in p.levels.values():
+            assert level.learned_at in ("headline", "grid") and level.shifts in ("reduced", "full")
+    assert protocol_for("CartPole-v1").name == "classic"
+    assert protocol_for("Hopper-v5").name == "mujoco"
+    assert protocol_for("PongNoFrameskip-v4").name == "pixel"
+    assert protocol_for("MinAtar/Breakout-v1").name == "pixel"
+
+
+def test_protocol_shift_grids_are_the_papers():
+    """CartPole's full grid is paper 002's Table 1: 5 parameters × 18 multipliers."""
+    classic = get_protocol("classic")
+    full, reduced = classic.shifts("CartPole-v1", "full"), classic.shifts("CartPole-v1", "reduced")
+    assert len(full) == 90 and "physics:param=length,scale=1/10" in full and "physics:param=gravity,scale=10" in full
+    assert len(reduced) == 10 and set(reduced) < set(full)
+    assert classic.shifts("Acrobot-v1", "full") == []
+    assert len(get_protocol("pixel").shifts("PongNoFrameskip-v4", "full")) == 20
+
+
+def test_unknown_protocol_level_and_family_name_the_fix():
+    with pytest.raises(UserError, match="--protocol 'nope' is unknown"):
+        get_protocol("nope")
+    with pytest.raises(UserError, match="--level 'fast' is unknown"):
+        get_protocol("classic").level("fast")
+    with pytest.raises(UserError, match="--protocol"):
+        protocol_for("Taxi-v3")
+
+
+# --- false-robustness checks --------------------------------------------------------------------
+
+def test_objectives_known_answers():
+    """MinBest: 1 where the greedy action changed; MinQ: the clean Q of the clean action minus
+    the clean Q of the action taken under attack; MaxDiff: KL of the softmaxes."""
+
+    class Fixed:
+        kind = "q"
+
+        def __init__(self, table):
+            self.table = table
+
+        def forward(self, x):
+            return PolicyOutput("q", q=self.table[x[:, 0].long()])
+
+    table = torch.tensor([[1.0, 3.0, 0.0], [2.0, -1.0, 0.5]])
+    victim = Fixed(table)
+    x, x_adv = torch.tensor([[0.0], [0.0], [1.0]]), torch.tensor([[1.0], [0.0], [0.0]])
+    # row 0: clean action 1 (Q 3), attacked action 0 of row 1's table: clean Q of action 0 is 1 → drop 2
+    assert per_step_objective("minbest", victim, x, x_adv).tolist() == [1.0, 0.0, 1.0]
+    assert torch.allclose(per_step_objective("minq", victim, x, x_adv), torch.tensor([2.0, 0.0, 3.0]))  # row 2: 2 − (−1)
+    p, q = torch.softmax(table[1], 0), torch.softmax(table[0], 0)
+    kl = float((p * (p.log() - q.log())).sum())
+    assert per_step_objective("maxdiff", victim, x, x_adv)[0].item() == pytest.approx(kl, rel=1e-5)
+
+
+def test_masked_gradient_agent_raises_the_warnings(masked_agent):
+    victim, preset = load_for_env(f"torchscript:{masked_agent}", "CartPole-v1", kind="q", input_space="raw")
+    result = check_false_robustness(victim, lambda: make_env("CartPole-v1", preset), [("0.1", 0.1)], states=128)
+    held = {(w["check"], w.get("objective")) for w in result["warnings"]}
+    assert {("worse_than_random", "minbest"), ("vanishing_gradient", "minbest"),
+            ("vanishing_gradient", "minq")} <= held
+    minbest = next(r for r in result["rows"] if r["objective"] == "minbest")
+    assert minbest["attack_mean"] == 0.0 and minbest["random_mean"] > 0.2  # PGD does nothing, noise does
+    assert minbest["gradient_vanished_fraction"] == 1.0
+
+
+def test_zoo_dqn_raises_no_warning_although_random_beats_pgd_in_return():
+    """The issue's counter-example: on the zoo CartPole DQN at ε 0.1 Random lowers the return more
+    than PGD-10, but PGD changes more actions, so its own objective says it works."""
+    victim, preset = load_for_env("zoo:cartpole-dqn", "CartPole-v1")
+    result = check_false_robustness(victim, lambda: make_env("CartPole-v1", preset), [("0.1", 0.1)], states=128)
+    assert result["warnings"] == []
+    minbest = next(r for r in result["rows"] if r["objective"] == "minbest")
+    assert minbest["attack_mean"] > minbest["random_mean"] + 0.2
+
+
+class AlwaysDropout(nn.Module):
+    """MC dropout that stays on in eval mode (as MC-dropout agents and noisy nets do)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hidden, self.out = nn.Linear(4, 32), nn.Linear(32, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(nn.functional.dropout(torch.relu(self.hidden(x)), 0.5, training=True))
+
+
+def test_a_stochastic_forward_is_flagged(tmp_path):
+    path = tmp_path / "dropout.pt"
+    torch.jit.save(torch.jit.script(AlwaysDropout()), str(path))
+    victim, preset = load_for_env(f"torchscript:{path}", "CartPole-v1", kind="categorical", input_space="raw")
+    result = check_false_robustness(victim, lambda: make_env("CartPole-v1", preset), [("0.1", 0.1)], states=32)
+    assert "stochastic_forward" in {w["check"] for w in result["warnings"]}
+    assert result["stochastic_forward_max_change"] > 0
+
+
+# --- aggregates (rliable definitions, known answers) ---------------------------------------------
+
+def test_iqm_and_probability_of_improvement_known_answers():
+    scores = [10.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]  # middle half: 3, 4, 5, 6
+    assert iqm(scores) == pytest.approx(4.5)
+    x, y = np.array([3.0, 5.0, 5.0, 9.0]), np.array([1.0, 5.0, 7.0])
+    u = stats.mannwhitneyu(x, y, alternative="two-sided").statistic  # U counts ties one half
+    assert probability_of_improvement(x, y) == pytest.approx(u / (len(x) * len(y)))
+    assert probability_of_improvement(y, x) == pytest.approx(1 - u / (len(x) * len(y)))
+
+
+def test_bootstrap_is_stratified_by_task():
+    """Two tasks of constant scores: resampling within each task never changes the pooled IQM, so
+    the stratified interval is a point; resampling across tasks would spread it over [0, 10]."""
+    point, low, high = iqm_interval([[0.0, 0.0, 0.0, 0.0], [10.0, 10.0, 10.0, 10.0]])
+    assert point == pytest.approx(5.0) and low == pytest.approx(5.0) and high == pytest.approx(5.0)
+    rng = np.random.default_rng(1)
+    sample = rng.normal(100.0, 10.0, size=40)
+    point, low, high = iqm_interval([sample])
+    assert low < point < high and high - low < 15  # about 4 standard errors of a 40-run IQM
+    p, lo, hi = improvement_interval(sample + 30.0, sample)
+    assert 0.9 < p <= 1.0 and lo <= p <= hi
+    assert iqm_interval([[7.0]]) == (7.0, None, None)  # one run: nothing to resample
+
+
+# --- the gauntlet end to end ---------------------------------------------------------------------
+
+TINY = Protocol(
+    name="classic", version=1, families=("classic",), summary="the classic protocol, shrunk for a test",
+    eps_grid=("0.1",), headline_eps="0.1", budget_note="raw", learned=("paad",), learned_continuous=(),
+    shifts=lambda env, extent: ["physics:param=length,scale=1/2", "physics:param=length,scale=2"],
+    levels={name: Level(3, 3000, "headline", "reduced") for name in protocols_module.LEVELS}, natural=False,
+    heuristics={"q": ("random", "pgd:steps=10", "pgd:objective=minq"), "categorical": ("random", "pgd:steps=10")})
+
+
+@pytest.fixture()
+def tiny_protocol(monkeypatch):
+    monkeypatch.setitem(PROTOCOLS, "classic", TINY)
+    return TINY
+
+
+def test_gauntlet_on_a_masked_agent(tiny_protocol, masked_agent, tmp_path):
+    """Strongest-of is the minimum over every attack; the masked agent's gradient attacks do
+    nothing while noise and the learned attacker do, and the warning is raised; a re-run
+    recomputes nothing; a store of another protocol version is refused."""
+    from rlgauntlet.experiments.gauntlet import run_gauntlet
+
+    store = tmp_path / "g.sqlite"
+    result = run_gauntlet(f"torchscript:{masked_agent}", "CartPole-v1", level="quick", store=store, kind="q",
+                          input_space="raw", method="masked")
+    assert result["protocol"] == {"name": "classic", "version": 1, "level": "quick"}
+    [worst] = result["worst_case"]
+    members = worst["members"]
+    assert set(members) == {"random:eps=0.1", "pgd:steps=10,eps=0.1", "pgd:objective=minq,eps=0.1", "paad:eps=0.1"}
+    assert worst["return_mean"] == min(members.values()) and members[worst["attack"]] == worst["return_mean"]
+    assert members["pgd:steps=10,eps=0.1"] == result["clean"]["return_mean"]  # the gradient moves nothing
+    assert members["random:eps=0.1"] < result["clean"]["return_mean"]
+    assert {"worse_than_random", "vanishing_gradient"} <= {w["check"] for w in result["warnings"]}
+    assert [c["x"] for c in result["shifts"]["curves"]["physics:length"]] == [0.5, 2.0]
+    assert result["certified"]["available"] is False  # a TorchScript file cannot be walked by IBP
+    [attacker] = result["learned_attackers"]
+    zip_path = Path(attacker["folder"]) / "attacker.zip"
+    assert zip_path.is_file() and str(store.parent / "gauntlet-cache") in attacker["folder"]
+    stamp = zip_path.stat().st_mtime_ns
+
+    with _opened(store) as s:
+        episodes = s.conn.execute("SELECT COUNT(*) FROM episodes").fetchone()[0]
+    again = run_gauntlet(f"torchscript:{masked_agent}", "CartPole-v1", level="quick", store=store, kind="q",
+                         input_space="raw", method="masked")
+    assert zip_path.stat().st_mtime_ns == stamp  # the cached attacker is reused, not retrained
+    with _opened(store) as s:
+        assert s.conn.execute("SELECT COUNT(*) FROM episodes").fetchone()[0] == episodes
+        [(_, meta)] = s.runs("gauntlet")
+        assert meta["method"] == "masked" and meta["version"] == 1
+    assert again["worst_case"] == result["worst_case"]
+
+    newer = Protocol(**{**vars(TINY), "version": 2})
+    PROTOCOLS["classic"] = newer
+    with pytest.raises(UserError, match="version 1, and this is version 2"):
+        run_gauntlet(f"torchscript:{masked_agent}", "CartPole-v1", level="quick", store=store, kind="q",
+                     input_space="raw")
+
+
+class _opened:
+    def __init__(self, path):
+        from rlgauntlet.experiments.store import ResultsStore
+
+        self.store = ResultsStore(path)
+
+    def __enter__(self):
+        return self.store
+
+    def __exit__(self, *exc):
+        self.store.close()
+
+
+def test_leaderboard_ranks_by_worst_case_and_never_mixes_versions(tmp_path):
+    from rlgauntlet.experiments.store import ResultsStore, run_key
+    from rlgauntlet.report.leaderboard import leaderboard, render_leaderboard
+
+    path = tmp_path / "board.sqlite"
+    store = ResultsStore(path)
+    scores = {"robust": [300.0, 320.0, 280.0], "vanilla": [20.0, 15.0, 40.0]}
+    for method, values in scores.items():
+        for seed, value in enumerate(values):
+            meta = {"protocol": "classic", "version": 1, "level": "quick", "env": "CartPole-v1", "agent": f"{method}{seed}",
+                    "sha256": f"{method}{seed}", "method": method}
+            run = store.create_run(run_key(meta), meta, kind="gauntlet")
+            store.add_metric(run, "worst_case@0.1", value)
+            store.add_metric(run, "clean_return", 500.0)
+    old = {"protocol": "classic", "version": 0, "level": "quick", "env": "CartPole-v1", "agent": "old", "sha256": "o",
+           "method": "old"}
+    store.add_metric(store.create_run(run_key(old), old, kind="gauntlet"), "worst_case@0.1", 499.0)
+    store.close()
+    board = leaderboard([path])
+    current = next(b for b in board["boards"] if b["version"] == 1)
+    assert [r["method"] for r in current["rows"]] == ["robust", "vanilla"]
+    assert current["rows"][0]["iqm"] == pytest.approx(float(stats.trim_mean([300.0, 320.0, 280.0], 0.25)))
+    assert current["pairs"][0]["p_x_better"] == 1.0
+    assert "old" not in {r["method"] for r in current["rows"]}  # another version: its own board
+    out = render_leaderboard(board, tmp_path / "board.html")
+    text = out.read_text()
+    assert '<meta name="generator" content="rlgauntlet' in text and 'data-rank="1"' in text
+
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+@pytest.mark.slow
+def test_leaderboard_renders_in_headless_chromium(tmp_path):
+    playwright = pytest.importorskip("playwright.sync_api", reason="pip install 'rlgauntlet[browser]'")
+    if not Path(CHROMIUM).exists():
+        pytest.skip("no Chromium: apt-get install chromium (make test-slow does)")
+    test_leaderboard_ranks_by_worst_case_and_never_mixes_versions(tmp_path)
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page()
+            page.goto((tmp_path / "board.html").resolve().as_uri())
+            ranks = page.evaluate("[...document.querySelectorAll('tr[data-rank]')].map(r => r.dataset.method)")
+            visible = page.evaluate("[...document.querySelectorAll('section.board')]"
+                                    ".filter(e => e.getBoundingClientRect().height > 0).length")
+        finally:
+            browser.close()
+    assert ranks[:2] == ["robust", "vanilla"] and visible == 2
+
+
+# --- the CLI ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args, message", [
+    (["--protocol", "nope"], "--protocol 'nope' is unknown"),
+    (["--level", "fast"], "--level 'fast' is unknown"),
+    (["--env", "Taxi-v3"], "--protocol"),
+])
+def test_gauntlet_bad_input_is_one_line(args, message, tmp_path, cli_env):
+    base = {"--agent": "zoo:cartpole-dqn", "--env": "CartPole-v1", "--out": str(tmp_path / "out")}
+    for flag, value in zip(args[::2], args[1::2]):
+        base[flag] = value
+    res = run_cli(["gauntlet", *[x for kv in base.items() for x in kv]], cli_env)
+    assert res.returncode == 2 and message in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out" / "gauntlet.sqlite").exists()
+
+
+def test_gauntlet_list_and_leaderboard_refuse_a_foreign_file(tmp_path, cli_env):
+    res = run_cli(["gauntlet", "--list", "--json"], cli_env)
+    assert res.returncode == 0
+    listed = json.loads(res.stdout)
+    assert set(listed) == set(PROTOCOLS) and listed["classic"]["version"] >= 1
+    foreign = tmp_path / "board.html"
+    foreign.write_text("<html>mine</html>")
+    res = run_cli(["leaderboard", "--store", str(tmp_path / "none.sqlite"), "--out", str(foreign)], cli_env)
+    assert res.returncode == 2 and "not written by rlgauntlet" in res.stderr
+    assert foreign.read_text() == "<html>mine</html>"
