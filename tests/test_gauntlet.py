@@ -331,3 +331,12 @@ def test_gauntlet_list_and_leaderboard_refuse_a_foreign_file(tmp_path, cli_env):
     res = run_cli(["leaderboard", "--store", str(tmp_path / "none.sqlite"), "--out", str(foreign)], cli_env)
     assert res.returncode == 2 and "not written by rlgauntlet" in res.stderr
     assert foreign.read_text() == "<html>mine</html>"
+
+
+def test_docs_state_every_protocols_version_and_grid():
+    """docs/protocols.md is held to the code: a version bump or a new grid must update it."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "protocols.md").read_text()
+    for p in PROTOCOLS.values():
+        row = next((line for line in text.splitlines() if line.startswith(f"| `{p.name}` v{p.version} |")), None)
+        assert row is not None, f"docs/protocols.md has no row for {p.tag}"
+        assert f"{', '.join(p.eps_grid)} ({p.headline_eps})" in row

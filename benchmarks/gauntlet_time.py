@@ -1,0 +1,79 @@
+"""How long the gauntlet takes, end to end, and which part costs what.
+
+Targets (2 cores, nothing else running): a CartPole agent at ``--level quick`` in at most 5
+minutes with its learned attackers trained; a Hopper agent at ``--level standard`` in at most 60
+minutes; a re-run on a complete store in at most 30 seconds with nothing recomputed (no episode
+run, no attacker trained). Each case starts from an empty folder, runs the gauntlet with
+``--workers 2`` and times every stage (the first sweep, the attackers, the sweep of the learned
+attackers, certification and checks), then runs it again on the same store.
+
+Writes benchmarks/results/gauntlet_time.json.
+
+Run: python benchmarks/gauntlet_time.py [--cases cartpole-quick hopper-standard] [--workers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+from rlgauntlet.experiments.gauntlet import run_gauntlet
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "results" / "gauntlet_time.json"
+CASES = {
+    "cartpole-quick": dict(agent="zoo:cartpole-dqn", env="CartPole-v1", level="quick", target_seconds=300),
+    "hopper-standard": dict(agent="zoo:hopper-ppo", env="Hopper-v5", level="standard", target_seconds=3600),
+}
+RERUN_TARGET_SECONDS = 30
+
+
+def timed_run(case: dict, store: Path, workers: int) -> dict:
+    """One gauntlet call: total seconds and seconds per stage (stage start to the next's)."""
+    marks: list[tuple[str, float]] = []
+    start = time.perf_counter()
+    result = run_gauntlet(case["agent"], case["env"], level=case["level"], store=store, workers=workers,
+                          on_stage=lambda name, done, total: marks.append((f"{name} ({total - done} to do)",
+                                                                          time.perf_counter())))
+    end = time.perf_counter()
+    stages = {}
+    for i, (name, at) in enumerate(marks):
+        label = name if name not in stages else f"{name} #{i}"
+        stages[label] = round((marks[i + 1][1] if i + 1 < len(marks) else end) - at, 1)
+    return {"seconds": round(end - start, 1), "before_first_stage": round(marks[0][1] - start, 1) if marks else None,
+            "stages": stages, "worst_case": [(w["eps"], w["attack"], w["return_mean"]) for w in result["worst_case"]],
+            "warnings": len(result["warnings"])}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", nargs="+", default=["cartpole-quick"], choices=sorted(CASES))
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    results = json.loads(OUT.read_text()) if OUT.exists() else {}
+    results.pop("generator", None)
+    for name in args.cases:
+        case = CASES[name]
+        with tempfile.TemporaryDirectory(prefix="gauntlet-time-") as folder:
+            store = Path(folder) / "gauntlet.sqlite"
+            first = timed_run(case, store, args.workers)
+            again = timed_run(case, store, args.workers)
+        results[name] = {**case, "workers": args.workers, "first": first, "rerun": again,
+                         "meets_target": first["seconds"] <= case["target_seconds"],
+                         "rerun_meets_target": again["seconds"] <= RERUN_TARGET_SECONDS,
+                         "machine": {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine()},
+                         "measured": time.strftime("%Y-%m-%d")}
+        print(json.dumps({name: results[name]}, indent=1))
+    from rlgauntlet.common.outputs import write_json
+
+    write_json(OUT, results)
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()
