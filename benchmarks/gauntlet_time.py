@@ -9,7 +9,7 @@ attackers, certification and checks), then runs it again on the same store.
 
 Writes benchmarks/results/gauntlet_time.json.
 
-Run: python benchmarks/gauntlet_time.py [--cases cartpole-quick hopper-standard] [--workers 2]
+Run: python benchmarks/gauntlet_time.py [--cases cartpole-quick hopper-standard] [--workers 2] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -54,13 +54,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", nargs="+", default=["cartpole-quick"], choices=sorted(CASES))
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="keep each case's store (and trained attackers) in KEEP/CASE instead of a temporary folder")
     args = parser.parse_args()
     results = json.loads(OUT.read_text()) if OUT.exists() else {}
     results.pop("generator", None)
     for name in args.cases:
         case = CASES[name]
         with tempfile.TemporaryDirectory(prefix="gauntlet-time-") as folder:
-            store = Path(folder) / "gauntlet.sqlite"
+            where = args.keep / name if args.keep else Path(folder)
+            if where.exists() and any(where.iterdir()):
+                raise SystemExit(f"{where} is not empty: the first run must start from nothing")
+            store = where / "gauntlet.sqlite"
             first = timed_run(case, store, args.workers)
             again = timed_run(case, store, args.workers)
         results[name] = {**case, "workers": args.workers, "first": first, "rerun": again,

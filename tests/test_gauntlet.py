@@ -340,3 +340,62 @@ def test_docs_state_every_protocols_version_and_grid():
         row = next((line for line in text.splitlines() if line.startswith(f"| `{p.name}` v{p.version} |")), None)
         assert row is not None, f"docs/protocols.md has no row for {p.tag}"
         assert f"{', '.join(p.eps_grid)} ({p.headline_eps})" in row
+
+
+RESUME_SCRIPT = """
+import sys
+from rlgauntlet.experiments import protocols
+from rlgauntlet.experiments.gauntlet import run_gauntlet
+from rlgauntlet.experiments.protocols import Level, Protocol
+
+if __name__ == "__main__":
+    protocols.PROTOCOLS["classic"] = Protocol(
+        name="classic", version=1, families=("classic",), summary="resume test", eps_grid=("0.1",),
+        headline_eps="0.1", budget_note="raw", learned=("paad",), learned_continuous=(),
+        shifts=lambda env, extent: [], natural=False, certify=False,
+        levels={"quick": Level(2, 60_000, "headline", "reduced")},
+        heuristics={"q": ("random", "pgd:steps=10")})
+    run_gauntlet("zoo:cartpole-dqn", "CartPole-v1", level="quick", store=sys.argv[1])
+    print("finished")
+"""
+
+
+def test_a_gauntlet_killed_while_training_an_attacker_resumes_it_and_keeps_every_episode(tmp_path, cli_env):
+    import os
+    import signal
+    import time
+
+    from rlgauntlet.experiments.store import ResultsStore
+
+    script, store = tmp_path / "run.py", tmp_path / "g.sqlite"
+    script.write_text(RESUME_SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script), str(store)], env=cli_env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 240
+    progress = None
+    while time.monotonic() < deadline and proc.poll() is None:
+        found = list(tmp_path.glob("gauntlet-cache/*/*/paad-*/checkpoint/progress.json"))
+        if found and json.loads(found[0].read_text())["history"]:
+            progress = found[0]
+            break
+        time.sleep(0.2)
+    assert progress is not None, proc.communicate()
+    os.killpg(proc.pid, signal.SIGKILL)  # the driver and its worker, mid-training
+    proc.wait()
+    saved = [h["steps"] for h in json.loads(progress.read_text())["history"]]
+    assert 0 < saved[-1] < 60_000 and not (progress.parents[1] / "manifest.json").exists()
+    before = ResultsStore(store)
+    kept = set(before.conn.execute("SELECT run_id, episode, episode_return FROM episodes").fetchall())
+    before.close()
+    assert kept  # phase one (clean and heuristic attacks) was stored before the attacker trained
+
+    done = subprocess.run([sys.executable, str(script), str(store)], env=cli_env, capture_output=True, text=True,
+                          timeout=400)
+    assert done.returncode == 0 and "finished" in done.stdout, done.stderr
+    steps = [h["steps"] for h in json.loads(progress.read_text())["history"]]
+    assert steps[:len(saved)] == saved and steps[-1] >= 60_000  # went on from the checkpoint, no step repeated
+    assert steps == sorted(set(steps))
+    after = ResultsStore(store)
+    rows = set(after.conn.execute("SELECT run_id, episode, episode_return FROM episodes").fetchall())
+    after.close()
+    assert kept <= rows and len(rows) > len(kept)  # nothing lost; the learned attacker's episodes added

@@ -37,7 +37,12 @@ def plan_training(preset: str, run_dir: str | Path | None = None, register: bool
     from rlgauntlet.training.presets import get_preset
     from rlgauntlet.zoo import check_new_zoo_name
 
+    from rlgauntlet.training.atla import ATLA_PRESETS
+
     recipe = get_preset(preset)
+    if preset in ATLA_PRESETS and (init_from is not None or threat is not None):
+        raise UserError(f"{preset} trains its agent against its own adversary from the preset's start; drop "
+                        "--init-from and --threat")
     if zoo_name is not None:
         check_new_zoo_name(zoo_name)
     changed = [f"--{k} {v}" for k, v in (("seed", seed), ("init-from", init_from), ("threat", threat)) if v is not None]
@@ -62,6 +67,7 @@ def train(preset: str, run_dir: str | Path | None = None, *, register: bool = Tr
     """Train (or resume) preset ``preset`` and, with ``register``, put it into the zoo with its
     20-episode clean return. Returns ``{"run_dir", "checkpoints", "zoo_entry"}`` (the entry is
     None when not registered)."""
+    from rlgauntlet.training.atla import ATLA_PRESETS, train_atla
     from rlgauntlet.training.register import member_solves, register_zoo_agent, register_zoo_ensemble
     from rlgauntlet.training.sb3_train import train_ensemble, train_preset
 
@@ -77,6 +83,14 @@ def train(preset: str, run_dir: str | Path | None = None, *, register: bool = Tr
         if plan.zoo_name is not None:
             entry = register_zoo_ensemble(preset, checkpoints, command=plan.command, zoo_name=zoo_name,
                                           rejected=rejected)
+    elif preset in ATLA_PRESETS:  # the agent and its adversary in alternation; the agent is what the zoo gets
+        from rlgauntlet.common.threads import thread_policy
+
+        with thread_policy(threads):
+            checkpoints = [train_atla(preset, plan.run_dir, total_agent_steps=steps, seed=seed, device=device, log=log,
+                                      show_progress=show_progress) / "agent"]
+        if plan.zoo_name is not None:
+            entry = register_zoo_agent(preset, checkpoints[0], zoo_name=zoo_name, command=plan.command)
     else:
         checkpoints = [train_preset(preset, plan.run_dir, **options)]
         if plan.zoo_name is not None:

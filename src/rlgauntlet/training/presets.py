@@ -363,10 +363,12 @@ def register_preset(preset: TrainPreset) -> TrainPreset:
 
 
 def get_preset(name: str) -> TrainPreset:
-    """Return the preset called ``name`` or raise a :class:`UserError` listing the known ones."""
-    try:
+    """Return the preset called ``name`` or raise a :class:`UserError` listing the known ones.
+    An alternating-training preset (ATLA, PA-ATLA) gives its agent's recipe."""
+    from rlgauntlet.training.atla import ATLA_PRESETS, agent_recipe
+
+    if name in PRESETS:
         return PRESETS[name]
-    except KeyError:
-        raise UserError(
-            f"unknown training preset {name!r}; choose one of: {', '.join(sorted(PRESETS))}"
-        ) from None
+    if name in ATLA_PRESETS:
+        return agent_recipe(ATLA_PRESETS[name])
+    raise UserError(f"unknown training preset {name!r}; choose one of: {', '.join(sorted([*PRESETS, *ATLA_PRESETS]))}")

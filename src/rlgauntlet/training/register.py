@@ -117,7 +117,7 @@ def register_zoo_agent(name: str, checkpoint: Path, n_envs: int = 4, force: bool
     }
     if preset.algo != entry["algorithm"]:
         entry["trainer"] = preset.algo
-    for key in ("threat", "init_from"):
+    for key in ("threat", "init_from", "adversary"):  # adversary: ATLA / PA-ATLA training
         if progress.get(key):
             entry[key] = progress[key]
     if candidate.uncertainty_method is not None:  # MC Dropout / DropConnect: p and samples

@@ -1,0 +1,314 @@
+"""ATLA-PPO and PA-ATLA-PPO: an agent trained in alternation with a learned adversary.
+
+ATLA (Zhang et al. 2021, "Robust RL on State Observations with Learned Optimal Adversary")
+alternates (a) agent training in the env attacked by the current SA-RL adversary and (b)
+adversary training in the SA-MDP of the current agent. PA-ATLA (Sun et al. 2022, PA-AD §5)
+does the same with the PA-AD adversary: a director trained on the PA-MDP with its FGSM actor.
+As in the official code (digest 001 §5): one PPO iteration of the agent, then one of the
+adversary, each one rollout of the same number of steps; the agent's step may carry the SA
+regulariser (the strongest variants, "ATLA-PPO + SA-Reg" and the official PA-ATLA-PPO).
+
+Both are SB3 PPO models trained by their own ``learn``; what couples them:
+
+* the agent's envs are a :class:`~rlgauntlet.training.threat_env.ThreatVecEnv` whose threat is
+  :class:`LiveAdversary`: the adversary's current policy (actions *sampled*, as a stochastic
+  adversary explores) through its actor, against the agent's current policy (FGSM on it for
+  PA-AD);
+* the adversary's envs are an :class:`~rlgauntlet.training.attack_mdp.AttackVecEnv` whose
+  victim is the agent's current policy, acting greedily as it is evaluated.
+
+Schedules (learning rate, clip range, the SA ε ramp) follow the agent's total budget across
+all the short ``learn`` calls, not each call's. A checkpoint holds both policies and both
+optimizers as weights-only files and ``progress.json`` (iteration, both step counters, the
+learning curve, the config); a killed run resumes from it without losing or repeating an
+iteration.
+
+Example:
+    >>> train_atla("cartpole-pa-atla-ppo", "runs/pa-atla", total_agent_steps=2048)   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from rlgauntlet.common.seeding import BatchRNG
+from rlgauntlet.errors import UserError
+from rlgauntlet.threats.base import Threat, ThreatParams
+from rlgauntlet.threats.learned.actor import AttackActor
+from rlgauntlet.victims.base import Victim
+
+METHODS = ("atla", "pa_atla")
+
+
+@dataclass(frozen=True)
+class ATLAPreset:
+    """An alternating-training recipe: the agent's (a zoo preset's, optionally fine-tuned from
+    an agent and with the SA regulariser), and the adversary's.
+
+    Attributes:
+        name: preset name (``rlgauntlet train --preset NAME``).
+        agent_preset: the zoo preset whose env, envs, hyperparameters and seed the agent uses.
+        method: ``atla`` (SA-RL adversary) or ``pa_atla`` (PA-AD adversary).
+        eps: the adversary's budget in the agent's budget space (raw, normalized, pixel01).
+        total_agent_steps: the agent's steps; the adversary takes as many.
+        agent_overrides: hyperparameters replacing the agent preset's (e.g. a smaller fine-tune
+            learning rate).
+        sa_kappa, sa_eps: the SA regulariser on the agent's step (0: plain PPO).
+        adversary: the adversary's SB3 PPO settings (n_steps per env; its rollout is as long as
+            the agent's).
+        init_from: the agent's starting weights (a fine-tune), or None.
+        checkpoint_every: iterations between checkpoints.
+    """
+
+    name: str
+    agent_preset: str
+    method: str
+    eps: float
+    total_agent_steps: int
+    agent_overrides: dict = field(default_factory=dict)
+    sa_kappa: float = 0.0
+    sa_eps: float | None = None
+    adversary: dict = field(default_factory=dict)
+    init_from: str | None = None
+    checkpoint_every: int = 20
+    notes: str = ""
+
+
+class LiveAdversary(Threat):
+    """An observation threat played by an adversary being trained: its SB3 policy picks the
+    director action from the clean input (sampled), its actor makes the perturbed input.
+    Not registered: it exists only inside a training run."""
+
+    name = "live_adversary"
+    family = "learned"
+    budget_params = ("eps",)
+    white_box = True
+
+    class Params(ThreatParams):
+        eps: float
+
+    def __init__(self, adversary, actor: AttackActor) -> None:
+        super().__init__(self.Params(eps=actor.eps), spec=f"live_adversary:eps={actor.eps:g}")
+        self.adversary, self.actor = adversary, actor
+
+    def perturb(self, x: torch.Tensor, victim: Victim, rng: BatchRNG) -> torch.Tensor:
+        obs = x.detach().to(torch.float32).cpu().numpy().reshape(len(x), *self.adversary.observation_space.shape)
+        actions, _ = self.adversary.predict(obs, deterministic=False)
+        return self.actor.perturb(x, victim, torch.as_tensor(np.asarray(actions)), rng)
+
+
+def _global_schedule(model, total_steps: int) -> None:
+    """Make ``model``'s schedules see progress over ``total_steps`` (the whole run) instead of
+    over each short ``learn`` call."""
+    def update(num_timesteps: int, _call_total: int) -> None:
+        model._current_progress_remaining = max(0.0, 1.0 - float(num_timesteps) / float(total_steps))
+    model._update_current_progress_remaining = update
+
+
+def agent_recipe(preset: ATLAPreset):
+    """The agent's recipe: the agent preset's, with the overrides, budget and SA regulariser."""
+    from rlgauntlet.training.presets import PRESETS
+
+    base = PRESETS[preset.agent_preset]
+    if base.algo != "ppo" or base.normalize:
+        raise UserError(f"{preset.name}: alternating training runs PPO agents without VecNormalize here; "
+                        f"{base.name} is {base.algo}{' with VecNormalize' if base.normalize else ''}")
+    hyper = {**base.hyperparams, **preset.agent_overrides}
+    algo = "ppo"
+    if preset.sa_kappa > 0:
+        algo = "sa_ppo"
+        hyper.update(sa_kappa=preset.sa_kappa, sa_eps=preset.sa_eps if preset.sa_eps is not None else preset.eps)
+    return replace(base, name=preset.name, algo=algo, hyperparams=hyper, total_timesteps=preset.total_agent_steps,
+                   init_from=preset.init_from, stop_at_target=False, notes=preset.notes or base.notes)
+
+
+def _adversary_recipe(preset: ATLAPreset, recipe):
+    from rlgauntlet.training.attack_train import ATTACKER_HYPERPARAMS
+    from rlgauntlet.training.presets import TrainPreset
+
+    settings = {**ATTACKER_HYPERPARAMS["classic"], **preset.adversary}
+    settings.pop("normalize_reward", None)
+    settings.pop("n_envs", None)
+    steps = recipe.hyperparams["n_steps"] * recipe.n_envs
+    settings["n_steps"] = steps // recipe.n_envs  # one adversary rollout per agent rollout, as long
+    return TrainPreset(name=f"{preset.name}-adversary", env_id=recipe.env_id, algo="ppo",
+                       total_timesteps=preset.total_agent_steps, n_envs=recipe.n_envs,
+                       seed=recipe.seed + 1, hyperparams=settings, target_return=0.0, checkpoint_every=steps,
+                       stop_at_target=False)
+
+
+def _save(folder: Path, agent, adversary, progress: dict) -> None:
+    """Both policies and optimizers (weights only) and the progress, replaced atomically."""
+    tmp = folder.with_name(folder.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    for part, model in (("agent", agent), ("adversary", adversary)):
+        (tmp / part).mkdir(parents=True)
+        torch.save(model.policy.state_dict(), tmp / part / "policy.pt")
+        torch.save(model.policy.optimizer.state_dict(), tmp / part / "optimizer.pt")
+    schedule = agent.__dict__.pop("_update_current_progress_remaining", None)  # a closure: not saved
+    try:
+        agent.save(tmp / "agent" / "model.zip")  # the agent as an SB3 zip (read as data by evaluation)
+    finally:
+        if schedule is not None:
+            agent._update_current_progress_remaining = schedule
+    # what a zoo entry records of the agent (as a plain training checkpoint's progress.json)
+    config = progress["config"]
+    (tmp / "agent" / "progress.json").write_text(json.dumps(
+        {"preset": config["preset"], "seed": config["seed"], "num_timesteps": progress["agent_steps"],
+         "init_from": progress.get("init_from"), "adversary": {"method": config["method"], "eps": config["eps"],
+                                                               "steps": progress["adversary_steps"]}}, indent=2))
+    (tmp / "progress.json").write_text(json.dumps(progress, indent=2))
+    old = folder.with_name(folder.name + ".old")
+    if folder.exists():
+        if old.exists():
+            shutil.rmtree(old)
+        folder.rename(old)
+    tmp.rename(folder)
+    if old.exists():
+        shutil.rmtree(old)
+
+
+def _restore(folder: Path, agent, adversary, progress: dict) -> None:
+    from rlgauntlet.training.checkpoints import load_checkpoint_parts
+
+    load_checkpoint_parts(agent, folder / "agent", {"num_timesteps": progress["agent_steps"]})
+    load_checkpoint_parts(adversary, folder / "adversary", {"num_timesteps": progress["adversary_steps"]})
+    agent._n_updates = adversary._n_updates = 0  # logging only
+
+
+def _config(preset: ATLAPreset, seed: int) -> dict:
+    return {"preset": preset.name, "method": preset.method, "eps": preset.eps, "seed": seed,
+            "agent_preset": preset.agent_preset, "sa_kappa": preset.sa_kappa, "init_from": preset.init_from,
+            "total_agent_steps": preset.total_agent_steps}
+
+
+def train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None = None, seed: int | None = None,
+               device: str = "cpu", log: Callable[[str], None] = print, show_progress: bool = False,
+               deadline: float | None = None) -> Path:
+    """Train (or resume) alternating-training preset ``name`` in ``run_dir``; returns the
+    checkpoint folder (``agent/model.zip`` is the trained agent).
+
+    Args:
+        total_agent_steps: override the preset's budget (the adversary takes as many steps).
+        seed: override the agent preset's seed (the adversary uses seed + 1).
+        deadline: a ``time.monotonic()`` value: save and stop after the first iteration past it.
+    """
+    from rlgauntlet.envs.presets import make_train_vec_env
+    from rlgauntlet.training.attack_mdp import AttackVecEnv
+    from rlgauntlet.training.sb3_train import _build_model, _init_from, quiet_logger
+    from rlgauntlet.training.threat_env import ThreatVecEnv
+    from rlgauntlet.victims.sb3 import SB3Victim
+
+    preset = get_atla_preset(name)
+    if total_agent_steps is not None:
+        preset = replace(preset, total_agent_steps=int(total_agent_steps))
+    recipe = agent_recipe(preset)
+    if seed is not None:
+        recipe = replace(recipe, seed=int(seed))
+    adversary_recipe = _adversary_recipe(preset, recipe)
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    ckpt = run_dir / "checkpoint"
+    config = _config(preset, recipe.seed)
+
+    variant = "sarl" if preset.method == "atla" else None
+    agent_env = make_train_vec_env(recipe.env_id, recipe.n_envs, recipe.seed)
+    adversary_base = make_train_vec_env(recipe.env_id, recipe.n_envs, adversary_recipe.seed)
+    # the adversary's env needs the agent, and the agent's env needs the adversary: build the
+    # agent on its plain envs first, then wrap both envs around the live models
+    agent = _build_model(recipe, agent_env, device)
+    live_agent = SB3Victim.from_model(agent)
+    from rlgauntlet.threats.learned.actor import default_variant
+
+    actor = AttackActor(variant or default_variant(live_agent), preset.eps)
+    adversary_env = AttackVecEnv(adversary_base, live_agent, actor, seed=adversary_recipe.seed)
+    adversary = _build_model(adversary_recipe, adversary_env, device)
+    threat_env = ThreatVecEnv(agent_env, LiveAdversary(adversary, actor), seed=recipe.seed)
+    agent.set_env(threat_env)
+    threat_env.attach(agent)
+
+    progress: dict[str, Any] = {"config": config, "iteration": 0, "agent_steps": 0, "adversary_steps": 0,
+                                "history": [], "train_seconds": 0.0}
+    if (ckpt / "progress.json").exists():
+        progress = json.loads((ckpt / "progress.json").read_text())
+        if progress.get("config") != config:
+            raise UserError(f"{run_dir} holds a {progress.get('config', {}).get('preset')} run "
+                            f"({progress.get('config')}); resume it with the same preset and settings, or give a new "
+                            "--run-dir")
+        _restore(ckpt, agent, adversary, progress)
+        log(f"[{name}] resuming at iteration {progress['iteration']} ({progress['agent_steps']} agent steps)")
+    elif preset.init_from is not None:
+        progress["init_from"] = _init_from(agent, threat_env, preset.init_from, recipe)
+    _global_schedule(agent, preset.total_agent_steps)
+    _global_schedule(adversary, preset.total_agent_steps)
+    quiet_logger(agent)
+    quiet_logger(adversary)
+    per_iteration = recipe.hyperparams["n_steps"] * recipe.n_envs
+    started, base_seconds = time.perf_counter(), progress["train_seconds"]
+    bar = None
+    if show_progress:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        bar = Progress(TextColumn(f"[{name}]"), BarColumn(), MofNCompleteColumn(), TextColumn("return {task.fields[ret]}"),
+                       TimeRemainingColumn(), transient=True)
+        bar.start()
+        task = bar.add_task("train", total=preset.total_agent_steps, completed=progress["agent_steps"], ret="-")
+    try:
+        while progress["agent_steps"] < preset.total_agent_steps:
+            agent.learn(per_iteration, reset_num_timesteps=False)
+            adversary.learn(per_iteration, reset_num_timesteps=False)
+            progress["iteration"] += 1
+            progress["agent_steps"], progress["adversary_steps"] = int(agent.num_timesteps), int(adversary.num_timesteps)
+            done = progress["agent_steps"] >= preset.total_agent_steps
+            late = deadline is not None and time.monotonic() >= deadline
+            if progress["iteration"] % preset.checkpoint_every == 0 or done or late:
+                recent = [e["r"] for e in agent.ep_info_buffer]
+                progress["history"].append({"iteration": progress["iteration"], "agent_steps": progress["agent_steps"],
+                                            "adversary_steps": progress["adversary_steps"],
+                                            "recent_return_attacked": float(np.mean(recent)) if recent else None})
+                progress["train_seconds"] = round(base_seconds + time.perf_counter() - started, 1)
+                _save(ckpt, agent, adversary, progress)
+                log(f"[{name}] iteration {progress['iteration']}: {progress['agent_steps']} agent steps, recent "
+                    f"return under the adversary {progress['history'][-1]['recent_return_attacked']}")
+            if bar is not None:
+                recent = [e["r"] for e in agent.ep_info_buffer]
+                bar.update(task, completed=progress["agent_steps"], ret=f"{np.mean(recent):.1f}" if recent else "-")
+            if late and not done:
+                log(f"[{name}] time budget reached at {progress['agent_steps']} agent steps; stopping")
+                break
+    finally:
+        if bar is not None:
+            bar.stop()
+        agent_env.close()
+        adversary_base.close()
+    progress["finished"] = progress["agent_steps"] >= preset.total_agent_steps
+    (ckpt / "progress.json").write_text(json.dumps(progress, indent=2))
+    return ckpt
+
+
+#: the alternating-training presets (``rlgauntlet train --preset NAME``)
+ATLA_PRESETS: dict[str, ATLAPreset] = {p.name: p for p in (
+    ATLAPreset("cartpole-atla-ppo", "cartpole-ppo", "atla", eps=0.15, total_agent_steps=100_000,
+               agent_overrides={"learning_rate": 1e-4}, init_from="zoo:cartpole-ppo",
+               adversary={"learning_rate": 3e-4, "ent_coef": 0.0},
+               notes="fine-tuned from zoo:cartpole-ppo against an SA-RL adversary at ε = 0.15 (raw units)"),
+    ATLAPreset("cartpole-pa-atla-ppo", "cartpole-ppo", "pa_atla", eps=0.15, total_agent_steps=100_000,
+               agent_overrides={"learning_rate": 1e-4}, init_from="zoo:cartpole-ppo",
+               adversary={"learning_rate": 3e-4, "ent_coef": 0.0},
+               notes="fine-tuned from zoo:cartpole-ppo against a PA-AD adversary at ε = 0.15 (raw units)"),
+)}
+
+
+def get_atla_preset(name: str) -> ATLAPreset:
+    if name not in ATLA_PRESETS:
+        raise UserError(f"unknown alternating-training preset {name!r}; choose one of: {', '.join(ATLA_PRESETS)}")
+    return ATLA_PRESETS[name]

@@ -1,0 +1,126 @@
+"""ATLA-PPO and PA-ATLA-PPO: the alternation schedule step by step, resume of both networks,
+optimizers, counters and schedules, the adversary's budget, and refused resumes."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+import torch
+from stable_baselines3 import PPO
+
+from rlgauntlet.errors import UserError
+from rlgauntlet.training import atla
+from rlgauntlet.training.atla import ATLAPreset, LiveAdversary, train_atla
+
+ROLLOUT = 256  # the cartpole-ppo recipe: 8 envs × 32 steps
+
+
+@pytest.fixture()
+def tiny_presets(monkeypatch):
+    """The CartPole presets with a few iterations, from scratch (no zoo agent needed)."""
+    for method in ("atla", "pa_atla"):
+        name = f"tiny-{method}"
+        monkeypatch.setitem(atla.ATLA_PRESETS, name, ATLAPreset(
+            name, "cartpole-ppo", method, eps=0.1, total_agent_steps=3 * ROLLOUT, checkpoint_every=1,
+            agent_overrides={"n_epochs": 2}, adversary={"n_epochs": 2}))
+    return monkeypatch
+
+
+def test_the_alternation_is_one_agent_iteration_then_one_adversary_iteration(tiny_presets, tmp_path):
+    calls = []
+    learn = PPO.learn
+
+    def recording(self, total_timesteps, **kwargs):
+        role = "adversary" if type(self.env).__name__ == "AttackVecEnv" else "agent"
+        before = self.num_timesteps
+        out = learn(self, total_timesteps, **kwargs)
+        calls.append((role, before, self.num_timesteps))
+        return out
+
+    tiny_presets.setattr(PPO, "learn", recording)
+    ckpt = train_atla("tiny-pa_atla", tmp_path / "run", log=lambda line: None)
+    assert [c[0] for c in calls] == ["agent", "adversary"] * 3
+    for i, (role, before, after) in enumerate(calls):  # each call is exactly one rollout of 256 steps
+        assert (before, after) == ((i // 2) * ROLLOUT, (i // 2 + 1) * ROLLOUT), (role, before, after)
+    progress = json.loads((ckpt / "progress.json").read_text())
+    assert progress["iteration"] == 3 and progress["agent_steps"] == progress["adversary_steps"] == 3 * ROLLOUT
+    assert [h["iteration"] for h in progress["history"]] == [1, 2, 3]
+    assert (ckpt / "agent" / "model.zip").is_file() and (ckpt / "adversary" / "policy.pt").is_file()
+
+
+def test_resume_restores_both_networks_optimizers_counters_and_schedule(tiny_presets, tmp_path):
+    run = tmp_path / "run"
+    train_atla("tiny-atla", run, deadline=time.monotonic(), log=lambda line: None)  # stops after iteration 1
+    ckpt = run / "checkpoint"
+    first = json.loads((ckpt / "progress.json").read_text())
+    assert first["iteration"] == 1 and not first["finished"]
+    saved = {part: torch.load(ckpt / part / "policy.pt", weights_only=True) for part in ("agent", "adversary")}
+    saved_optim = {part: torch.load(ckpt / part / "optimizer.pt", weights_only=True) for part in ("agent", "adversary")}
+
+    seen = {}
+    restore = atla._restore
+
+    def checking(folder, agent, adversary, progress):
+        restore(folder, agent, adversary, progress)
+        for part, model in (("agent", agent), ("adversary", adversary)):
+            for key, value in model.policy.state_dict().items():
+                assert torch.equal(value, saved[part][key]), (part, key)  # bit-exact: weights are copied
+            state = model.policy.optimizer.state_dict()["state"]
+            assert {k: int(v["step"]) for k, v in state.items()} == \
+                {k: int(v["step"]) for k, v in saved_optim[part]["state"].items()}
+        seen["steps"] = (agent.num_timesteps, adversary.num_timesteps)
+
+    tiny_presets.setattr(atla, "_restore", checking)
+    progress_after = []
+    learn = PPO.learn
+
+    def recording(self, total_timesteps, **kwargs):
+        out = learn(self, total_timesteps, **kwargs)
+        progress_after.append(self._current_progress_remaining)
+        return out
+
+    tiny_presets.setattr(PPO, "learn", recording)
+    train_atla("tiny-atla", run, log=lambda line: None)
+    assert seen["steps"] == (ROLLOUT, ROLLOUT)
+    final = json.loads((ckpt / "progress.json").read_text())
+    assert final["iteration"] == 3 and final["finished"] and [h["iteration"] for h in final["history"]] == [1, 2, 3]
+    # schedules run over the whole budget (3 rollouts), not over each one-rollout call
+    assert progress_after == pytest.approx([1 / 3, 1 / 3, 0.0, 0.0])
+
+
+def test_a_resume_from_another_methods_checkpoint_is_refused(tiny_presets, tmp_path):
+    run = tmp_path / "run"
+    train_atla("tiny-pa_atla", run, total_agent_steps=ROLLOUT, log=lambda line: None)
+    with pytest.raises(UserError, match="holds a tiny-pa_atla run"):
+        train_atla("tiny-atla", run, total_agent_steps=ROLLOUT, log=lambda line: None)
+    with pytest.raises(UserError, match="unknown alternating-training preset"):
+        train_atla("nope", run)
+
+
+@pytest.mark.parametrize("variant", ["sarl", "stochastic"])
+def test_the_live_adversary_stays_in_its_budget(variant):
+    from rlgauntlet.common.seeding import BatchRNG, episode_generator
+    from rlgauntlet.threats.learned.actor import AttackActor, director_action_space
+    from rlgauntlet.victims.sb3 import SB3Victim
+
+    agent = PPO("MlpPolicy", "CartPole-v1", seed=0, device="cpu")
+    victim = SB3Victim.from_model(agent)
+    actor = AttackActor(variant, 0.1)
+    import gymnasium as gym
+
+    adversary_space = director_action_space(variant, victim, (4,))
+    obs_space = gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)
+
+    class Env(gym.Env):
+        observation_space, action_space = obs_space, adversary_space
+
+    adversary = PPO("MlpPolicy", Env(), seed=0, device="cpu")
+    threat = LiveAdversary(adversary, actor)
+    x = torch.randn(16, 4, dtype=victim.dtype)
+    rng = BatchRNG([episode_generator(0, k, "threat") for k in range(16)])
+    x_adv = threat.perturb(x, victim, rng)
+    assert (x_adv - x).abs().max() <= 0.1 + 1e-6
+    assert (x_adv - x).abs().max() > 0.01  # it does act
