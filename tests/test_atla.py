@@ -124,3 +124,12 @@ def test_the_live_adversary_stays_in_its_budget(variant):
     x_adv = threat.perturb(x, victim, rng)
     assert (x_adv - x).abs().max() <= 0.1 + 1e-6
     assert (x_adv - x).abs().max() > 0.01  # it does act
+
+
+def test_the_adversarys_budget_ramps_over_the_stated_fraction(tiny_presets, tmp_path):
+    tiny_presets.setitem(atla.ATLA_PRESETS, "tiny-ramp", ATLAPreset(
+        "tiny-ramp", "cartpole-ppo", "pa_atla", eps=0.1, total_agent_steps=3 * ROLLOUT, checkpoint_every=1,
+        eps_ramp=1.0, agent_overrides={"n_epochs": 1}, adversary={"n_epochs": 1}))
+    ckpt = train_atla("tiny-ramp", tmp_path / "run", log=lambda line: None)
+    history = json.loads((ckpt / "progress.json").read_text())["history"]
+    assert [h["eps"] for h in history] == pytest.approx([0.0, 0.1 / 3, 0.2 / 3])  # ε·steps/(ramp·budget)

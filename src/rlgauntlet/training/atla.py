@@ -66,6 +66,8 @@ class ATLAPreset:
             the agent's).
         init_from: the agent's starting weights (a fine-tune), or None.
         checkpoint_every: iterations between checkpoints.
+        eps_ramp: the fraction of the budget over which the adversary's ε grows linearly from
+            0 to ``eps`` (0: the full ε from the start).
     """
 
     name: str
@@ -79,6 +81,7 @@ class ATLAPreset:
     adversary: dict = field(default_factory=dict)
     init_from: str | None = None
     checkpoint_every: int = 20
+    eps_ramp: float = 0.0
     notes: str = ""
 
 
@@ -186,7 +189,7 @@ def _restore(folder: Path, agent, adversary, progress: dict) -> None:
 
 
 def _config(preset: ATLAPreset, seed: int) -> dict:
-    return {"preset": preset.name, "method": preset.method, "eps": preset.eps, "seed": seed,
+    return {"preset": preset.name, "method": preset.method, "eps": preset.eps, "eps_ramp": preset.eps_ramp, "seed": seed,
             "agent_preset": preset.agent_preset, "sa_kappa": preset.sa_kappa, "init_from": preset.init_from,
             "total_agent_steps": preset.total_agent_steps}
 
@@ -262,8 +265,17 @@ def train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None = N
                        TimeRemainingColumn(), transient=True)
         bar.start()
         task = bar.add_task("train", total=preset.total_agent_steps, completed=progress["agent_steps"], ret="-")
+    def set_eps(steps: int) -> None:
+        """The adversary's budget for the next iteration (the ramp), in both envs' actors."""
+        ramp = preset.eps_ramp * preset.total_agent_steps
+        eps = preset.eps * (min(1.0, steps / ramp) if ramp > 0 else 1.0)
+        if eps != threat_env.threat.actor.eps:
+            new = AttackActor(actor.variant, eps)
+            threat_env.threat.actor = adversary_env.core.actor = new
+
     try:
         while progress["agent_steps"] < preset.total_agent_steps:
+            set_eps(progress["agent_steps"])
             agent.learn(per_iteration, reset_num_timesteps=False)
             adversary.learn(per_iteration, reset_num_timesteps=False)
             progress["iteration"] += 1
@@ -274,6 +286,7 @@ def train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None = N
                 recent = [e["r"] for e in agent.ep_info_buffer]
                 progress["history"].append({"iteration": progress["iteration"], "agent_steps": progress["agent_steps"],
                                             "adversary_steps": progress["adversary_steps"],
+                                            "eps": threat_env.threat.actor.eps,
                                             "recent_return_attacked": float(np.mean(recent)) if recent else None})
                 progress["train_seconds"] = round(base_seconds + time.perf_counter() - started, 1)
                 _save(ckpt, agent, adversary, progress)
