@@ -170,6 +170,111 @@ def _shift_curves(rows: dict[str, dict]) -> dict[str, list[dict]]:
     return {k: sorted(v, key=lambda p: p["x"]) for k, v in curves.items()}
 
 
+@dataclass
+class GauntletPlan:
+    """What a gauntlet will run, decided (and checked against the agent and env) before any work."""
+
+    protocol: Protocol
+    level: str
+    spec: AgentSpec
+    env: str
+    preset: str
+    victim: object
+    sha: str
+    seeds: list[int]
+    store: Path
+    heuristics: list[str]
+    natural: list[str]
+    shifts: list[str]
+    skipped: list[dict]
+    tasks: list[AttackerTask]
+    learned: list[str]  # the learned attackers' threat specs
+    labels: dict[str, str]  # spec -> how results name it (a learned attacker's without its folder)
+
+    @property
+    def settings(self):
+        return self.protocol.levels[self.level]
+
+    @property
+    def adversarial(self) -> list[str]:
+        return self.heuristics + self.learned
+
+    def sweep(self, threats: list[str], groups: list[list[str]]):
+        """The sweep of ``threats`` on this agent, with strongest-of ``groups``."""
+        from rlgauntlet.experiments.sweep import AgentEntry, SweepSpec
+
+        entry = dict(self.spec.model_dump(), envs=[self.env])
+        pickle = entry.pop("allow_pickle")
+        agent = AgentEntry(**entry, threats=threats, strongest_of=groups or None)
+        if pickle:  # the user's own flag, never a sweep file's
+            agent = agent.model_copy(update={"allow_pickle": True})
+        return SweepSpec(name=f"gauntlet {self.protocol.tag} {self.level}", agents=[agent], seeds=self.seeds,
+                         episodes=self.settings.episodes, chunk_episodes=5, n_envs=1, deterministic=True,
+                         impact=True)
+
+
+def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None, level: str = "standard",
+                  seeds: Sequence[int] | None = None, store: str | Path = "gauntlet.sqlite",
+                  **load_options) -> GauntletPlan:
+    """Load the agent, pick the protocol and level, and list every evaluation and attacker the
+    gauntlet runs (entries that do not fit the agent or env are kept in ``skipped`` with the
+    reason). Bad input fails here, before any work, with a :class:`UserError`."""
+    from rlgauntlet.experiments.runs import check_seed
+    from rlgauntlet.experiments.store import check_store_location
+
+    spec = as_agent_spec(agent, **load_options)
+    if not isinstance(spec, AgentSpec):
+        raise UserError("the gauntlet runs an agent spec (zoo:NAME, sb3:PATH.zip, torchscript:PATH), not a loaded victim")
+    chosen = get_protocol(protocol) if protocol is not None else protocol_for(env)
+    settings = chosen.level(level)
+    seeds = list(settings.seeds if seeds is None else seeds)
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise UserError(f"--seeds {seeds}: give distinct seeds, e.g. --seeds 0 1 2")
+    for seed in seeds:
+        check_seed(seed, settings.episodes)
+    store_path = check_store_location(store)
+    victim, preset = spec.load(env)
+    sha = victim.description.get("sha256") or "unhashed"
+    if victim.budget_space is None:
+        raise UserError("the agent's input space is unknown, so ε has no unit; pass --input-space")
+    results = ResultsStore(store_path)
+    try:
+        check_protocol_version(results, chosen)
+    finally:
+        results.close()
+
+    heuristics, skipped = _fits([_with_eps(h, e) for e in chosen.eps_grid for h in chosen.heuristics[victim.kind]],
+                                victim, env, preset)
+    natural: list[str] = []
+    if chosen.natural:
+        from rlgauntlet.threats.suites import natural_suite
+
+        natural, skipped_natural = _fits(natural_suite(victim, env), victim, env, preset)
+        skipped += skipped_natural
+    shifts, skipped_shifts = _fits([s for s in chosen.shifts(env, settings.shifts) if s not in natural], victim, env,
+                                   preset)
+    skipped += skipped_shifts
+
+    learned_eps = [chosen.headline_eps] if settings.learned_at == "headline" else list(chosen.eps_grid)
+    cache = store_path.parent / CACHE_FOLDER / sha[:16] / _safe(env)
+    options = tuple(sorted(spec.model_dump().items()))
+    tasks = []
+    for seed in seeds:
+        for m in chosen.learned_methods(victim.is_discrete):
+            for e in ([chosen.headline_eps] if m == "robust-sarsa" else learned_eps):
+                where = "q" if m == "robust-sarsa" else f"eps{_safe(e)}"
+                folder = cache / f"{m}-{where}-seed{seed}-{chosen.name}-v{chosen.version}-{settings.attacker_steps}steps"
+                tasks.append(AttackerTask(options, env, m, e, _eps_value(e), seed, settings.attacker_steps,
+                                          str(folder)))
+    # a Robust Sarsa Q function serves every ε: one training, one MinQ evaluation per learned ε
+    learned = list(dict.fromkeys(_with_eps(t.spec.rsplit(",eps=", 1)[0], e) for t in tasks
+                                 for e in (learned_eps if t.method == "robust-sarsa" else [t.eps])))
+    labels = {s: s for s in heuristics + natural + shifts}
+    labels.update({s: f"{s.partition(':')[0]}:eps={s.rsplit('eps=', 1)[1]}" for s in learned})
+    return GauntletPlan(chosen, level, spec, env, preset, victim, sha, seeds, store_path, heuristics, natural, shifts,
+                        skipped, tasks, learned, labels)
+
+
 def run_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None, level: str = "standard",
                  seeds: Sequence[int] | None = None, store: str | Path = "gauntlet.sqlite", executor: str = "local",
                  workers: int = 1, address: str | None = None, method: str | None = None,
@@ -193,111 +298,58 @@ def run_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None, 
         on_advance: called with the work units (episodes, attackers) each finished piece did.
     """
     from rlgauntlet.common.threads import thread_policy
-    from rlgauntlet.experiments.runs import check_seed
-    from rlgauntlet.experiments.store import check_store_location
-    from rlgauntlet.experiments.sweep import AgentEntry, SweepSpec, run_sweep
+    from rlgauntlet.experiments.executors import make_executor
+    from rlgauntlet.experiments.sweep import run_sweep
 
     start = time.perf_counter()
-    spec = as_agent_spec(agent, **load_options)
-    if not isinstance(spec, AgentSpec):
-        raise UserError("the gauntlet runs an agent spec (zoo:NAME, sb3:PATH.zip, torchscript:PATH), not a loaded victim")
-    chosen = get_protocol(protocol) if protocol is not None else protocol_for(env)
-    settings = chosen.level(level)
-    seeds = list(settings.seeds if seeds is None else seeds)
-    if not seeds or len(set(seeds)) != len(seeds):
-        raise UserError(f"--seeds {seeds}: give distinct seeds, e.g. --seeds 0 1 2")
-    for seed in seeds:
-        check_seed(seed, settings.episodes)
-    store_path = check_store_location(store)
-    cache = store_path.parent / CACHE_FOLDER
-    victim, preset = spec.load(env)
-    sha = victim.description.get("sha256") or "unhashed"
-    if victim.budget_space is None:
-        raise UserError("the agent's input space is unknown, so ε has no unit; pass --input-space")
-    results = ResultsStore(store_path)
-    try:
-        check_protocol_version(results, chosen)
-    finally:
-        results.close()
-
-    grid = list(chosen.eps_grid)
-    kind = victim.kind
-    heuristics = [_with_eps(h, e) for e in grid for h in chosen.heuristics[kind]]
-    heuristics, skipped = _fits(heuristics, victim, env, preset)
-    natural_specs: list[str] = []
-    if chosen.natural:
-        from rlgauntlet.threats.suites import natural_suite
-
-        natural_specs, skipped_natural = _fits(natural_suite(victim, env), victim, env, preset)
-        skipped += skipped_natural
-    shift_specs, skipped_shifts = _fits([s for s in chosen.shifts(env, settings.shifts) if s not in natural_specs],
-                                        victim, env, preset)
-    skipped += skipped_shifts
-
-    learned_eps = [chosen.headline_eps] if settings.learned_at == "headline" else grid
-    options = tuple(sorted(spec.model_dump().items()))
-    tasks = []
-    for seed in seeds:
-        for m in chosen.learned_methods(victim.is_discrete):
-            for e in ([chosen.headline_eps] if m == "robust-sarsa" else learned_eps):
-                where = "q" if m == "robust-sarsa" else f"eps{_safe(e)}"
-                folder = cache / sha[:16] / _safe(env) / (f"{m}-{where}-seed{seed}-{chosen.name}-v{chosen.version}-"
-                                                         f"{settings.attacker_steps}steps")
-                tasks.append(AttackerTask(options, env, m, e, _eps_value(e), seed, settings.attacker_steps,
-                                          str(folder)))
-    # a Robust Sarsa Q function serves every ε: one training, one MinQ evaluation per learned ε
-    learned_specs = list(dict.fromkeys(
-        _with_eps(t.spec.rsplit(",eps=", 1)[0], e) for t in tasks
-        for e in (learned_eps if t.method == "robust-sarsa" else [t.eps])))
-    label_of_spec = {s: s for s in heuristics + natural_specs + shift_specs}
-    for s in learned_specs:
-        label_of_spec[s] = f"{s.partition(':')[0]}:eps={s.rsplit('eps=', 1)[1]}"
-
-    entry = dict(spec.model_dump(), envs=[env])
-    pickle = entry.pop("allow_pickle")
-
-    def sweep_spec(threats: list[str], groups: list[list[str]]) -> SweepSpec:
-        agent_entry = AgentEntry(**entry, threats=threats, strongest_of=groups or None)
-        if pickle:  # the user's own flag, never a sweep file's
-            agent_entry = agent_entry.model_copy(update={"allow_pickle": True})
-        return SweepSpec(name=f"gauntlet {chosen.tag} {level}", agents=[agent_entry], seeds=seeds,
-                         episodes=settings.episodes, chunk_episodes=5, n_envs=1, deterministic=True, impact=True)
+    plan = plan_gauntlet(agent, env, protocol, level, seeds, store, **load_options)
+    advance = on_advance or (lambda n: None)
 
     def stage(name: str, total: int, done: int = 0) -> None:
         if on_stage is not None:
             on_stage(name, done, total)
 
-    def planned(plan) -> None:
-        stage("episodes", plan.total_episodes, plan.total_episodes - plan.missing_episodes)
+    def sweep(threats: list[str], groups: list[list[str]]) -> dict:
+        return run_sweep(plan.sweep(threats, groups), plan.store, executor, workers, address,
+                         on_plan=lambda p: stage("episodes", p.total_episodes, p.total_episodes - p.missing_episodes),
+                         on_chunk=lambda chunk, records: advance(len(records)))
 
-    def chunk_done(chunk, records) -> None:
-        if on_advance is not None:
-            on_advance(len(records))
-
-    base = heuristics + natural_specs + shift_specs
-    run_sweep(sweep_spec(base, []), store_path, executor, workers, address, on_plan=planned, on_chunk=chunk_done)
-
-    todo = [t for t in tasks if not t.done()]
-    stage("learned attackers", len(tasks), len(tasks) - len(todo))
+    # 1. everything that needs no training, stored before any attacker trains
+    base = plan.heuristics + plan.natural + plan.shifts
+    sweep(base, [])
+    # 2. the learned attackers, cached (a killed training resumes from its checkpoint)
+    todo = [t for t in plan.tasks if not t.done()]
+    stage("learned attackers", len(plan.tasks), len(plan.tasks) - len(todo))
     if todo:
-        from rlgauntlet.experiments.executors import make_executor
-
         with make_executor(executor, workers, address) as pool:
-            pool.run(train_attacker_task, todo, lambda task, result: on_advance(1) if on_advance else None)
+            pool.run(train_attacker_task, todo, lambda task, result: advance(1))
+    # 3. the learned attackers' episodes, and one strongest-of group per ε
+    groups = [g for g in ([s for s in plan.adversarial if _threat_eps(s) == _eps_value(e)]
+                          for e in plan.protocol.eps_grid) if len(g) >= 2]
+    reports = sweep(base + plan.learned, groups)["reports"]
 
-    adversarial = heuristics + learned_specs
-    groups = [[s for s in adversarial if _threat_eps(s) == _eps_value(e)] for e in grid]
-    groups = [g for g in groups if len(g) >= 2]
-    swept = run_sweep(sweep_spec(base + learned_specs, groups), store_path, executor, workers, address,
-                      on_plan=planned, on_chunk=chunk_done)
-    reports = swept["reports"]
+    stage("certification and checks", 2)
+    with thread_policy(None):
+        certified = _certified(plan)
+        advance(1)
+        checks = _checks(plan)
+        advance(1)
+    out = {"rlgauntlet_version": rlgauntlet.__version__, **_summary(plan, reports, method),
+           "certified": certified, "checks": checks, "warnings": list(checks.get("warnings", [])),
+           "store": str(plan.store)}
+    out["seconds"] = round(time.perf_counter() - start, 1)
+    _record(plan, out)
+    return out
 
-    pooled = _pooled(reports, lambda s: "clean" if s == "clean" else label_of_spec.get(s))
+
+def _summary(plan: GauntletPlan, reports: list[dict], method: str | None) -> dict:
+    """The episodes' part of the result: clean, the worst case per ε, natural and shifts."""
+    victim = plan.victim
+    pooled = _pooled(reports, lambda s: "clean" if s == "clean" else plan.labels.get(s))
     clean = pooled["clean"]
     worst_case = []
-    for e in grid:
-        members = {label_of_spec[s]: pooled[label_of_spec[s]] for s in adversarial
-                   if _threat_eps(s) == _eps_value(e)}
+    for e in plan.protocol.eps_grid:
+        members = {plan.labels[s]: pooled[plan.labels[s]] for s in plan.adversarial if _threat_eps(s) == _eps_value(e)}
         if not members:
             continue
         attack, best = min(members.items(), key=lambda kv: kv[1]["return_mean"])
@@ -309,51 +361,28 @@ def run_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None, 
     for report in reports:
         for ev in report["evaluations"]:
             value = ev.get("generalized_impact") if ev.get("generalized_impact") is not None else ev.get("impact")
-            if ev["spec"] in natural_specs and value is not None:
+            if ev["spec"] in plan.natural and value is not None:
                 impacts.setdefault(ev["spec"], []).append(value)
     natural = [{"spec": s, **pooled[s], "impact": float(np.mean(impacts[s])) if s in impacts else None}
-               for s in natural_specs]
+               for s in plan.natural]
     known = [r["impact"] for r in natural if r["impact"] is not None]
-    shift_rows = {s: pooled[s] for s in shift_specs}
-
-    stage("certification and checks", 2)
-    with thread_policy(None):
-        certified = _certified(victim, spec, env, grid, settings.episodes, seeds[0], store_path, cache, sha, chosen)
-        if on_advance is not None:
-            on_advance(1)
-        checks = _checks(victim, env, preset, grid, seeds[0], cache, sha, chosen)
-        if on_advance is not None:
-            on_advance(1)
-    warnings = list(checks.get("warnings", []))
-
-    identity = {"protocol": chosen.name, "version": chosen.version, "level": level, "agent": spec.agent,
-                "sha256": sha, "env": env, "seeds": seeds, "method": method or spec.agent,
-                "load_options": {k: v for k, v in spec.load_options().items() if v not in (None, False, "auto")}}
-    out = {
-        "rlgauntlet_version": rlgauntlet.__version__,
-        "protocol": {"name": chosen.name, "version": chosen.version, "level": level},
-        "agent": {**victim.description, "spec": spec.agent, "sha256": sha, "method": identity["method"]},
-        "env": {"id": env, "preset": preset},
-        "budget_space": victim.budget_space, "budget_note": chosen.budget_note,
-        "headline_eps": chosen.headline_eps, "seeds": seeds, "episodes_per_seed": settings.episodes,
-        "clean": {"return_mean": clean["return_mean"], "return_sem": clean["return_sem"],
-                  "episodes": clean["episodes"]},
+    shift_rows = {s: pooled[s] for s in plan.shifts}
+    return {
+        "protocol": {"name": plan.protocol.name, "version": plan.protocol.version, "level": plan.level},
+        "agent": {**victim.description, "spec": plan.spec.agent, "sha256": plan.sha, "method": method or plan.spec.agent},
+        "env": {"id": plan.env, "preset": plan.preset},
+        "budget_space": victim.budget_space, "budget_note": plan.protocol.budget_note,
+        "headline_eps": plan.protocol.headline_eps, "seeds": plan.seeds, "episodes_per_seed": plan.settings.episodes,
+        "clean": {"return_mean": clean["return_mean"], "return_sem": clean["return_sem"], "episodes": clean["episodes"]},
         "worst_case": worst_case,
         "natural": {"rows": natural, "impact_mean": float(np.mean(known)) if known else None,
                     "impact": "generalized impact (Daylight §2.5) where the env has a fixed minimum score, "
                               "impact against the argmin agent otherwise"},
         "shifts": {"rows": [{"spec": s, **r} for s, r in shift_rows.items()], "curves": _shift_curves(shift_rows)},
-        "certified": certified,
-        "learned_attackers": [{"method": t.method, "eps": t.eps, "seed": t.seed, "steps": t.steps,
-                               "folder": t.folder} for t in tasks],
-        "skipped": skipped,
-        "checks": checks,
-        "warnings": warnings,
-        "store": str(store_path),
+        "learned_attackers": [{"method": t.method, "eps": t.eps, "seed": t.seed, "steps": t.steps, "folder": t.folder}
+                              for t in plan.tasks],
+        "skipped": plan.skipped,
     }
-    out["seconds"] = round(time.perf_counter() - start, 1)
-    _record(store_path, identity, out)
-    return out
 
 
 def _threat_eps(spec: str) -> float | None:
@@ -378,21 +407,27 @@ def _cached(path: Path, compute: Callable[[], dict]) -> dict:
     return data
 
 
-def _certified(victim, spec: AgentSpec, env: str, grid: list[str], episodes: int, seed: int, store_path: Path,
-               cache: Path, sha: str, protocol: Protocol) -> dict:
+def _cache_file(plan: GauntletPlan, what: str) -> Path:
+    p = plan.protocol
+    return (plan.store.parent / CACHE_FOLDER / plan.sha[:16] / _safe(plan.env) /
+            f"{what}-{p.name}-v{p.version}-seed{plan.seeds[0]}-{plan.settings.episodes}ep.json")
+
+
+def _certified(plan: GauntletPlan) -> dict:
     """IBP certification at every ε of the grid (cached), or why the agent cannot be bounded."""
     from rlgauntlet.experiments.certify import certify
 
-    if not protocol.certify:
+    if not plan.protocol.certify:
         return {"available": False, "reason": "the protocol certifies nothing"}
     try:
-        victim.layer_chain()
+        plan.victim.layer_chain()
     except NotImplementedError as exc:
         return {"available": False, "reason": f"this agent cannot be bounded: {exc}"}
-    path = cache / sha[:16] / _safe(env) / f"certified-{protocol.name}-v{protocol.version}-seed{seed}-{episodes}ep.json"
+    seed, episodes = plan.seeds[0], plan.settings.episodes
 
     def compute() -> dict:
-        result = certify(spec, env, eps_grid=",".join(grid), episodes=episodes, seed=seed, store=store_path)
+        result = certify(plan.spec, plan.env, eps_grid=",".join(plan.protocol.eps_grid), episodes=episodes, seed=seed,
+                         store=plan.store)
         rows = []
         for row in result["rows"]:
             item = {"eps": row["eps"], "eps_value": row["eps_value"], "budget_space": row["budget_space"],
@@ -404,22 +439,26 @@ def _certified(victim, spec: AgentSpec, env: str, grid: list[str], episodes: int
             rows.append(item)
         return {"available": True, "seed": seed, "episodes": episodes, "rows": rows}
 
-    return _cached(path, compute)
+    return _cached(_cache_file(plan, "certified"), compute)
 
 
-def _checks(victim, env: str, preset: str, grid: list[str], seed: int, cache: Path, sha: str,
-            protocol: Protocol) -> dict:
+def _checks(plan: GauntletPlan) -> dict:
     from rlgauntlet.envs import make_env
     from rlgauntlet.experiments.false_robustness import check_false_robustness
 
-    path = cache / sha[:16] / _safe(env) / f"checks-{protocol.name}-v{protocol.version}-seed{seed}.json"
-    return _cached(path, lambda: check_false_robustness(victim, lambda: make_env(env, preset),
-                                                        [(e, _eps_value(e)) for e in grid], seed))
+    env, preset = plan.env, plan.preset
+    return _cached(_cache_file(plan, "checks"), lambda: check_false_robustness(
+        plan.victim, lambda: make_env(env, preset), [(e, _eps_value(e)) for e in plan.protocol.eps_grid],
+        plan.seeds[0]))
 
 
-def _record(store_path: Path, identity: dict, out: dict) -> None:
+def _record(plan: GauntletPlan, out: dict) -> None:
     """Store the result as a ``gauntlet`` run: what the leaderboard ranks."""
-    results = ResultsStore(store_path)
+    identity = {"protocol": plan.protocol.name, "version": plan.protocol.version, "level": plan.level,
+                "agent": plan.spec.agent, "sha256": plan.sha, "env": plan.env, "seeds": plan.seeds,
+                "method": out["agent"]["method"],
+                "load_options": {k: v for k, v in plan.spec.load_options().items() if v not in (None, False, "auto")}}
+    results = ResultsStore(plan.store)
     try:
         key = run_key({**identity, "kind": "gauntlet"})
         run_id = results.latest_run(key) or results.create_run(key, identity, kind="gauntlet")
