@@ -399,3 +399,34 @@ def test_a_gauntlet_killed_while_training_an_attacker_resumes_it_and_keeps_every
     rows = set(after.conn.execute("SELECT run_id, episode, episode_return FROM episodes").fetchall())
     after.close()
     assert kept <= rows and len(rows) > len(kept)  # nothing lost; the learned attacker's episodes added
+
+
+def test_the_worst_case_takes_every_attack_within_the_budget():
+    """Known answer: a PA-AD attacker trained at 0.075 is inside the 0.1-ball, so it bounds the
+    worst case at 0.1; at 0.05 it does not count. Pooled means over two seeds."""
+    from types import SimpleNamespace
+
+    from rlgauntlet.experiments.gauntlet import _summary
+
+    def ev(spec, returns):
+        return {"spec": spec, "returns": returns, "return_mean": float(np.mean(returns))}
+
+    reports = [{"evaluations": [ev("clean", [3000.0, 3000.0]), ev("random:eps=0.05", [2500.0, 2300.0]),
+                                ev("random:eps=0.1", [2000.0, 1800.0]), ev("paad:attacker=/a,eps=0.075", [600.0, 700.0])]},
+               {"evaluations": [ev("clean", [3000.0, 3000.0]), ev("random:eps=0.05", [2400.0, 2400.0]),
+                                ev("random:eps=0.1", [1900.0, 1900.0]), ev("paad:attacker=/b,eps=0.075", [500.0, 800.0])]}]
+    protocol = get_protocol("mujoco")
+    plan = SimpleNamespace(
+        protocol=protocol, level="quick", settings=protocol.levels["quick"], env="Hopper-v5", preset="mujoco",
+        victim=SimpleNamespace(budget_space="normalized", description={}), spec=SimpleNamespace(agent="zoo:x"),
+        sha="s", seeds=[0, 1], heuristics=["random:eps=0.05", "random:eps=0.1"],
+        learned=["paad:attacker=/a,eps=0.075", "paad:attacker=/b,eps=0.075"], natural=[], shifts=[], tasks=[],
+        skipped=[], labels={"random:eps=0.05": "random:eps=0.05", "random:eps=0.1": "random:eps=0.1",
+                            "paad:attacker=/a,eps=0.075": "paad:eps=0.075", "paad:attacker=/b,eps=0.075": "paad:eps=0.075"})
+    plan.adversarial = plan.heuristics + plan.learned
+    worst = {w["eps"]: w for w in _summary(plan, reports, None)["worst_case"]}
+    assert worst["0.05"]["attack"] == "random:eps=0.05" and worst["0.05"]["return_mean"] == pytest.approx(2400.0)
+    assert worst["0.075"]["attack"] == "paad:eps=0.075" and worst["0.075"]["return_mean"] == pytest.approx(650.0)
+    assert worst["0.1"]["attack"] == "paad:eps=0.075" and worst["0.1"]["return_mean"] == pytest.approx(650.0)
+    assert worst["0.1"]["members"]["random:eps=0.1"] == pytest.approx(1900.0)
+    assert "0.025" not in worst

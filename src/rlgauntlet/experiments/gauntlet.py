@@ -349,7 +349,9 @@ def _summary(plan: GauntletPlan, reports: list[dict], method: str | None) -> dic
     clean = pooled["clean"]
     worst_case = []
     for e in plan.protocol.eps_grid:
-        members = {plan.labels[s]: pooled[plan.labels[s]] for s in plan.adversarial if _threat_eps(s) == _eps_value(e)}
+        # an attack within a smaller budget is an attack within this one too: the worst case never rises with ε
+        members = {plan.labels[s]: pooled[plan.labels[s]] for s in plan.adversarial
+                   if _threat_eps(s) <= _eps_value(e) + 1e-12}
         if not members:
             continue
         attack, best = min(members.items(), key=lambda kv: kv[1]["return_mean"])
@@ -365,8 +367,15 @@ def _summary(plan: GauntletPlan, reports: list[dict], method: str | None) -> dic
                 impacts.setdefault(ev["spec"], []).append(value)
     natural = [{"spec": s, **pooled[s], "impact": float(np.mean(impacts[s])) if s in impacts else None}
                for s in plan.natural]
+    for row in natural:  # the share of the clean return lost: what continuous-control papers report
+        row["return_drop"] = 1.0 - row["return_mean"] / clean["return_mean"] if clean["return_mean"] else None
     known = [r["impact"] for r in natural if r["impact"] is not None]
-    shift_rows = {s: pooled[s] for s in plan.shifts}
+    drops = [r["return_drop"] for r in natural if r["return_drop"] is not None]
+    from rlgauntlet.threats.suites import shift_point
+
+    shifted = {shift_point(s)[0] for s in plan.shifts if shift_point(s) is not None}
+    on_grid = [s for s in plan.natural if shift_point(s) is not None and shift_point(s)[0] in shifted]
+    shift_rows = {s: pooled[s] for s in plan.shifts + on_grid}  # the natural suite's shift is a grid point too
     return {
         "protocol": {"name": plan.protocol.name, "version": plan.protocol.version, "level": plan.level},
         "agent": {**victim.description, "spec": plan.spec.agent, "sha256": plan.sha, "method": method or plan.spec.agent},
@@ -376,6 +385,7 @@ def _summary(plan: GauntletPlan, reports: list[dict], method: str | None) -> dic
         "clean": {"return_mean": clean["return_mean"], "return_sem": clean["return_sem"], "episodes": clean["episodes"]},
         "worst_case": worst_case,
         "natural": {"rows": natural, "impact_mean": float(np.mean(known)) if known else None,
+                    "return_drop_mean": float(np.mean(drops)) if drops else None,
                     "impact": "generalized impact (Daylight §2.5) where the env has a fixed minimum score, "
                               "impact against the argmin agent otherwise"},
         "shifts": {"rows": [{"spec": s, **r} for s, r in shift_rows.items()], "curves": _shift_curves(shift_rows)},
@@ -466,7 +476,12 @@ def _record(plan: GauntletPlan, out: dict) -> None:
         results.add_metric(run_id, "clean_return", clean["return_mean"], "return")
         for row in out["worst_case"]:
             results.add_metric(run_id, f"worst_case@{row['eps']}", row["return_mean"], f"return ({row['attack']})")
-        results.add_metric(run_id, "natural_impact", out["natural"]["impact_mean"], "mean impact of the natural suite")
+        natural = out["natural"]
+        if natural["impact_mean"] is not None:
+            results.add_metric(run_id, "natural_impact", natural["impact_mean"], "mean impact of the natural suite")
+        else:  # no minimum score to scale by (continuous control): the share of the clean return lost
+            results.add_metric(run_id, "natural_impact", natural["return_drop_mean"],
+                               "mean share of the clean return the natural suite loses")
         for row in out["certified"].get("rows", []):
             if "acr" in row:
                 results.add_metric(run_id, f"acr@{row['eps']}", row["acr"], "fraction of steps")
