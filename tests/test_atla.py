@@ -133,3 +133,22 @@ def test_the_adversarys_budget_ramps_over_the_stated_fraction(tiny_presets, tmp_
     ckpt = train_atla("tiny-ramp", tmp_path / "run", log=lambda line: None)
     history = json.loads((ckpt / "progress.json").read_text())["history"]
     assert [h["eps"] for h in history] == pytest.approx([0.0, 0.1 / 3, 0.2 / 3])  # ε·steps/(ramp·budget)
+
+
+def test_train_cli_runs_an_alternating_preset_and_refuses_init_from(tmp_path, cli_env):
+    import subprocess
+    import sys
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "train", *args], capture_output=True, text=True,
+                              env=cli_env)
+
+    res = run("--preset", "cartpole-pa-atla-ppo", "--init-from", "zoo:cartpole-dqn", "--no-register",
+              "--run-dir", str(tmp_path / "a"))
+    assert res.returncode == 2 and "drop --init-from" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    res = run("--preset", "cartpole-pa-atla-ppo", "--steps", str(ROLLOUT), "--no-register", "--run-dir",
+              str(tmp_path / "b"))
+    assert res.returncode == 0, res.stderr
+    progress = json.loads((tmp_path / "b" / "checkpoint" / "agent" / "progress.json").read_text())
+    assert progress["adversary"] == {"method": "pa_atla", "eps": 0.15, "steps": ROLLOUT}
+    assert progress["init_from"]["agent"] == "zoo:cartpole-ppo"

@@ -96,6 +96,7 @@ class Protocol:
     levels: dict[str, Level]
     natural: bool = True
     certify: bool = True
+    unit: str = "raw"  # the budget unit in one word or two, for tables
     heuristics: dict[str, tuple[str, ...]] = field(default_factory=lambda: dict(HEURISTICS))
 
     @property
@@ -114,7 +115,8 @@ class Protocol:
     def describe(self) -> dict:
         """The protocol as data (``rlgauntlet gauntlet --list --json``, docs/protocols.md)."""
         return {"name": self.name, "version": self.version, "families": list(self.families), "summary": self.summary,
-                "eps_grid": list(self.eps_grid), "headline_eps": self.headline_eps, "budget": self.budget_note,
+                "eps_grid": list(self.eps_grid), "headline_eps": self.headline_eps, "unit": self.unit,
+                "budget": self.budget_note,
                 "heuristics": {k: list(v) for k, v in self.heuristics.items()},
                 "learned": list(self.learned), "learned_continuous_only": list(self.learned_continuous),
                 "natural_suite": self.natural, "certified": self.certify,
@@ -138,6 +140,7 @@ PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
         budget_note="normalized observation units when the agent has VecNormalize statistics (as in the PA-AD, "
                     "SA-PPO and ATLA papers), raw units otherwise; each result names its space",
         learned=("paad", "sarl"), learned_continuous=("robust-sarsa",), shifts=_mujoco_shifts,
+        unit="normalized or raw",
         levels={"quick": Level(5, 50_000, "headline", "reduced"),
                 "standard": Level(10, 200_000, "headline", "full"),
                 "paper": Level(50, 2_000_000, "grid", "full", (0, 1, 2))}),
@@ -146,7 +149,7 @@ PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
         summary="image observations: Atari (ale-py) and MinAtar",
         eps_grid=("1/255", "3/255"), headline_eps="1/255",
         budget_note="pixel01: pixel intensities scaled to [0, 1], as in the RADIAL and PA-AD papers",
-        learned=("paad", "sarl"), learned_continuous=(), shifts=_pixel_shifts,
+        learned=("paad", "sarl"), learned_continuous=(), shifts=_pixel_shifts, unit="pixel01",
         levels={"quick": Level(5, 20_000, "headline", "reduced"),
                 "standard": Level(10, 200_000, "headline", "full"),
                 "paper": Level(20, 2_500_000, "grid", "full", (0, 1, 2))}),
@@ -156,6 +159,7 @@ PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
         eps_grid=("0.05", "0.1", "0.2"), headline_eps="0.1",
         budget_note="normalized observation units with VecNormalize statistics, raw units otherwise",
         learned=("paad", "sarl"), learned_continuous=("robust-sarsa",), shifts=_no_shifts,
+        unit="normalized or raw",
         levels={"quick": Level(5, 50_000, "headline", "reduced"),
                 "standard": Level(10, 200_000, "headline", "full"),
                 "paper": Level(50, 2_000_000, "grid", "full", (0, 1, 2))}),
