@@ -150,5 +150,5 @@ def test_train_cli_runs_an_alternating_preset_and_refuses_init_from(tmp_path, cl
               str(tmp_path / "b"))
     assert res.returncode == 0, res.stderr
     progress = json.loads((tmp_path / "b" / "checkpoint" / "agent" / "progress.json").read_text())
-    assert progress["adversary"] == {"method": "pa_atla", "eps": 0.15, "steps": ROLLOUT}
+    assert progress["adversary"] == {"method": "pa_atla", "eps": 0.05, "steps": ROLLOUT}
     assert progress["init_from"]["agent"] == "zoo:cartpole-ppo"
