@@ -430,3 +430,18 @@ def test_the_worst_case_takes_every_attack_within_the_budget():
     assert worst["0.1"]["attack"] == "paad:eps=0.075" and worst["0.1"]["return_mean"] == pytest.approx(650.0)
     assert worst["0.1"]["members"]["random:eps=0.1"] == pytest.approx(1900.0)
     assert "0.025" not in worst
+
+
+def test_an_agent_counts_once_on_the_leaderboard_under_its_latest_method(tmp_path):
+    from rlgauntlet.experiments.store import ResultsStore, run_key
+    from rlgauntlet.report.leaderboard import leaderboard
+
+    path = tmp_path / "s.sqlite"
+    store = ResultsStore(path)
+    for method, value in (("zoo:hopper-ppo", 600.0), ("hopper-ppo", 640.0)):  # the same file, run twice
+        meta = {"protocol": "mujoco", "version": 1, "level": "standard", "env": "Hopper-v5", "agent": "zoo:hopper-ppo",
+                "sha256": "same", "method": method}
+        store.add_metric(store.create_run(run_key(meta), meta, kind="gauntlet"), "worst_case@0.075", value)
+    store.close()
+    [board] = leaderboard([path])["boards"]
+    assert [(r["method"], r["iqm"]) for r in board["rows"]] == [("hopper-ppo", 640.0)]

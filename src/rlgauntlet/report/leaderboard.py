@@ -39,7 +39,7 @@ def _mean(values: list[float | None]) -> float | None:
 
 def gauntlet_entries(paths: list[str | Path]) -> list[dict]:
     """Every gauntlet result stored in ``paths``: its identity and metrics (the latest result of
-    an agent under one protocol version, level and env, when a store holds several)."""
+    an agent, by sha256, under one protocol version, level and env, when the stores hold several)."""
     from rlgauntlet.experiments.protocols import PROTOCOLS
 
     entries: dict[tuple, dict] = {}
@@ -54,8 +54,9 @@ def gauntlet_entries(paths: list[str | Path]) -> list[dict]:
                 metrics = store.metrics(run_id)
                 protocol = PROTOCOLS.get(meta.get("protocol"))
                 headline = protocol.headline_eps if protocol and protocol.version == meta.get("version") else None
+                # one agent counts once: its latest result (and the method that result names)
                 key = (meta.get("protocol"), meta.get("version"), meta.get("level"), meta.get("env"),
-                       meta.get("sha256"), meta.get("method"))
+                       meta.get("sha256"))
                 entries[key] = {**meta, "store": path.name, "run_id": run_id, "headline_eps": headline,
                                 "score": _value(metrics, f"worst_case@{headline}") if headline else None,
                                 "clean": _value(metrics, "clean_return"),
