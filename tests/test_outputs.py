@@ -18,7 +18,7 @@ import pytest
 
 #: options that name a file the command writes, and those that name a folder it writes into
 FILE_OUTPUTS = ("out", "plot")
-DIR_OUTPUTS = ("run_dir",)
+DIR_OUTPUTS = ("run_dir", "out_dir")
 
 #: for each writing command: arguments that make a valid invocation apart from its outputs
 #: ({tmp} is the test's folder). Work must never start: every case here is refused first.
@@ -41,9 +41,11 @@ BASE = {
     "sweep": ["{repo}/sweeps/zoo.yaml"],
     "report": [],
     "zoo export": ["cartpole-ppo"],
+    "gauntlet": ["--agent", "zoo:cartpole-dqn", "--env", "CartPole-v1", "--level", "quick", "--out", "{tmp}/g"],
+    "leaderboard": [],
 }
 #: commands whose store must already exist (they read it): given a real one, made by the test
-READS_STORE = ("plot", "report")
+READS_STORE = ("plot", "report", "leaderboard")
 
 
 def _commands():

@@ -38,7 +38,7 @@ def _list_protocols(as_json: bool) -> None:
 def gauntlet(
     agent: Optional[str] = typer.Option(None, help="zoo:NAME | sb3:PATH.zip[:ALGO] | torchscript:PATH. Example: --agent zoo:cartpole-dqn"),
     env: Optional[str] = typer.Option(None, help="Gymnasium id; its family picks the protocol. Example: --env CartPole-v1"),
-    out: Optional[Path] = typer.Option(None, help="folder for gauntlet.json and report.html (and the store, by default). Example: --out runs/gauntlet-dqn"),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="folder for gauntlet.json and report.html (and the store, by default). Example: --out runs/gauntlet-dqn"),
     protocol: Optional[str] = typer.Option(None, help="protocol name (default: the env family's; see --list). Example: --protocol classic"),
     level: str = typer.Option("standard", help="quick (minutes), standard or paper (the papers' budgets). Example: --level quick"),
     seeds: List[int] = typer.Option([], "--seeds", help="evaluation seeds, repeatable (default: the level's). Example: --seeds 0 --seeds 1"),
@@ -71,17 +71,17 @@ def gauntlet(
     if list_protocols:
         _list_protocols(as_json)
         return
-    if agent is None or env is None or out is None:
-        missing = [name for name, v in (("--agent", agent), ("--env", env), ("--out", out)) if v is None]
+    if agent is None or env is None or out_dir is None:
+        missing = [name for name, v in (("--agent", agent), ("--env", env), ("--out", out_dir)) if v is None]
         raise UserError(f"gauntlet needs {', '.join(missing)}; e.g. rlgauntlet gauntlet --agent zoo:cartpole-dqn "
                         "--env CartPole-v1 --out runs/dqn (or --list for the protocols)")
     chosen = get_protocol(protocol) if protocol is not None else protocol_for(env)
     chosen.level(level)
     if executor not in EXECUTORS:
         raise UserError(f"--executor {executor!r} is unknown; use one of {', '.join(EXECUTORS)}")
-    check_run_dir(out, "--out")
-    store_path = check_store_location(store or out / "gauntlet.sqlite")
-    json_path, html_path = out / "gauntlet.json", out / "report.html"
+    check_run_dir(out_dir, "--out")
+    store_path = check_store_location(store or out_dir / "gauntlet.sqlite")
+    json_path, html_path = out_dir / "gauntlet.json", out_dir / "report.html"
     check_outputs(json_path, store=store_path)
     check_output(html_path, protect=[store_path])
     KEPT["note"] = (f"finished episodes are kept in {store_path} and trained attackers (with their checkpoints) "
