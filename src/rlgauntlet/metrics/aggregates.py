@@ -30,8 +30,10 @@ RESAMPLES = 2000
 
 
 def iqm(scores: Sequence[float] | np.ndarray, axis: int = -1) -> float | np.ndarray:
-    """The interquartile mean (25% trimmed from each end along ``axis``)."""
-    return stats.trim_mean(np.asarray(scores, dtype=float), 0.25, axis=axis)
+    """The interquartile mean (25% trimmed from each end along ``axis``): a float for one set of
+    scores, an array for a batch of them (the bootstrap's resamples)."""
+    out = stats.trim_mean(np.asarray(scores, dtype=float), 0.25, axis=axis)
+    return float(out) if np.ndim(out) == 0 else out
 
 
 def probability_of_improvement(x: Sequence[float], y: Sequence[float]) -> float:
