@@ -445,3 +445,16 @@ def test_an_agent_counts_once_on_the_leaderboard_under_its_latest_method(tmp_pat
     store.close()
     [board] = leaderboard([path])["boards"]
     assert [(r["method"], r["iqm"]) for r in board["rows"]] == [("hopper-ppo", 640.0)]
+
+
+def test_the_pixel_protocol_fits_the_zoo_pong_agent(tmp_path):
+    """Every entry of the pixel protocol applies to an Atari agent (nothing skipped): the image
+    natural suite, the corruption grid at severities 1 and 5 (quick), PA-AD and SA-RL at 1/255."""
+    from rlgauntlet.experiments.gauntlet import plan_gauntlet
+
+    plan = plan_gauntlet("zoo:pong-ppo", "PongNoFrameskip-v4", level="quick", store=tmp_path / "g.sqlite")
+    assert plan.protocol.tag == "pixel@v1" and plan.victim.budget_space == "pixel01" and plan.skipped == []
+    assert len(plan.heuristics) == 2 * len(plan.protocol.heuristics["categorical"])
+    assert "jpeg:quality=10" in plan.natural and "pixelate:severity=5" in plan.shifts
+    assert [(t.method, t.eps) for t in plan.tasks] == [("paad", "1/255"), ("sarl", "1/255")]
+    assert plan.learned == [f"{t.spec}" for t in plan.tasks]

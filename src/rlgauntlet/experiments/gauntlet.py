@@ -237,11 +237,12 @@ def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None,
     sha = victim.description.get("sha256") or "unhashed"
     if victim.budget_space is None:
         raise UserError("the agent's input space is unknown, so ε has no unit; pass --input-space")
-    results = ResultsStore(store_path)
-    try:
-        check_protocol_version(results, chosen)
-    finally:
-        results.close()
+    if store_path.exists():  # a new store is created by the first sweep, not by a check
+        results = ResultsStore(store_path)
+        try:
+            check_protocol_version(results, chosen)
+        finally:
+            results.close()
 
     heuristics, skipped = _fits([_with_eps(h, e) for e in chosen.eps_grid for h in chosen.heuristics[victim.kind]],
                                 victim, env, preset)
