@@ -188,7 +188,8 @@ def test_bootstrap_is_stratified_by_task():
 TINY = Protocol(
     name="classic", version=1, families=("classic",), summary="the classic protocol, shrunk for a test",
     eps_grid=("0.1",), headline_eps="0.1", budget_note="raw", learned=("paad",), learned_continuous=(),
-    shifts=lambda env, extent: ["physics:param=length,scale=1/2", "physics:param=length,scale=2"],
+    shifts=lambda env, extent: ["physics:param=length,scale=10", "physics:param=length,scale=1/2",
+                                "physics:param=length,scale=2"],
     levels={name: Level(3, 3000, "headline", "reduced") for name in protocols_module.LEVELS}, natural=False,
     heuristics={"q": ("random", "pgd:steps=10", "pgd:objective=minq"), "categorical": ("random", "pgd:steps=10")})
 
@@ -216,7 +217,7 @@ def test_gauntlet_on_a_masked_agent(tiny_protocol, masked_agent, tmp_path):
     assert members["pgd:steps=10,eps=0.1"] == result["clean"]["return_mean"]  # the gradient moves nothing
     assert members["random:eps=0.1"] < result["clean"]["return_mean"]
     assert {"worse_than_random", "vanishing_gradient"} <= {w["check"] for w in result["warnings"]}
-    assert [c["x"] for c in result["shifts"]["curves"]["physics:length"]] == [0.5, 2.0]
+    assert [c["x"] for c in result["shifts"]["curves"]["physics:length"]] == [0.5, 2.0, 10.0]
     assert result["certified"]["available"] is False  # a TorchScript file cannot be walked by IBP
     [attacker] = result["learned_attackers"]
     zip_path = Path(attacker["folder"]) / "attacker.zip"
@@ -233,6 +234,15 @@ def test_gauntlet_on_a_masked_agent(tiny_protocol, masked_agent, tmp_path):
         [(_, meta)] = s.runs("gauntlet")
         assert meta["method"] == "masked" and meta["version"] == 1
     assert again["worst_case"] == result["worst_case"]
+
+    from rlgauntlet.report.html import render_report
+
+    page = render_report([store], tmp_path / "report.html", gauntlet=result).read_text()
+    assert page.index('data-section="gauntlet"') < page.index('data-section="overview"')  # the summary on top
+    assert 'data-check="vanishing_gradient"' in page and 'data-check="worse_than_random"' in page
+    assert 'class="figure shift-curves"' in page  # physics:length at 1/2 and 2 (and clean at 1) as a curve
+    grid = page[page.index("shift-grid evaluations"):]
+    assert grid.index("scale=1/2<") < grid.index("scale=2<") < grid.index("scale=10<")  # numeric, not text order
 
     newer = Protocol(**{**vars(TINY), "version": 2})
     PROTOCOLS["classic"] = newer
