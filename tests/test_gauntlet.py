@@ -468,3 +468,48 @@ def test_the_pixel_protocol_fits_the_zoo_pong_agent(tmp_path):
     assert "jpeg:quality=10" in plan.natural and "pixelate:severity=5" in plan.shifts
     assert [(t.method, t.eps) for t in plan.tasks] == [("paad", "1/255"), ("sarl", "1/255")]
     assert plan.learned == [f"{t.spec}" for t in plan.tasks]
+
+
+RAY_SCRIPT = """
+import json, sys
+from rlgauntlet.experiments import protocols
+from rlgauntlet.experiments.gauntlet import run_gauntlet
+from rlgauntlet.experiments.protocols import Level, Protocol
+
+if __name__ == "__main__":
+    protocols.PROTOCOLS["classic"] = Protocol(
+        name="classic", version=1, families=("classic",), summary="ray test", eps_grid=("0.1",),
+        headline_eps="0.1", budget_note="raw", learned=("paad", "sarl"), learned_continuous=(),
+        shifts=lambda env, extent: [], natural=False, certify=False,
+        levels={"quick": Level(2, 3000, "headline", "reduced")}, heuristics={"q": ("random", "pgd:steps=10")})
+    address = sys.argv[2] if len(sys.argv) > 2 else None
+    result = run_gauntlet("zoo:cartpole-dqn", "CartPole-v1", level="quick", store=sys.argv[1],
+                          executor="ray" if address else "local", workers=2, address=address)
+    print(json.dumps(result["worst_case"]))
+"""
+
+
+@pytest.mark.slow
+def test_learned_attackers_train_as_ray_tasks_with_the_local_executors_numbers(tmp_path, monkeypatch):
+    """The attacker cells and the sweep chunks on a Ray head (in a loopback-only namespace) give
+    the numbers of the local executor: same seeds, same attackers, same episodes."""
+    from netns import RayNamespace, namespace_unavailable  # tools/netns.py: for tests and benchmarks only
+
+    reason = namespace_unavailable()
+    if reason:
+        pytest.skip(reason)
+    (tmp_path / "home").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    script = tmp_path / "run.py"
+    script.write_text(RAY_SCRIPT)
+    try:
+        with RayNamespace(cpus=2) as ns:
+            ray_run = ns.run([sys.executable, str(script), str(tmp_path / "ray" / "g.sqlite"), ns.address],
+                             cwd=tmp_path, timeout=600)
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+    assert ray_run.returncode == 0, ray_run.stderr[-2000:]
+    local = subprocess.run([sys.executable, str(script), str(tmp_path / "local" / "g.sqlite")], capture_output=True,
+                           text=True, timeout=600)
+    assert local.returncode == 0, local.stderr[-2000:]
+    assert json.loads(ray_run.stdout.splitlines()[-1]) == json.loads(local.stdout.splitlines()[-1])

@@ -16,7 +16,7 @@ Four checks, each a warning with its numbers when it holds (``WARNING_CHECKS``):
     (``random``: every coordinate moved by ±ε), by more than two standard errors of the paired
     per-state difference;
 ``no_gain_from_iterations``
-    five times the steps and three random restarts do not raise the objective (gain within two
+    five times the steps and three more runs from random starts do not raise the objective (gain within two
     standard errors of zero) while random noise still does better than the strengthened attack
     (by two standard errors): the gradient steps carry no information the ball does not offer
     blindly;
