@@ -196,7 +196,7 @@ def _config(preset: ATLAPreset, seed: int) -> dict:
 
 def train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None = None, seed: int | None = None,
                device: str = "cpu", log: Callable[[str], None] = print, show_progress: bool = False,
-               deadline: float | None = None) -> Path:
+               deadline: float | None = None, threads: int | None = None) -> Path:
     """Train (or resume) alternating-training preset ``name`` in ``run_dir``; returns the
     checkpoint folder (``agent/model.zip`` is the trained agent).
 
@@ -204,7 +204,17 @@ def train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None = N
         total_agent_steps: override the preset's budget (the adversary takes as many steps).
         seed: override the agent preset's seed (the adversary uses seed + 1).
         deadline: a ``time.monotonic()`` value: save and stop after the first iteration past it.
+        threads: torch intra-op threads while it runs (default: the thread policy's, one per
+            process: two runs side by side on two cores must not oversubscribe them).
     """
+    from rlgauntlet.common.threads import thread_policy
+
+    with thread_policy(threads):
+        return _train_atla(name, run_dir, total_agent_steps, seed, device, log, show_progress, deadline)
+
+
+def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, seed: int | None, device: str,
+                log: Callable[[str], None], show_progress: bool, deadline: float | None) -> Path:
     from rlgauntlet.envs.presets import make_train_vec_env
     from rlgauntlet.training.attack_mdp import AttackVecEnv
     from rlgauntlet.training.sb3_train import _build_model, _init_from, quiet_logger

@@ -84,11 +84,8 @@ def train(preset: str, run_dir: str | Path | None = None, *, register: bool = Tr
             entry = register_zoo_ensemble(preset, checkpoints, command=plan.command, zoo_name=zoo_name,
                                           rejected=rejected)
     elif preset in ATLA_PRESETS:  # the agent and its adversary in alternation; the agent is what the zoo gets
-        from rlgauntlet.common.threads import thread_policy
-
-        with thread_policy(threads):
-            checkpoints = [train_atla(preset, plan.run_dir, total_agent_steps=steps, seed=seed, device=device, log=log,
-                                      show_progress=show_progress) / "agent"]
+        checkpoints = [train_atla(preset, plan.run_dir, total_agent_steps=steps, seed=seed, device=device, log=log,
+                                  show_progress=show_progress, threads=threads) / "agent"]
         if plan.zoo_name is not None:
             entry = register_zoo_agent(preset, checkpoints[0], zoo_name=zoo_name, command=plan.command)
     else:
