@@ -150,6 +150,8 @@ def _adversary_recipe(preset: ATLAPreset, recipe):
 
 def _save(folder: Path, agent, adversary, progress: dict) -> None:
     """Both policies and optimizers (weights only) and the progress, replaced atomically."""
+    from rlgauntlet.training.checkpoints import replace_folder
+
     tmp = folder.with_name(folder.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
@@ -170,14 +172,7 @@ def _save(folder: Path, agent, adversary, progress: dict) -> None:
          "init_from": progress.get("init_from"), "adversary": {"method": config["method"], "eps": config["eps"],
                                                                "steps": progress["adversary_steps"]}}, indent=2))
     (tmp / "progress.json").write_text(json.dumps(progress, indent=2))
-    old = folder.with_name(folder.name + ".old")
-    if folder.exists():
-        if old.exists():
-            shutil.rmtree(old)
-        folder.rename(old)
-    tmp.rename(folder)
-    if old.exists():
-        shutil.rmtree(old)
+    replace_folder(tmp, folder)
 
 
 def _restore(folder: Path, agent, adversary, progress: dict) -> None:

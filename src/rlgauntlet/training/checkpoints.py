@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -110,6 +111,19 @@ def load_replay_buffer(model, folder: Path, allow_pickle: bool = False) -> bool:
         model.load_replay_buffer(pkl)
         return True
     return False
+
+
+def replace_folder(tmp: Path, final: Path) -> None:
+    """Put the finished checkpoint folder ``tmp`` in place of ``final``: the old one is moved
+    aside first and removed last, so a kill at any moment leaves one complete checkpoint."""
+    old = final.with_name(final.name + ".old")
+    if final.exists():
+        if old.exists():
+            shutil.rmtree(old)
+        final.rename(old)
+    tmp.rename(final)
+    if old.exists():
+        shutil.rmtree(old)
 
 
 def has_checkpoint(folder: Path) -> bool:

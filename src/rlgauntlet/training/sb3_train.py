@@ -28,8 +28,8 @@ from stable_baselines3.common.logger import Logger
 from rlgauntlet.envs.presets import make_train_vec_env
 from rlgauntlet.errors import UserError
 from rlgauntlet.training.algorithms import SB3_BASES, algorithm_class
-from rlgauntlet.training.checkpoints import (has_checkpoint, load_replay_buffer, restore_vecnormalize, resume,
-                                             save_replay_buffer)
+from rlgauntlet.training.checkpoints import (has_checkpoint, load_replay_buffer, replace_folder, restore_vecnormalize,
+                                             resume, save_replay_buffer)
 from rlgauntlet.training.presets import TrainPreset, get_preset
 
 
@@ -141,15 +141,7 @@ def _save_checkpoint(model, env, run_dir: Path, progress: dict) -> None:
     if hasattr(model, "replay_buffer") and model.replay_buffer is not None:
         save_replay_buffer(model, tmp / "replay_buffer.npz")  # plain arrays: resuming unpickles nothing
     (tmp / "progress.json").write_text(json.dumps(progress, indent=2))
-    final = run_dir / "checkpoint"
-    old = run_dir / "checkpoint.old"
-    if final.exists():
-        if old.exists():
-            shutil.rmtree(old)
-        final.rename(old)
-    tmp.rename(final)
-    if old.exists():
-        shutil.rmtree(old)
+    replace_folder(tmp, run_dir / "checkpoint")
 
 
 class _CheckpointCallback(BaseCallback):
