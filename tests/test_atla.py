@@ -152,3 +152,27 @@ def test_train_cli_runs_an_alternating_preset_and_refuses_init_from(tmp_path, cl
     progress = json.loads((tmp_path / "b" / "checkpoint" / "agent" / "progress.json").read_text())
     assert progress["adversary"] == {"method": "pa_atla", "eps": 0.05, "steps": ROLLOUT}
     assert progress["init_from"]["agent"] == "zoo:cartpole-ppo"
+
+
+def test_the_zoo_atla_agent_holds_under_pgd_at_the_known_answers_budget():
+    """ε = 0.05 raw, where the vanilla zoo PPO falls below 100 under PA-AD (docs/reproduction.md)."""
+    from rlgauntlet import evaluate
+
+    report = evaluate("zoo:cartpole-atla-ppo", "CartPole-v1", ["pgd:steps=10,eps=0.05"], episodes=5, n_envs=5,
+                      impact=False)
+    clean, pgd = report.evaluations
+    assert clean["return_mean"] >= 475 and pgd["return_mean"] >= 400
+
+
+@pytest.mark.slow
+def test_pa_ad_breaks_vanilla_ppo_but_not_the_atla_agent(tmp_path):
+    """The issue's known answer at ε = 0.05: a PA-AD attacker trained for 50k steps against each
+    agent leaves vanilla PPO below 100 and the ATLA agent at 400 or more."""
+    from rlgauntlet.experiments.attackers import train_attacker
+
+    strength = {}
+    for agent in ("zoo:cartpole-ppo", "zoo:cartpole-atla-ppo"):
+        manifest = train_attacker(agent, "CartPole-v1", "paad", eps=0.05, steps=50_000, run_dir=tmp_path / agent[4:],
+                                  log=lambda line: None)
+        strength[agent] = manifest["strength"]["attacked_mean"]
+    assert strength["zoo:cartpole-ppo"] < 100 and strength["zoo:cartpole-atla-ppo"] >= 400, strength
