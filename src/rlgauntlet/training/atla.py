@@ -42,7 +42,7 @@ import torch
 from rlgauntlet.common.seeding import BatchRNG
 from rlgauntlet.errors import UserError
 from rlgauntlet.threats.base import Threat, ThreatParams
-from rlgauntlet.threats.learned.actor import AttackActor
+from rlgauntlet.threats.learned.actor import AttackActor, default_variant
 from rlgauntlet.victims.base import Victim
 
 METHODS = ("atla", "pa_atla")
@@ -235,8 +235,6 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
     # agent on its plain envs first, then wrap both envs around the live models
     agent = _build_model(recipe, agent_env, device)
     live_agent = SB3Victim.from_model(agent)
-    from rlgauntlet.threats.learned.actor import default_variant
-
     actor = AttackActor(variant or default_variant(live_agent), preset.eps)
     adversary_env = AttackVecEnv(adversary_base, live_agent, actor, seed=adversary_recipe.seed)
     adversary = _build_model(adversary_recipe, adversary_env, device)
@@ -270,6 +268,7 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
                        TimeRemainingColumn(), transient=True)
         bar.start()
         task = bar.add_task("train", total=preset.total_agent_steps, completed=progress["agent_steps"], ret="-")
+
     def set_eps(steps: int) -> None:
         """The adversary's budget for the next iteration (the ramp), in both envs' actors."""
         ramp = preset.eps_ramp * preset.total_agent_steps
