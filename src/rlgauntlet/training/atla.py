@@ -315,18 +315,18 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
 #: the alternating-training presets (``rlgauntlet train --preset NAME``)
 ATLA_PRESETS: dict[str, ATLAPreset] = {p.name: p for p in (
     # ε = 0.05 raw: where vanilla cartpole-ppo falls below 100 under PA-AD (47.3; docs/reproduction.md).
-    # κ: ATLA 0.2 holds both PGD-10 and PA-AD (0.1: PGD-10 328; 0.3: PA-AD 343); PA-ATLA 0.1 (0.3 cost the
-    # clean return, 282; 0.03 left PGD-10 at 106). All in docs/reproduction.md.
+    # κ: ATLA 0.2 holds both PGD-10 and PA-AD (0.1: PGD-10 328; 0.3: PA-AD 343); PA-ATLA 0.15 (0.1: PA-AD 250;
+    # 0.2: clean 308; 0.03: PGD-10 106). All in docs/reproduction.md.
     ATLAPreset("cartpole-atla-ppo", "cartpole-ppo", "atla", eps=0.05, total_agent_steps=100_000,
                agent_overrides={"learning_rate": 1e-4}, init_from="zoo:cartpole-ppo", sa_kappa=0.2,
                adversary={"learning_rate": 3e-4, "ent_coef": 0.0},
                notes="fine-tuned from zoo:cartpole-ppo against an SA-RL adversary at ε = 0.05 (raw units), "
                      "with the SA regulariser (κ = 0.2)"),
     ATLAPreset("cartpole-pa-atla-ppo", "cartpole-ppo", "pa_atla", eps=0.05, total_agent_steps=100_000,
-               agent_overrides={"learning_rate": 1e-4}, init_from="zoo:cartpole-ppo", sa_kappa=0.1,
+               agent_overrides={"learning_rate": 1e-4}, init_from="zoo:cartpole-ppo", sa_kappa=0.15,
                adversary={"learning_rate": 3e-4, "ent_coef": 0.0},
                notes="fine-tuned from zoo:cartpole-ppo against a PA-AD adversary at ε = 0.05 (raw units), "
-                     "with the SA regulariser (κ = 0.1), as the official PA-ATLA-PPO"),
+                     "with the SA regulariser (κ = 0.15), as the official PA-ATLA-PPO"),
 )}
 
 
