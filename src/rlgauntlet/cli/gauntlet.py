@@ -91,9 +91,7 @@ def gauntlet(
     with Progress(*columns, console=console, transient=False) as progress:
         current = {"task": None}
 
-        def stage(name: str, done: int, total: int) -> None:
-            if current["task"] is not None:
-                progress.update(current["task"], visible=True)
+        def stage(name: str, done: int, total: int) -> None:  # one bar per stage, the finished ones kept
             current["task"] = progress.add_task(f"{chosen.tag} {level}: {name}", total=total, completed=done)
 
         def advance(n: int) -> None:
