@@ -49,6 +49,14 @@ def test_the_alternation_is_one_agent_iteration_then_one_adversary_iteration(tin
     assert progress["iteration"] == 3 and progress["agent_steps"] == progress["adversary_steps"] == 3 * ROLLOUT
     assert [h["iteration"] for h in progress["history"]] == [1, 2, 3]
     assert (ckpt / "agent" / "model.zip").is_file() and (ckpt / "adversary" / "policy.pt").is_file()
+    # the adversary acted in both envs, at its budget: every agent observation perturbed, by up to
+    # ε exactly (PA-AD's FGSM actor steps every coordinate by ε; CartPole inputs are unbounded)
+    applied = progress["history"][-1]["applied"]
+    agent_side, adversary_side = applied["agent_envs"], applied["adversary_envs"]
+    assert agent_side["perturbed_steps"] == agent_side["steps"] >= 3 * ROLLOUT
+    assert agent_side["linf_max"] == pytest.approx(0.1, rel=1e-6)
+    assert adversary_side["steps"] == 3 * ROLLOUT and adversary_side["linf_max"] == pytest.approx(0.1, rel=1e-6)
+    assert adversary_side["agent_action_changed"] > 0
 
 
 def test_resume_restores_both_networks_optimizers_counters_and_schedule(tiny_presets, tmp_path):

@@ -110,6 +110,7 @@ def test_objectives_known_answers():
     victim = Fixed(table)
     x, x_adv = torch.tensor([[0.0], [0.0], [1.0]]), torch.tensor([[1.0], [0.0], [0.0]])
     # row 0: clean action 1 (Q 3), attacked action 0 of row 1's table: clean Q of action 0 is 1 → drop 2
+    # exact: a 0/1 indicator of changed actions, no arithmetic to round
     assert per_step_objective("minbest", victim, x, x_adv).tolist() == [1.0, 0.0, 1.0]
     assert torch.allclose(per_step_objective("minq", victim, x, x_adv), torch.tensor([2.0, 0.0, 3.0]))  # row 2: 2 − (−1)
     p, q = torch.softmax(table[1], 0), torch.softmax(table[0], 0)
@@ -124,6 +125,7 @@ def test_masked_gradient_agent_raises_the_warnings(masked_agent):
     assert {("worse_than_random", "minbest"), ("vanishing_gradient", "minbest"),
             ("vanishing_gradient", "minq")} <= held
     minbest = next(r for r in result["rows"] if r["objective"] == "minbest")
+    # exact: means of 0/1 indicators; a zero gradient (round) leaves x̃ = x bit for bit, so no action changes
     assert minbest["attack_mean"] == 0.0 and minbest["random_mean"] > 0.2  # PGD does nothing, noise does
     assert minbest["gradient_vanished_fraction"] == 1.0
 
@@ -180,7 +182,7 @@ def test_bootstrap_is_stratified_by_task():
     assert low < point < high and high - low < 15  # about 4 standard errors of a 40-run IQM
     p, lo, hi = improvement_interval(sample + 30.0, sample)
     assert 0.9 < p <= 1.0 and lo <= p <= hi
-    assert iqm_interval([[7.0]]) == (7.0, None, None)  # one run: nothing to resample
+    assert iqm_interval([[7.0]]) == (7.0, None, None)  # one run: nothing to resample (the mean of one value is exact)
 
 
 # --- the gauntlet end to end ---------------------------------------------------------------------
@@ -213,7 +215,9 @@ def test_gauntlet_on_a_masked_agent(tiny_protocol, masked_agent, tmp_path):
     [worst] = result["worst_case"]
     members = worst["members"]
     assert set(members) == {"random:eps=0.1", "pgd:steps=10,eps=0.1", "pgd:objective=minq,eps=0.1", "paad:eps=0.1"}
+    # exact: the worst case is one member's value selected, not recomputed
     assert worst["return_mean"] == min(members.values()) and members[worst["attack"]] == worst["return_mean"]
+    # exact: x̃ = x bit for bit (zero gradient), so the attacked episodes are the clean ones
     assert members["pgd:steps=10,eps=0.1"] == result["clean"]["return_mean"]  # the gradient moves nothing
     assert members["random:eps=0.1"] < result["clean"]["return_mean"]
     assert {"worse_than_random", "vanishing_gradient"} <= {w["check"] for w in result["warnings"]}
@@ -233,7 +237,7 @@ def test_gauntlet_on_a_masked_agent(tiny_protocol, masked_agent, tmp_path):
         assert s.conn.execute("SELECT COUNT(*) FROM episodes").fetchone()[0] == episodes
         [(_, meta)] = s.runs("gauntlet")
         assert meta["method"] == "masked" and meta["version"] == 1
-    assert again["worst_case"] == result["worst_case"]
+    assert again["worst_case"] == result["worst_case"]  # bit-exact is the property: read back, not recomputed
 
     from rlgauntlet.report.html import render_report
 
@@ -286,7 +290,7 @@ def test_leaderboard_ranks_by_worst_case_and_never_mixes_versions(tmp_path):
     current = next(b for b in board["boards"] if b["version"] == 1)
     assert [r["method"] for r in current["rows"]] == ["robust", "vanilla"]
     assert current["rows"][0]["iqm"] == pytest.approx(float(stats.trim_mean([300.0, 320.0, 280.0], 0.25)))
-    assert current["pairs"][0]["p_x_better"] == 1.0
+    assert current["pairs"][0]["p_x_better"] == 1.0  # exact: 9 of 9 pairs counted, 9/9
     assert "old" not in {r["method"] for r in current["rows"]}  # another version: its own board
     out = render_leaderboard(board, tmp_path / "board.html")
     text = out.read_text()
@@ -425,16 +429,24 @@ def test_the_worst_case_takes_every_attack_within_the_budget():
                                 ev("random:eps=0.1", [2000.0, 1800.0]), ev("paad:attacker=/a,eps=0.075", [600.0, 700.0])]},
                {"evaluations": [ev("clean", [3000.0, 3000.0]), ev("random:eps=0.05", [2400.0, 2400.0]),
                                 ev("random:eps=0.1", [1900.0, 1900.0]), ev("paad:attacker=/b,eps=0.075", [500.0, 800.0])]}]
+    for report, returns in zip(reports, ([2000.0, 2200.0], [2300.0, 2300.0])):  # a natural change
+        report["evaluations"].append(ev("gaussian_noise:std=0.1", returns))
     protocol = get_protocol("mujoco")
     plan = SimpleNamespace(
         protocol=protocol, level="quick", settings=protocol.levels["quick"], env="Hopper-v5", preset="mujoco",
         victim=SimpleNamespace(budget_space="normalized", description={}), spec=SimpleNamespace(agent="zoo:x"),
         sha="s", seeds=[0, 1], heuristics=["random:eps=0.05", "random:eps=0.1"],
-        learned=["paad:attacker=/a,eps=0.075", "paad:attacker=/b,eps=0.075"], natural=[], shifts=[], tasks=[],
+        learned=["paad:attacker=/a,eps=0.075", "paad:attacker=/b,eps=0.075"], natural=["gaussian_noise:std=0.1"],
+        shifts=[], tasks=[],
         skipped=[], labels={"random:eps=0.05": "random:eps=0.05", "random:eps=0.1": "random:eps=0.1",
-                            "paad:attacker=/a,eps=0.075": "paad:eps=0.075", "paad:attacker=/b,eps=0.075": "paad:eps=0.075"})
+                            "paad:attacker=/a,eps=0.075": "paad:eps=0.075", "paad:attacker=/b,eps=0.075": "paad:eps=0.075",
+                            "gaussian_noise:std=0.1": "gaussian_noise:std=0.1"})
     plan.adversarial = plan.heuristics + plan.learned
-    worst = {w["eps"]: w for w in _summary(plan, reports, None)["worst_case"]}
+    summary = _summary(plan, reports, None)
+    worst = {w["eps"]: w for w in summary["worst_case"]}
+    # the natural change keeps 2200 of 3000 pooled over both seeds: 1 − 2200/3000 of the return lost
+    assert summary["natural"]["return_drop_mean"] == pytest.approx(1 - 2200 / 3000)
+    assert summary["natural"]["impact_mean"] is None  # no impact in these evaluations: none made up
     assert worst["0.05"]["attack"] == "random:eps=0.05" and worst["0.05"]["return_mean"] == pytest.approx(2400.0)
     assert worst["0.075"]["attack"] == "paad:eps=0.075" and worst["0.075"]["return_mean"] == pytest.approx(650.0)
     assert worst["0.1"]["attack"] == "paad:eps=0.075" and worst["0.1"]["return_mean"] == pytest.approx(650.0)
@@ -512,4 +524,5 @@ def test_learned_attackers_train_as_ray_tasks_with_the_local_executors_numbers(t
     local = subprocess.run([sys.executable, str(script), str(tmp_path / "local" / "g.sqlite")], capture_output=True,
                            text=True, timeout=600)
     assert local.returncode == 0, local.stderr[-2000:]
+    # bit-exact is the property: same seeds, same chunks, whichever executor runs them
     assert json.loads(ray_run.stdout.splitlines()[-1]) == json.loads(local.stdout.splitlines()[-1])

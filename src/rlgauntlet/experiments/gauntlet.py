@@ -37,6 +37,7 @@ import math
 import re
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -396,7 +397,9 @@ def _summary(plan: GauntletPlan, reports: list[dict], method: str | None) -> dic
     }
 
 
+@lru_cache(maxsize=None)
 def _threat_eps(spec: str) -> float | None:
+    """The budget of a threat spec (parsed once: the summary asks for every spec at every ε)."""
     from rlgauntlet.threats import parse_threat
 
     return getattr(parse_threat(spec).params, "eps", None)

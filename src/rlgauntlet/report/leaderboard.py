@@ -23,7 +23,6 @@ import numpy as np
 
 import rlgauntlet
 from rlgauntlet.errors import UserError
-from rlgauntlet.experiments.store import ResultsStore
 from rlgauntlet.metrics.aggregates import improvement_interval, iqm_interval
 
 
@@ -42,13 +41,11 @@ def gauntlet_entries(paths: list[str | Path]) -> list[dict]:
     an agent, by sha256, under one protocol version, level and env, when the stores hold several)."""
     from rlgauntlet.experiments.protocols import PROTOCOLS
 
+    from rlgauntlet.report.html import _open_stores
+
     entries: dict[tuple, dict] = {}
-    for path in paths:
-        path = Path(path)
-        if not path.is_file():
-            what = "is a directory" if path.is_dir() else "does not exist"
-            raise UserError(f"--store {path} {what}; give a results store the gauntlet wrote")
-        store = ResultsStore(path)
+    for store in _open_stores(list(paths)):
+        path = Path(store.path)
         try:
             for run_id, meta in store.runs("gauntlet"):
                 metrics = store.metrics(run_id)

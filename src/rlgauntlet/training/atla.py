@@ -175,6 +175,15 @@ def _save(folder: Path, agent, adversary, progress: dict) -> None:
     replace_folder(tmp, folder)
 
 
+def _applied(threat_env, adversary_env) -> dict:
+    """What the adversary did in this process so far, measured, not assumed: in the agent's
+    envs (observations perturbed, of all, largest ℓ∞) and in its own (agent actions changed)."""
+    core = adversary_env.core
+    return {"agent_envs": {"perturbed_steps": threat_env.perturbed_steps, "steps": threat_env.total_steps,
+                           "linf_max": threat_env.linf_max},
+            "adversary_envs": {"steps": core.steps, "agent_action_changed": core.changed, "linf_max": core.linf_max}}
+
+
 def _restore(folder: Path, agent, adversary, progress: dict) -> None:
     from rlgauntlet.training.checkpoints import load_checkpoint_parts
 
@@ -291,7 +300,8 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
                 progress["history"].append({"iteration": progress["iteration"], "agent_steps": progress["agent_steps"],
                                             "adversary_steps": progress["adversary_steps"],
                                             "eps": threat_env.threat.actor.eps,
-                                            "recent_return_attacked": float(np.mean(recent)) if recent else None})
+                                            "recent_return_attacked": float(np.mean(recent)) if recent else None,
+                                            "applied": _applied(threat_env, adversary_env)})
                 progress["train_seconds"] = round(base_seconds + time.perf_counter() - started, 1)
                 _save(ckpt, agent, adversary, progress)
                 log(f"[{name}] iteration {progress['iteration']}: {progress['agent_steps']} agent steps, recent "
