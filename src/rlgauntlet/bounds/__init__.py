@@ -1,5 +1,5 @@
 """Certified bounds on a network's outputs over an ε-ball of inputs (interval bound propagation)."""
 
-from rlgauntlet.bounds.ibp import IBP_LAYERS, ibp, input_box
+from rlgauntlet.bounds.ibp import IBP_LAYERS, ibp, ibp_margins, input_box
 
-__all__ = ["ibp", "input_box", "IBP_LAYERS"]
+__all__ = ["ibp", "ibp_margins", "input_box", "IBP_LAYERS"]

@@ -52,6 +52,7 @@ def base_of(cls: type) -> str | None:
 def algorithm_class(name: str) -> type:
     """The class registered as ``name`` (SB3's own algorithms and ours are always there)."""
     import rlgauntlet.training.radial  # noqa: F401  (registers RADIAL-DQN and RADIAL-PPO)
+    import rlgauntlet.training.sa_dqn  # noqa: F401  (registers SA-DQN)
     import rlgauntlet.training.sa_ppo  # noqa: F401  (registers SA-PPO)
 
     classes = {**_sb3_classes(), **ALGORITHMS}

@@ -33,7 +33,7 @@ from stable_baselines3 import DQN, PPO
 
 from rlgauntlet.bounds import ibp
 from rlgauntlet.training.algorithms import register_algorithm
-from rlgauntlet.training.live import LiveVictimMixin
+from rlgauntlet.training.live import LiveVictimMixin, PPOTerms
 
 
 class _RadialMixin(LiveVictimMixin):
@@ -54,6 +54,25 @@ class _RadialMixin(LiveVictimMixin):
 
     def _score_bounds(self, x: th.Tensor, eps: float) -> tuple[th.Tensor, th.Tensor]:
         return ibp(self._victim(), x, eps)
+
+
+def radial_dqn_loss(q_all: th.Tensor, lower: th.Tensor, upper: th.Tensor, actions: th.Tensor, target: th.Tensor,
+                    kappa: float) -> tuple[th.Tensor, th.Tensor]:
+    """RADIAL-DQN's loss (paper Eq. 5) and its worst-case term, for one batch.
+
+    ``q_all``, ``lower``, ``upper``: (B, A) nominal Q-values and their bounds over the ε-ball;
+    ``actions`` (B,) taken actions; ``target`` (B,) TD targets. The standard term is the Huber
+    TD error of the taken action, averaged over the batch. The worst-case term takes, per
+    action, the larger distance of its two bounds to y_a (the TD target for the taken action,
+    the nominal Q, not detached, for the others), Huber of that, summed over actions and
+    averaged over the batch. Returns (κ·standard + (1 − κ)·worst-case, worst-case).
+    """
+    standard = F.smooth_l1_loss(q_all.gather(1, actions[:, None]).squeeze(1), target)
+    taken = F.one_hot(actions, q_all.shape[1]).to(q_all.dtype)
+    target_y = taken * target[:, None] + (1 - taken) * q_all
+    worst = th.maximum((upper - target_y).abs(), (lower - target_y).abs())
+    worst_case = F.smooth_l1_loss(worst, th.zeros_like(worst), reduction="none").sum(dim=1).mean()
+    return kappa * standard + (1 - kappa) * worst_case, worst_case
 
 
 class RadialDQN(_RadialMixin, DQN):
@@ -81,17 +100,13 @@ class RadialDQN(_RadialMixin, DQN):
                 next_q = self.q_net_target(data.next_observations).gather(1, next_actions)
                 target = data.rewards + (1 - data.dones) * discounts * next_q
             q_all = self.q_net(data.observations)
-            actions = data.actions.long()
-            standard = F.smooth_l1_loss(q_all.gather(1, actions), target)
-            loss = standard
+            actions = data.actions.long().flatten()
             if eps > 0 and kappa < 1:
                 lower, upper = self._score_bounds(self._network_input(data.observations), eps)
-                taken = F.one_hot(actions.flatten(), q_all.shape[1]).to(q_all.dtype)
-                target_y = taken * target + (1 - taken) * q_all  # nominal Q of the others: not detached
-                worst = th.maximum((upper - target_y).abs(), (lower - target_y).abs())
-                worst_case = F.smooth_l1_loss(worst, th.zeros_like(worst), reduction="none").sum(dim=1).mean()
-                loss = kappa * standard + (1 - kappa) * worst_case
+                loss, worst_case = radial_dqn_loss(q_all, lower, upper, actions, target.flatten(), kappa)
                 wc_losses.append(worst_case.item())
+            else:
+                loss = F.smooth_l1_loss(q_all.gather(1, actions[:, None]), target)
             losses.append(loss.item())
             self._optimize(loss)
         self._n_updates += gradient_steps
@@ -112,6 +127,18 @@ def softmax_bounds(lower: th.Tensor, upper: th.Tensor, actions: th.Tensor) -> tu
     pick = actions[:, None]
     return (th.log_softmax(low_logits, dim=1).gather(1, pick).squeeze(1),
             th.log_softmax(high_logits, dim=1).gather(1, pick).squeeze(1))
+
+
+def radial_ppo_policy_loss(terms: PPOTerms, lower: th.Tensor, upper: th.Tensor,
+                           kappa: float) -> tuple[th.Tensor, th.Tensor]:
+    """RADIAL-PPO's policy loss and its worst-case term, for one minibatch: the clipped
+    surrogate (averaged over the minibatch) at the nominal log π(a) and again at the worst-case
+    log-probability, log π̲(a) where the advantage is ≥ 0 and log π̄(a) where it is < 0 (from
+    the (B, A) logit bounds). Returns (κ·nominal + (1 − κ)·worst-case, worst-case)."""
+    log_low, log_high = softmax_bounds(lower, upper, terms.actions)
+    worst = th.where(terms.advantages >= 0, log_low, log_high).clamp(-30.0, 0.0)
+    worst_loss = terms.surrogate(worst)
+    return kappa * terms.surrogate(terms.log_prob) + (1 - kappa) * worst_loss, worst_loss
 
 
 class RadialPPO(_RadialMixin, PPO):
@@ -137,11 +164,8 @@ class RadialPPO(_RadialMixin, PPO):
                 policy_loss = terms.surrogate(terms.log_prob)
                 if eps > 0:
                     lower, upper = self._score_bounds(self._network_input(data.observations), eps)
-                    log_low, log_high = softmax_bounds(lower, upper, terms.actions)
-                    worst = th.where(terms.advantages >= 0, log_low, log_high).clamp(-30.0, 0.0)
-                    worst_loss = terms.surrogate(worst)
+                    policy_loss, worst_loss = radial_ppo_policy_loss(terms, lower, upper, self.kappa)
                     wc.append(worst_loss.item())
-                    policy_loss = self.kappa * policy_loss + (1 - self.kappa) * worst_loss
                 loss = policy_loss + self.ent_coef * terms.entropy_loss + self.vf_coef * terms.value_loss
                 pg.append(policy_loss.item())
                 vf.append(terms.value_loss.item())
