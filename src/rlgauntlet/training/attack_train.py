@@ -44,7 +44,24 @@ ATTACKER_HYPERPARAMS: dict[str, dict[str, Any]] = {
     "atari": dict(n_envs=8, policy="CnnPolicy", n_steps=128, batch_size=256, n_epochs=4, learning_rate=5e-4,
                   gamma=0.99, gae_lambda=0.95, ent_coef=0.01, clip_range=0.1,
                   policy_kwargs=dict(normalize_images=False, features_extractor_kwargs=dict(features_dim=128))),
+    # the Atari director's PPO on the MinAtar paper's network (one 3×3 conv, 128 units): the
+    # Nature CNN's 8×8 stride-4 kernel does not fit a 10×10 frame
+    "minatar": dict(n_envs=8, policy="CnnPolicy", n_steps=128, batch_size=256, n_epochs=4, learning_rate=5e-4,
+                    gamma=0.99, gae_lambda=0.95, ent_coef=0.01, clip_range=0.1,
+                    policy_kwargs=dict(normalize_images=False, features_extractor_class="MinAtarCNN")),
 }
+
+
+def _with_classes(settings: dict[str, Any]) -> dict[str, Any]:
+    """``settings`` with a named feature extractor replaced by its class."""
+    kwargs = settings.get("policy_kwargs", {})
+    if isinstance(kwargs.get("features_extractor_class"), str):
+        from rlgauntlet.victims.minatar_cnn import MinAtarCNN
+
+        classes = {"MinAtarCNN": MinAtarCNN}
+        settings = {**settings, "policy_kwargs": {**kwargs, "features_extractor_class":
+                                                  classes[kwargs["features_extractor_class"]]}}
+    return settings
 
 
 def attacker_config(method: str, env_id: str, eps: float, seed: int, variant: str | None, victim: Victim,
@@ -86,7 +103,8 @@ def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str 
     normalize_reward = settings.pop("normalize_reward", False)
     every = checkpoint_every or max(10_000, total_steps // 10)
     preset = TrainPreset(name=f"{config['method']}-attacker", env_id=config["env"], algo="ppo",
-                         total_timesteps=total_steps, n_envs=n_envs, seed=config["seed"], hyperparams=settings,
+                         total_timesteps=total_steps, n_envs=n_envs, seed=config["seed"],
+                         hyperparams=_with_classes(settings),
                          target_return=0.0, checkpoint_every=every, stop_at_target=False)
     actor = AttackActor(config["variant"], config["eps"], steps=config["actor"].get("steps", 1),
                         lam=config["actor"].get("lam", 1.0), loss=config["actor"].get("loss", "hinge"))

@@ -196,16 +196,23 @@ PRESETS: dict[str, TrainPreset] = {
 }
 
 
-def _radial(base: str, name: str, algo: str, total: int, radial_eps: float, checkpoint_every: int, notes: str,
-            **overrides) -> TrainPreset:
-    """A RADIAL fine-tune of zoo agent ``base``: its recipe, our RADIAL algorithm, ε_train."""
+def _fine_tune(base: str, name: str, algo: str, total: int, checkpoint_every: int, notes: str, source: str,
+               **overrides) -> TrainPreset:
+    """A fine-tune of zoo agent ``base`` with algorithm ``algo``: its recipe, changed by ``overrides``."""
     b = PRESETS[base]
     return TrainPreset(
         name=name, env_id=b.env_id, algo=algo, total_timesteps=total, n_envs=b.n_envs, seed=0,
-        hyperparams={**b.hyperparams, "radial_eps": radial_eps, **overrides}, target_return=b.target_return,
-        normalize=b.normalize, checkpoint_every=checkpoint_every, init_from=f"zoo:{base}", stop_at_target=False,
-        source=f"{base}'s recipe; RADIAL-RL schedule (κ, ε ramps) as docs/decisions.md records", notes=notes,
+        hyperparams={**b.hyperparams, **overrides}, target_return=b.target_return, normalize=b.normalize,
+        checkpoint_every=checkpoint_every, init_from=f"zoo:{base}", stop_at_target=False, source=source, notes=notes,
     )
+
+
+def _radial(base: str, name: str, algo: str, total: int, radial_eps: float, checkpoint_every: int, notes: str,
+            **overrides) -> TrainPreset:
+    """A RADIAL fine-tune of zoo agent ``base``: its recipe, our RADIAL algorithm, ε_train."""
+    return _fine_tune(base, name, algo, total, checkpoint_every, notes,
+                      f"{base}'s recipe; RADIAL-RL schedule (κ, ε ramps) as docs/decisions.md records",
+                      radial_eps=radial_eps, **overrides)
 
 
 for _preset in (
@@ -354,6 +361,27 @@ def _minatar_dqn(game: str, target: float) -> TrainPreset:
 
 for _game, _target in (("Breakout", 10.0), ("SpaceInvaders", 50.0)):
     PRESETS[f"minatar-{_game.lower()}-dqn"] = _minatar_dqn(_game, _target)
+
+#: the budget the robust MinAtar agents train at (pixel01): the papers' larger Atari budget,
+#: where the vanilla MinAtar DQN already changes about half its actions under PGD-30
+MINATAR_TRAIN_EPS = 3 / 255
+#: a fine-tune's exploration: ε-greedy held at the base recipe's final 0.1
+_MINATAR_FINE_TUNE = dict(exploration_initial_eps=0.1, exploration_final_eps=0.1, exploration_fraction=0.01)
+
+for _game in ("breakout", "spaceinvaders"):
+    for _preset in (
+        _radial(f"minatar-{_game}-dqn", f"minatar-{_game}-radial-dqn", "radial_dqn", 500_000, MINATAR_TRAIN_EPS,
+                50_000, f"fine-tuned from zoo:minatar-{_game}-dqn with ε_train = 3/255 in pixel01 units (κ 1 → 0.5 "
+                "and ε 0 → ε_train over the first 2/3), ε-greedy held at 0.1, the base recipe's optimizer",
+                **_MINATAR_FINE_TUNE),
+        _fine_tune(f"minatar-{_game}-dqn", f"minatar-{_game}-sa-dqn", "sa_dqn", 500_000, 50_000,
+                   f"fine-tuned from zoo:minatar-{_game}-dqn with the SA-DQN hinge at ε = 3/255 in pixel01 units "
+                   "(ramped over the first half), κ = 0.005 and c = 1 (the official Atari values), ε-greedy held at "
+                   "0.1, the base recipe's optimizer",
+                   f"minatar-{_game}-dqn's recipe; SA-DQN's hinge regulariser (Zhang et al. 2020a) on IBP margin bounds",
+                   sa_eps=MINATAR_TRAIN_EPS, sa_kappa=0.005, sa_hinge=1.0, ramp_fraction=0.5, **_MINATAR_FINE_TUNE),
+    ):
+        PRESETS[_preset.name] = _preset
 
 
 def register_preset(preset: TrainPreset) -> TrainPreset:
