@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
+import time
 
 from rlgauntlet.errors import UserError
 from rlgauntlet.victims import Victim, load_victim
@@ -15,3 +17,16 @@ def zoo_victim_or_exit(name: str, script: str) -> Victim:
     except UserError as exc:
         print(f"{script}: {exc}; train it with `rlgauntlet train --preset {name}`", file=sys.stderr)
         sys.exit(2)
+
+
+class Competitor:
+    """A CPU-bound process (a busy loop) running while the block runs: a busy user's machine."""
+
+    def __enter__(self):
+        self.proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        time.sleep(0.5)
+        return self
+
+    def __exit__(self, *exc):
+        self.proc.kill()
+        self.proc.wait()

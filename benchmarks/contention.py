@@ -27,6 +27,8 @@ from pathlib import Path
 import gymnasium as gym
 import torch
 
+from _common import Competitor
+
 from rlgauntlet.engine.rollout import evaluate_episodes
 from rlgauntlet.envs import make_env
 from rlgauntlet.threats import parse_threat
@@ -60,19 +62,6 @@ def rate(w: dict, victim, threads: int) -> float:
     return sum(r.length for r in records) / (time.perf_counter() - start)
 
 
-class Competitor:
-    """A CPU-bound process (a busy loop) running while the block runs."""
-
-    def __enter__(self):
-        self.proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-        time.sleep(0.5)
-        return self
-
-    def __exit__(self, *exc):
-        self.proc.kill()
-        self.proc.wait()
-
-
 def contention(repeats: int) -> dict:
     default_threads = torch.get_num_threads()
     out = {}
@@ -95,6 +84,8 @@ def contention(repeats: int) -> dict:
 OURS = """
 import gymnasium as gym, json
 from rlgauntlet.common.threads import thread_policy
+from _common import Competitor
+
 from rlgauntlet.engine.rollout import evaluate_episodes
 from rlgauntlet.envs import make_env
 from rlgauntlet.threats import parse_threat

@@ -108,6 +108,39 @@ def test_a_resume_from_another_methods_checkpoint_is_refused(tiny_presets, tmp_p
         train_atla("nope", run)
 
 
+def test_a_vecnormalize_agent_shares_its_normaliser_with_the_adversary_and_resumes_it(monkeypatch, tmp_path):
+    """Hopper (VecNormalize, as the zoo's hopper-ppo): the adversary's view of the agent
+    normalises with the agent's own statistics object (so ε is in the same normalised units on
+    both sides), the checkpoint holds them, and a resume restores them."""
+    from rlgauntlet.training.checkpoints import load_data_pickle
+    from rlgauntlet.training.sb3_train import _find_vecnormalize
+
+    monkeypatch.setitem(atla.ATLA_PRESETS, "tiny-hopper", ATLAPreset(
+        "tiny-hopper", "hopper-ppo", "pa_atla", eps=0.075, total_agent_steps=2 * 128, checkpoint_every=1,
+        agent_overrides={"n_steps": 128, "batch_size": 64, "n_epochs": 1}, adversary={"n_epochs": 1}))
+    run = tmp_path / "run"
+    train_atla("tiny-hopper", run, deadline=time.monotonic(), log=lambda line: None)  # one iteration
+    saved = load_data_pickle(run / "checkpoint" / "agent" / "vecnormalize.pkl")
+    assert saved.obs_rms.count > 128 and saved.norm_obs and saved.norm_reward
+    seen = {}
+    restore = atla._restore
+
+    def checking(folder, agent, adversary, progress):
+        restore(folder, agent, adversary, progress)
+        norm = _find_vecnormalize(agent.get_env())
+        np.testing.assert_array_equal(norm.obs_rms.mean, saved.obs_rms.mean)  # bit-exact: copied numbers
+        np.testing.assert_array_equal(norm.ret_rms.var, saved.ret_rms.var)
+        seen["shared"] = adversary.get_env().core.victim.vecnormalize._source is norm
+        seen["space"] = adversary.get_env().core.victim.budget_space
+
+    monkeypatch.setattr(atla, "_restore", checking)
+    train_atla("tiny-hopper", run, log=lambda line: None)
+    assert seen == {"shared": True, "space": "normalized"}
+    progress = json.loads((run / "checkpoint" / "progress.json").read_text())
+    assert progress["finished"] and progress["history"][-1]["applied"]["agent_envs"]["linf_max"] == \
+        pytest.approx(0.075, rel=1e-5)
+
+
 @pytest.mark.parametrize("variant", ["sarl", "stochastic"])
 def test_the_live_adversary_stays_in_its_budget(variant):
     from rlgauntlet.common.seeding import BatchRNG, episode_generator

@@ -121,9 +121,8 @@ def agent_recipe(preset: ATLAPreset):
     from rlgauntlet.training.presets import PRESETS
 
     base = PRESETS[preset.agent_preset]
-    if base.algo != "ppo" or base.normalize:
-        raise UserError(f"{preset.name}: alternating training runs PPO agents without VecNormalize here; "
-                        f"{base.name} is {base.algo}{' with VecNormalize' if base.normalize else ''}")
+    if base.algo != "ppo":
+        raise UserError(f"{preset.name}: alternating training runs PPO agents; {base.name} is {base.algo}")
     hyper = {**base.hyperparams, **preset.agent_overrides}
     algo = "ppo"
     if preset.sa_kappa > 0:
@@ -149,8 +148,10 @@ def _adversary_recipe(preset: ATLAPreset, recipe):
 
 
 def _save(folder: Path, agent, adversary, progress: dict) -> None:
-    """Both policies and optimizers (weights only) and the progress, replaced atomically."""
+    """Both policies and optimizers (weights only), the agent's VecNormalize statistics (if
+    any) and the progress, replaced atomically."""
     from rlgauntlet.training.checkpoints import replace_folder
+    from rlgauntlet.training.sb3_train import _find_vecnormalize
 
     tmp = folder.with_name(folder.name + ".tmp")
     if tmp.exists():
@@ -165,6 +166,9 @@ def _save(folder: Path, agent, adversary, progress: dict) -> None:
     finally:
         if schedule is not None:
             agent._update_current_progress_remaining = schedule
+    norm = _find_vecnormalize(agent.get_env())
+    if norm is not None:
+        norm.save(str(tmp / "agent" / "vecnormalize.pkl"))  # read back as data (restore_vecnormalize)
     # what a zoo entry records of the agent (as a plain training checkpoint's progress.json)
     config = progress["config"]
     (tmp / "agent" / "progress.json").write_text(json.dumps(
@@ -185,9 +189,13 @@ def _applied(threat_env, adversary_env) -> dict:
 
 
 def _restore(folder: Path, agent, adversary, progress: dict) -> None:
-    from rlgauntlet.training.checkpoints import load_checkpoint_parts
+    from rlgauntlet.training.checkpoints import load_checkpoint_parts, restore_vecnormalize
+    from rlgauntlet.training.sb3_train import _find_vecnormalize
 
     load_checkpoint_parts(agent, folder / "agent", {"num_timesteps": progress["agent_steps"]})
+    norm = _find_vecnormalize(agent.get_env())
+    if norm is not None:
+        restore_vecnormalize(norm, folder / "agent" / "vecnormalize.pkl")
     load_checkpoint_parts(adversary, folder / "adversary", {"num_timesteps": progress["adversary_steps"]})
     agent._n_updates = adversary._n_updates = 0  # logging only
 
@@ -239,6 +247,14 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
 
     variant = "sarl" if preset.method == "atla" else None
     agent_env = make_train_vec_env(recipe.env_id, recipe.n_envs, recipe.seed)
+    if recipe.normalize:
+        # the agent's normaliser: its envs update it while the agent trains; the adversary's
+        # live view of the agent reads it, unchanged while the adversary trains (its envs are
+        # raw and the agent's do not step then); ε is in these normalised units on both sides
+        from stable_baselines3.common.vec_env import VecNormalize
+
+        agent_env = VecNormalize(agent_env, norm_obs=True, norm_reward=True,
+                                 gamma=recipe.hyperparams.get("gamma", 0.99))
     adversary_base = make_train_vec_env(recipe.env_id, recipe.n_envs, adversary_recipe.seed)
     # the adversary's env needs the agent, and the agent's env needs the adversary: build the
     # agent on its plain envs first, then wrap both envs around the live models
@@ -337,6 +353,16 @@ ATLA_PRESETS: dict[str, ATLAPreset] = {p.name: p for p in (
                adversary={"learning_rate": 3e-4, "ent_coef": 0.0},
                notes="fine-tuned from zoo:cartpole-ppo against a PA-AD adversary at ε = 0.05 (raw units), "
                      "with the SA regulariser (κ = 0.15), as the official PA-ATLA-PPO"),
+    # Hopper at the PA-AD paper's reduced budget (Table 6: 2M agent steps), ε = 0.075 in VecNormalize units,
+    # trained from scratch with hopper-ppo's recipe and the official Hopper SA regulariser (κ 0.3); the
+    # adversary's PPO from the official Hopper settings (clip 0.4, entropy 3e-4; one learning rate for
+    # SB3's shared optimizer: the official value-function rate 1e-3, not its policy rate 1e-2)
+    *(ATLAPreset(f"hopper-{slug}-ppo", "hopper-ppo", method, eps=0.075, total_agent_steps=2_000_000, sa_kappa=0.3,
+                 adversary={"learning_rate": 1e-3, "clip_range": 0.4, "ent_coef": 3e-4, "batch_size": 64},
+                 checkpoint_every=10,
+                 notes=f"trained from scratch against a {adversary} adversary at ε = 0.075 (VecNormalize units) "
+                       "with the SA regulariser (κ = 0.3), 2M agent steps (the PA-AD paper's Table 6 budget)")
+      for slug, method, adversary in (("atla", "atla", "SA-RL"), ("pa-atla", "pa_atla", "PA-AD"))),
 )}
 
 

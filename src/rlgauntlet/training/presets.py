@@ -330,6 +330,23 @@ PRESETS["cartpole-sa-ppo"] = TrainPreset(
 )
 
 
+#: the MuJoCo papers' Hopper budget, in VecNormalize units (the zoo's convention: ε is in the
+#: network-input space, after observation normalisation)
+HOPPER_EPS = 0.075
+
+PRESETS["hopper-sa-ppo"] = TrainPreset(
+    name="hopper-sa-ppo", env_id="Hopper-v5", algo="sa_ppo", total_timesteps=2_000_000, n_envs=1, seed=0,
+    normalize=True,
+    hyperparams={**PRESETS["hopper-ppo"].hyperparams, "sa_eps": HOPPER_EPS, "sa_kappa": 0.3, "sa_method": "sgld",
+                 "sa_steps": 10, "ramp_fraction": 0.5},
+    target_return=PRESETS["hopper-ppo"].target_return, checkpoint_every=100_000, stop_at_target=False,
+    source="hopper-ppo's recipe; SA-PPO's regulariser (Zhang et al. 2020a) with the official SGLD inner loop and "
+           "Hopper's κ = 0.3",
+    notes="trained from scratch for the reduced budget of the PA-AD paper's Table 6 (2M agent steps), ε = 0.075 in "
+          "VecNormalize units ramped over the first half",
+)
+
+
 def _minatar_dqn(game: str, target: float) -> TrainPreset:
     """The MinAtar paper's DQN (Young & Tian 2019, §4 and its code): its network
     (``victims.minatar_cnn``), replay of 100k transitions sampled in batches of 32 from the
