@@ -136,3 +136,28 @@ def test_an_attack_on_minatar_frames_keeps_its_pixel01_budget(tmp_path):
                       n_envs=2, impact=False)
     attacked = report.evaluations[1]
     assert attacked["budget_space"] == "pixel01" and 0 < attacked["linf_max"] <= 0.1 + 1e-6
+
+
+def test_a_pa_ad_director_trains_on_minatar_with_the_papers_network(tmp_path):
+    """The MinAtar director setting: the MinAtar CNN (the Nature CNN's 8×8 stride-4 kernel
+    does not fit 10×10 frames), recorded by name as plain data, and an actor in budget."""
+    import json
+
+    import stable_baselines3 as sb3
+
+    from rlgauntlet.envs import make_train_vec_env
+    from rlgauntlet.experiments.attackers import train_attacker
+    from rlgauntlet.training.presets import PRESETS
+
+    recipe = dict(PRESETS["minatar-breakout-dqn"].hyperparams)
+    recipe.update(learning_starts=50, buffer_size=1000)
+    model = sb3.DQN(recipe.pop("policy"), make_train_vec_env(BREAKOUT, 1, 0), seed=0, device="cpu", **recipe)
+    model.save(tmp_path / "dqn.zip")
+    run = tmp_path / "paad"
+    manifest = train_attacker(f"sb3:{tmp_path / 'dqn.zip'}", BREAKOUT, "paad", 3 / 255, 1024, run, eval_episodes=0,
+                              log=lambda line: None)
+    progress = json.loads((run / "checkpoint" / "progress.json").read_text())
+    assert progress["hyperparams"]["policy_kwargs"]["features_extractor_class"] == "MinAtarCNN"
+    state = torch.load(run / "checkpoint" / "policy.pt", weights_only=True)
+    assert tuple(state["features_extractor.cnn.0.weight"].shape) == (16, 4, 3, 3)
+    assert manifest["variant"] == "stochastic"
