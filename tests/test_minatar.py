@@ -161,3 +161,29 @@ def test_a_pa_ad_director_trains_on_minatar_with_the_papers_network(tmp_path):
     state = torch.load(run / "checkpoint" / "policy.pt", weights_only=True)
     assert tuple(state["features_extractor.cnn.0.weight"].shape) == (16, 4, 3, 3)
     assert manifest["variant"] == "stochastic"
+
+
+def test_sticky_actions_as_a_world_shift_known_answer():
+    """At sticky_action_prob = 1 the game repeats its first last action (no-op) forever, so
+    any policy plays the no-op game; the default 0.1 comes back when the episode ends."""
+    from minatar import Environment
+
+    from rlgauntlet.threats import parse_threat
+
+    env = make_env(BREAKOUT)
+    threat = parse_threat("physics:param=sticky_action_prob,value=1")
+    record = threat.enter_world(env)
+    assert record["default"] == pytest.approx(0.1) and record["value"] == pytest.approx(1.0)
+    obs, _ = env.reset(seed=3)
+    reference = Environment("breakout")
+    reference.seed(3)
+    reference.reset()
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        np.testing.assert_array_equal(obs, np.transpose(reference.state(), (2, 0, 1)).astype(np.uint8) * 255)
+        obs, reward, terminated, _, _ = env.step(int(rng.integers(3)))
+        assert (reward, terminated) == reference.act(0)
+        if terminated:
+            break
+    threat.exit_world(env)
+    assert env.unwrapped.game.sticky_action_prob == pytest.approx(0.1)

@@ -112,7 +112,7 @@ def test_pong_grid_and_suites_refuse_the_wrong_env():
         ood_suite("ood-cartpole", "Pendulum-v1")
     with pytest.raises(UserError, match="unknown OOD suite"):
         ood_suite("ood-hopper")
-    assert set(OOD_SUITES) == {"ood-cartpole", "ood-pendulum", "ood-pong"}
+    assert set(OOD_SUITES) == {"ood-cartpole", "ood-pendulum", "ood-pong", "ood-minatar"}
 
 
 # -- detectors ------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ def evaluate(
     input_space: Optional[str] = INPUT_SPACE,
     stochastic: bool = typer.Option(False, help="sample actions instead of acting greedily. Example: --stochastic"),
     precision: str = PRECISION,
-    suite: List[str] = typer.Option([], help="add a named threat suite: natural (Daylight perturbations and common corruptions at default severities) adversarial (Random, FGSM, PGD-10, Momentum, MinQ, MaxDiff at --eps), certified (GWC at --eps) or an OOD shift grid (ood-cartpole, ood-pendulum, ood-pong). Example: --suite natural"),
+    suite: List[str] = typer.Option([], help="add a named threat suite: natural (Daylight perturbations and common corruptions at default severities) adversarial (Random, FGSM, PGD-10, Momentum, MinQ, MaxDiff at --eps), certified (GWC at --eps) or an OOD shift grid (ood-cartpole, ood-pendulum, ood-pong, ood-minatar). Example: --suite natural"),
     eps: Optional[str] = typer.Option(None, help="budget of --suite, in the agent's budget space (fractions allowed). Example: --eps 2/255"),
     eps_grid: Optional[str] = typer.Option(None, "--eps-grid", help="evaluate every threat without eps (and every suite) at each budget. Example: --eps-grid 0,1/255,2/255,3/255 --threat pgd:objective=minbest"),
     impact: bool = typer.Option(True, help="compute impact against the argmin agent (discrete agents; cached in the store). Example: --no-impact"),

@@ -39,10 +39,10 @@ _OOD_ENV = typer.Option(..., help="Gymnasium id. Example: --env CartPole-v1")
 
 
 _OOD_ENV = typer.Option(..., help="Gymnasium id. Example: --env CartPole-v1")
-_OOD_SUITE = typer.Option(None, help="shift grid: ood-cartpole, ood-pendulum or ood-pong. Example: --suite ood-cartpole")
+_OOD_SUITE = typer.Option(None, help="shift grid: ood-cartpole, ood-pendulum, ood-pong or ood-minatar. Example: --suite ood-cartpole")
 
 
-_OOD_SUITE = typer.Option(None, help="shift grid: ood-cartpole, ood-pendulum or ood-pong. Example: --suite ood-cartpole")
+_OOD_SUITE = typer.Option(None, help="shift grid: ood-cartpole, ood-pendulum, ood-pong or ood-minatar. Example: --suite ood-cartpole")
 _OOD_SHIFT = typer.Option([], help="a shift (threat spec), repeatable, instead of or beside --suite. Example: --shift physics:param=length,scale=4")
 
 

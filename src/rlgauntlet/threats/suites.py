@@ -6,7 +6,7 @@ from rlgauntlet.errors import UserError
 from rlgauntlet.threats.spec import parse_params, parse_value
 from rlgauntlet.victims.base import Victim
 
-SUITES = ("adversarial", "natural", "certified", "ood-cartpole", "ood-pendulum", "ood-pong")
+SUITES = ("adversarial", "natural", "certified", "ood-cartpole", "ood-pendulum", "ood-pong", "ood-minatar")
 
 #: Daylight's Pong settings (α,β = [1.7, 40], kernel 3, 3°, [2, 1], perspective norm 3), JPEG
 #: quality 10 (the paper gives none), and the common corruptions at severity 3.
@@ -64,6 +64,12 @@ PENDULUM_PARAMS = ("g", "m", "l", "max_speed", "max_torque")
 #: imagecorruptions' severities 1–5 (the paper evaluates 3–5, pixelate 3–4)
 PONG_CORRUPTIONS = ("gaussian_noise", "impulse_noise", "motion_blur", "pixelate")
 
+#: the Pong corruptions that mean something on MinAtar's object channels: noise flips cells,
+#: pixelate merges them; motion blur smears objects along a direction the channels do not have
+MINATAR_CORRUPTIONS = ("gaussian_noise", "impulse_noise", "pixelate")
+#: MinAtar's own game-parameter shift: sticky actions (the paper plays at 0.1)
+MINATAR_STICKY = ("0", "0.25", "0.5", "0.75")
+
 #: the OOD benchmark's shift grids (paper 002, Table 1): suite -> (env family, specs)
 OOD_SUITES = {
     "ood-cartpole": ("CartPole", tuple(f"physics:param={p},scale={m}" for p in CARTPOLE_PARAMS
@@ -71,6 +77,8 @@ OOD_SUITES = {
     "ood-pendulum": ("Pendulum", tuple(f"physics:param={p},scale={m}" for p in PENDULUM_PARAMS
                                        for m in PENDULUM_MULTIPLIERS)),
     "ood-pong": ("Pong", tuple(f"{c}:severity={s}" for c in PONG_CORRUPTIONS for s in range(1, 6))),
+    "ood-minatar": ("MinAtar", tuple(f"{c}:severity={s}" for c in MINATAR_CORRUPTIONS for s in range(1, 6))
+                    + tuple(f"physics:param=sticky_action_prob,value={v}" for v in MINATAR_STICKY)),
 }
 
 

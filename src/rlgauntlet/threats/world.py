@@ -91,10 +91,24 @@ MUJOCO = {
 }
 
 
+def _game_attr(name: str, doc: str) -> _Param:
+    def set_(env, v):
+        setattr(env.game, name, float(v))
+
+    return _Param(lambda env: np.array(float(getattr(env.game, name))), set_, None, doc)
+
+
+#: MinAtar's game parameters (on the package's ``Environment``, ``env.unwrapped.game``)
+MINATAR = {"sticky_action_prob": _game_attr("sticky_action_prob", "the probability that the game repeats the "
+                                                                  "previous action instead of the agent's (0.1)")}
+
+
 def _params_of(env: gym.Env) -> dict[str, _Param]:
     base = env.unwrapped
     if type(base).__name__ in CLASSIC:
         return CLASSIC[type(base).__name__]
+    if hasattr(getattr(base, "game", None), "sticky_action_prob"):
+        return MINATAR
     if hasattr(base, "model") and hasattr(base, "data") and hasattr(base.model, "body_mass"):
         return MUJOCO
     return {}
@@ -113,7 +127,8 @@ class Physics(Threat):
       with a smaller one the env clips its torques);
     * Gymnasium MuJoCo (v5): ``gravity`` (``value=`` sets its z component), ``body_mass`` (every
       body, or one with ``body=NAME``), ``geom_friction`` (``value=`` sets sliding friction),
-      ``actuator_gear`` (``value=`` sets the gear ratio), through the model arrays.
+      ``actuator_gear`` (``value=`` sets the gear ratio), through the model arrays;
+    * MinAtar: ``sticky_action_prob`` (the game's sticky actions, 0.1 as the paper plays it).
 
     Example specs: ``physics:param=length,scale=4``, ``physics:param=body_mass,body=torso,scale=1.5``,
     ``physics:param=gravity,value=-4.9``.
@@ -147,8 +162,8 @@ class Physics(Threat):
     def check_env(self, env: gym.Env, env_id: str) -> None:
         known = _params_of(env)
         if not known:
-            raise UserError(f"physics: no physics parameters known for {env_id}; it supports CartPole, Pendulum "
-                            "and Gymnasium MuJoCo envs")
+            raise UserError(f"physics: no physics parameters known for {env_id}; it supports CartPole, Pendulum, "
+                            "Gymnasium MuJoCo and MinAtar envs")
         if self.params.param not in known:
             raise UserError(f"physics: {env_id} has no parameter {self.params.param!r}; known: {', '.join(known)}")
         if self.params.body is not None:
