@@ -9,8 +9,9 @@ The ids are the package's own Gymnasium registrations with the minimal action se
   to the victims, so the network input is {0, 1} per channel and an ε is in ``pixel01`` units,
   as for Atari (the package gives (10, 10, C) booleans);
 * the game as the MinAtar paper plays it: sticky actions with probability 0.1 and difficulty
-  ramping, both drawn from the game's own RandomState, which ``reset(seed=k)`` seeds (episode
-  k of an evaluation is then the same game whatever else runs);
+  ramping, both drawn from the game's own RandomState, which ``reset(seed=k)`` seeds, and
+  every episode a fresh game (episode k of an evaluation is then the same game whatever else
+  runs, and whatever the env played before);
 * episodes cut at :data:`MAX_EPISODE_STEPS` (``truncated``): a good Breakout agent never
   loses, and the games themselves set no limit (Freeway ends itself at 2,500 steps).
 
@@ -69,6 +70,13 @@ class MinAtarImage(gym.ObservationWrapper):
         super().__init__(env)
         h, w, c = env.observation_space.shape
         self.observation_space = gym.spaces.Box(0, 255, (c, h, w), np.uint8)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        # Every episode starts as a fresh game: the package keeps the previous episode's last
+        # action for its sticky actions, so without this episode k would depend on what the
+        # same env played before it (and results on the number of envs).
+        self.env.unwrapped.game.last_action = 0
+        return super().reset(seed=seed, options=options)
 
     def observation(self, observation: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(np.transpose(observation, (2, 0, 1))).astype(np.uint8) * np.uint8(255)
