@@ -37,3 +37,16 @@ def test_presets_record_their_recipe():
     for name, preset in PRESETS.items():
         assert preset.env_id and preset.algo and preset.seed == 0 and preset.target_return is not None, name
         assert "policy" in preset.hyperparams
+
+
+def test_the_recorded_command_carries_the_budget_options(tmp_path):
+    """A zoo entry's command must reproduce the agent: a changed budget is part of it."""
+    from rlgauntlet.training.job import plan_training
+
+    plain = plan_training("cartpole-ppo", tmp_path / "a")
+    assert plain.command == "rlgauntlet train --preset cartpole-ppo"
+    short = plan_training("cartpole-ppo", tmp_path / "b", steps=5000, stop_at_target=False)
+    assert short.command == "rlgauntlet train --preset cartpole-ppo --steps 5000 --no-stop-at-target"
+    # a fine-tune preset never stops at its target: the flag changes nothing there and is not recorded
+    assert plan_training("cartpole-sa-ppo", tmp_path / "c", stop_at_target=False).command == \
+        "rlgauntlet train --preset cartpole-sa-ppo"

@@ -33,7 +33,7 @@ def train(
     """
     from rlgauntlet.training.job import plan_training, train as run_training
 
-    plan = plan_training(preset, run_dir, register, seed, init_from, threat, zoo_name)
+    plan = plan_training(preset, run_dir, register, seed, init_from, threat, zoo_name, steps, stop_at_target)
     KEPT["note"] = f"the last checkpoint in {plan.run_dir} is kept; run the same command to resume from it"
     result = run_training(preset, plan=plan, register=register, seed=seed, init_from=init_from, threat=threat,
                           zoo_name=zoo_name, device=device, steps=steps, threads=threads, stop_at_target=stop_at_target,

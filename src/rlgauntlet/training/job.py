@@ -30,10 +30,12 @@ class TrainingPlan:
 
 
 def plan_training(preset: str, run_dir: str | Path | None = None, register: bool = True, seed: int | None = None,
-                  init_from: str | None = None, threat: str | None = None, zoo_name: str | None = None) -> TrainingPlan:
+                  init_from: str | None = None, threat: str | None = None, zoo_name: str | None = None,
+                  steps: int | None = None, stop_at_target: bool = True) -> TrainingPlan:
     """Check the options and decide the run folder (default ``runs/PRESET[-seedS][-ZOONAME]``)
     and the zoo entry, before anything is trained. An agent trained with another seed, from
-    another agent or under a threat is not the preset's zoo agent: it needs its own ``zoo_name``."""
+    another agent or under a threat is not the preset's zoo agent: it needs its own ``zoo_name``.
+    The recorded command carries every option that changes the result (a budget too)."""
     from rlgauntlet.training.presets import get_preset
     from rlgauntlet.zoo import check_new_zoo_name
 
@@ -54,7 +56,9 @@ def plan_training(preset: str, run_dir: str | Path | None = None, register: bool
         raise UserError("an ensemble preset trains its members from scratch; drop --init-from and --threat")
     suffix = "".join(f"-{k}" for k in (f"seed{seed}" if seed is not None else None, zoo_name) if k)
     folder = check_run_dir(Path(run_dir) if run_dir is not None else Path("runs") / f"{preset}{suffix}")
-    command = " ".join(["rlgauntlet train --preset", preset, *changed]
+    budget = [f"--steps {steps}"] if steps is not None else []
+    budget += ["--no-stop-at-target"] if not stop_at_target and recipe.stop_at_target else []
+    command = " ".join(["rlgauntlet train --preset", preset, *changed, *budget]
                        + ([f"--zoo-name {zoo_name}"] if zoo_name else []))
     return TrainingPlan(preset, folder, (zoo_name or preset) if register else None, command, ensemble)
 
@@ -71,7 +75,7 @@ def train(preset: str, run_dir: str | Path | None = None, *, register: bool = Tr
     from rlgauntlet.training.register import member_solves, register_zoo_agent, register_zoo_ensemble
     from rlgauntlet.training.sb3_train import train_ensemble, train_preset
 
-    plan = plan or plan_training(preset, run_dir, register, seed, init_from, threat, zoo_name)
+    plan = plan or plan_training(preset, run_dir, register, seed, init_from, threat, zoo_name, steps, stop_at_target)
     options = dict(device=device, total_timesteps=steps, threads=threads, stop_at_target=stop_at_target, log=log,
                    show_progress=show_progress, seed=seed, init_from=init_from, threat=threat,
                    allow_pickle=allow_pickle)
