@@ -11,7 +11,7 @@ PA-AD variants on the same episodes (episode k uses seed k). Writes
 benchmarks/results/paad_minatar.json (mean ± std as the paper prints, each director's
 training time and learning curve).
 
-Run: python benchmarks/paad_minatar.py [--game breakout] [--steps 200000] [--episodes 20]
+Run: python benchmarks/paad_minatar.py [--game breakout] [--steps 100000] [--episodes 20] [--cells dqn@1/255 ...]
 """
 
 from __future__ import annotations
@@ -43,15 +43,17 @@ def heuristics(eps: str) -> dict[str, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--game", default="breakout", choices=list(GAMES))
-    parser.add_argument("--steps", type=int, default=200_000)
+    parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--episodes", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--runs", type=Path, default=Path("runs/attackers"))
     parser.add_argument("--store", default="benchmarks/results/paad_minatar.sqlite")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/paad_minatar.json"))
+    parser.add_argument("--cells", nargs="+", default=[f"{v}@{e}" for v, e in CELLS],
+                        help="VARIANT@EPS cells to run (rows of other cells already in --out are kept)")
     args = parser.parse_args()
     env_id, rows = GAMES[args.game], []
-    for variant, eps in CELLS:
+    for variant, eps in (cell.split("@") for cell in args.cells):
         agent = f"minatar-{args.game}-{variant}"
         if agent not in load_manifest():
             print(f"{agent}: not in the zoo (train it with `rlgauntlet train --preset {agent}`); skipped")
@@ -84,6 +86,9 @@ def main() -> None:
         print(agent, eps, "  ".join(f"{k} {v['mean']:.2f}±{v['std']:.1f}" for k, v in row["results"].items()),
               flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    done = {(r["agent"], r["eps"]) for r in rows}
+    if args.out.exists():  # keep the rows of cells this run did not redo
+        rows = [r for r in json.loads(args.out.read_text())["rows"] if (r["agent"], r["eps"]) not in done] + rows
     args.out.write_text(json.dumps({"benchmark": "paad_minatar", "game": args.game, "rows": rows}, indent=2) + "\n")
     print(f"wrote {args.out}")
 
