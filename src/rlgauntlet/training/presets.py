@@ -410,6 +410,20 @@ for _game in ("breakout", "spaceinvaders"):
     ):
         PRESETS[_preset.name] = dataclasses.replace(
             _preset, target_return=ROBUST_BAR * PRESETS[f"minatar-{_game}-dqn"].target_return)
+#: SA-DQN with a 10× larger κ: the official 0.005 barely moved the bounds in 500k frames
+#: (docs/reproduction.md); a measured variant beside the zoo agent, not in place of it
+PRESETS["minatar-breakout-sa-dqn-kappa0.05"] = dataclasses.replace(
+    PRESETS["minatar-breakout-sa-dqn"], name="minatar-breakout-sa-dqn-kappa0.05",
+    hyperparams={**PRESETS["minatar-breakout-sa-dqn"].hyperparams, "sa_kappa": 0.05},
+    notes=PRESETS["minatar-breakout-sa-dqn"].notes.replace("κ = 0.005 and c = 1 (the official Atari values)",
+                                                          "κ = 0.05 (10× the official Atari value) and c = 1"))
+PRESETS["minatar-breakout-dqn-mcdropout"] = dataclasses.replace(
+    _ood("minatar-breakout-dqn", "minatar-breakout-dqn-mcdropout", "MC Dropout (p = 0.1, no sweep) after every hidden "
+         "activation of the MinAtar network; 1.5M frames of the base recipe's 2M (ε-greedy over the first 75k); the "
+         "bar is 3/4 of the vanilla agent's, as for the robust fine-tunes, decided before training",
+         dropout=0.1, dropout_kind="activations"),
+    total_timesteps=1_500_000, target_return=ROBUST_BAR * PRESETS["minatar-breakout-dqn"].target_return,
+    stop_at_target=False)
 
 
 def register_preset(preset: TrainPreset) -> TrainPreset:
