@@ -109,7 +109,7 @@ def ood_scan(
     """
     specs = (ood_suite(suite, env) if suite else []) + [s for s in shifts]
     if not specs:
-        raise UserError("give --suite (ood-cartpole, ood-pendulum, ood-pong) or at least one --shift")
+        raise UserError("give --suite (ood-cartpole, ood-pendulum, ood-pong, ood-minatar) or at least one --shift")
     if not 0.0 < fail_below <= 1.0:
         raise UserError(f"--fail-below {fail_below}: give a fraction of the clean-over-random return in (0, 1]")
     check_seed(seed, episodes)
