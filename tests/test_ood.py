@@ -537,3 +537,21 @@ def test_ood_scan_takes_an_sb3_agent_with_its_vecnormalize_file(tmp_path, cli_en
 
     zoo = ood_scan("zoo:hopper-ppo", "Hopper-v5", shifts=["physics:param=body_mass,body=torso,scale=1.5"], episodes=2)
     assert result["clean"]["return_mean"] == pytest.approx(zoo["clean"]["return_mean"], rel=1e-4)  # float32 vs float64 nets
+
+
+def test_mc_dropout_reaches_every_hidden_activation_of_a_convolutional_body():
+    """The MinAtar network nests its layers (cnn, linear, then SB3's head): both ReLUs are hidden
+    units and get dropout; an output squashing does not; a second call adds nothing. (A rule
+    that looked for a later Linear in the same container only wrapped none of them.)"""
+    import gymnasium as gym
+
+    from rlgauntlet.victims.minatar_cnn import MinAtarCNN
+    from rlgauntlet.victims.uncertainty import ActivationDropout
+
+    body = MinAtarCNN(gym.spaces.Box(0, 255, (4, 10, 10), np.uint8))
+    q_net = add_dropout(nn.Sequential(body, nn.Linear(128, 3)), 0.1, "activations")
+    assert isinstance(body.cnn[1], ActivationDropout) and isinstance(body.linear[1], ActivationDropout)
+    add_dropout(q_net, 0.1, "activations")
+    assert isinstance(body.cnn[1].activation, nn.ReLU)  # not wrapped twice
+    actor = add_dropout(nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 1), nn.Tanh()), 0.1, "activations")
+    assert isinstance(actor[1], ActivationDropout) and isinstance(actor[3], nn.Tanh)

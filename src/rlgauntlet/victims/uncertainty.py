@@ -121,29 +121,39 @@ def _drop_connect(layer: nn.Module, p: float) -> nn.Module:
     return new
 
 
+def _leaves(module: nn.Module):
+    """(parent, name, layer) for every leaf layer of ``module`` in registration order (the
+    forward order of Sequential and SB3's networks), nested containers flattened; a layer
+    already carrying dropout is a leaf."""
+    for name, child in module.named_children():
+        if isinstance(child, ActivationDropout) or not list(child.children()):
+            yield module, name, child
+        else:
+            yield from _leaves(child)
+
+
 def add_dropout(module: nn.Module, p: float, kind: str) -> nn.Module:
     """Put dropout into ``module`` in place and return it.
 
     ``kind="weights"`` (DropConnect) replaces every Linear and Conv2d; ``kind="activations"``
-    (MC Dropout) wraps every activation that feeds a later Linear or Conv2d of the same
-    container (hidden units only: an output squashing such as TD3's final tanh is left alone).
+    (MC Dropout) wraps every activation that a later Linear or Conv2d reads, in the network's
+    layer order across nested containers (hidden units only: an output squashing such as TD3's
+    final tanh is left alone; a convolutional body's activations are hidden units too).
     """
     if kind not in DROPOUT_KINDS:
         raise ValueError(f"dropout kind must be one of {DROPOUT_KINDS}, not {kind!r}")
     if not 0.0 <= p < 1.0:
         raise ValueError(f"dropout probability must be in [0, 1), not {p}")
-    children = list(module.named_children())
-    for i, (name, child) in enumerate(children):
+    leaves = list(_leaves(module))
+    for i, (parent, name, layer) in enumerate(leaves):
         if kind == "weights":
-            new = _drop_connect(child, p)
-        elif isinstance(child, _ACTIVATIONS) and any(isinstance(c, (nn.Linear, nn.Conv2d)) for _, c in children[i + 1:]):
-            new = ActivationDropout(child, p)
+            new = _drop_connect(layer, p)
+        elif isinstance(layer, _ACTIVATIONS) and any(isinstance(c, (nn.Linear, nn.Conv2d)) for _, _, c in leaves[i + 1:]):
+            new = ActivationDropout(layer, p)
         else:
-            new = child
-        if new is child:
-            add_dropout(child, p, kind)
-        else:
-            setattr(module, name, new)
+            continue
+        if new is not layer:
+            setattr(parent, name, new)
     return module
 
 
