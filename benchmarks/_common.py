@@ -19,6 +19,17 @@ def zoo_victim_or_exit(name: str, script: str) -> Victim:
         sys.exit(2)
 
 
+def table1_row(clean: dict, pgd: dict, fgsm: dict, cert: dict) -> dict:
+    """One RADIAL Table 1 cell from an evaluation (clean, PGD-30, FGSM) and a certification row:
+    [mean, sem] per column, ACR, and the median score gap and certified margin."""
+    def pair(ev: dict) -> list:
+        return [ev["return_mean"], ev["return_sem"]]
+
+    return {"nominal": pair(clean), "pgd30": pair(pgd), "fgsm": pair(fgsm), "gwc": pair(cert["gwc"]),
+            "acr": cert["acr"], "score_gap_median": cert["score_gap_median"],
+            "certified_margin_median": cert["certified_margin_median"]}
+
+
 class Competitor:
     """A CPU-bound process (a busy loop) running while the block runs: a busy user's machine."""
 

@@ -13,7 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
-from _common import zoo_victim_or_exit
+from _common import table1_row, zoo_victim_or_exit
 
 from rlgauntlet import evaluate
 from rlgauntlet.experiments.certify import certify
@@ -47,12 +47,7 @@ def main() -> None:
             clean = evals["clean"]
             for e, c in zip(EPS, cert["rows"]):
                 pgd, fgsm = evals[f"pgd:eps={e},steps=30,step={float(e) / 10}"], evals[f"fgsm:eps={e}"]
-                row = {"agent": name, "eps": e,
-                       "nominal": [clean["return_mean"], clean["return_sem"]],
-                       "pgd30": [pgd["return_mean"], pgd["return_sem"]],
-                       "fgsm": [fgsm["return_mean"], fgsm["return_sem"]],
-                       "gwc": [c["gwc"]["return_mean"], c["gwc"]["return_sem"]], "acr": c["acr"],
-                       "score_gap_median": c["score_gap_median"], "certified_margin_median": c["certified_margin_median"]}
+                row = {"agent": name, "eps": e, **table1_row(clean, pgd, fgsm, c)}
                 rows.append(row)
                 print(f"{name:20s} ε={e:5s} nominal {row['nominal'][0]:6.1f}  PGD-30 {row['pgd30'][0]:6.1f} ± "
                       f"{row['pgd30'][1]:5.1f}  FGSM {row['fgsm'][0]:6.1f}  GWC {row['gwc'][0]:6.1f} ± "

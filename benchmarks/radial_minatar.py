@@ -15,7 +15,7 @@ import argparse
 import json
 from pathlib import Path
 
-from _common import zoo_victim_or_exit
+from _common import table1_row, zoo_victim_or_exit
 
 from rlgauntlet import evaluate
 from rlgauntlet.experiments.certify import certify
@@ -58,12 +58,7 @@ def main() -> None:
             clean = evals["clean"]
             for e, c in zip(args.eps, cert["rows"]):
                 pgd, fgsm = evals[f"pgd:eps={e},steps=30,step={_value(e) / 10}"], evals[f"fgsm:eps={e}"]
-                row = {"game": game, "agent": name, "eps": e,
-                       "nominal": [clean["return_mean"], clean["return_sem"]],
-                       "pgd30": [pgd["return_mean"], pgd["return_sem"]],
-                       "fgsm": [fgsm["return_mean"], fgsm["return_sem"]],
-                       "gwc": [c["gwc"]["return_mean"], c["gwc"]["return_sem"]], "acr": c["acr"],
-                       "score_gap_median": c["score_gap_median"], "certified_margin_median": c["certified_margin_median"]}
+                row = {"game": game, "agent": name, "eps": e, **table1_row(clean, pgd, fgsm, c)}
                 rows.append(row)
                 if variant == "dqn" and game not in half and row["pgd30"][0] < 0.5 * row["nominal"][0]:
                     half[game] = e

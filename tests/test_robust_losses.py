@@ -145,7 +145,8 @@ def test_margin_bounds_are_exact_on_a_linear_network_and_sound_and_tighter_on_a_
 def test_sa_dqn_regularizer_is_zero_at_eps_zero_and_the_hinge_of_the_margin_bound_otherwise():
     net = _net()
     x = torch.tensor(X)
-    assert torch.equal(sa_dqn_regularizer(net, x, 0.0), torch.zeros(2))  # exact: defined as 0 at ε = 0
+    # bit-exact on purpose: at ε = 0 the term is defined as 0 (returned, not computed), as in the official code
+    assert torch.equal(sa_dqn_regularizer(net, x, 0.0), torch.zeros(2))
     eps, hinge = 0.3, 1.0
     reg = sa_dqn_regularizer(net, x, eps, hinge)
     labels = net(x).argmax(dim=1)

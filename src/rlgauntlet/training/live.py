@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
 import torch as th
 import torch.nn.functional as F
 from gymnasium import spaces
@@ -31,6 +32,16 @@ class LiveVictimMixin:
     ``SB3Victim.from_model``); it is rebuilt when SB3 replaces the policy (a load)."""
 
     _live_victim = None
+    #: the fraction of the training budget over which ε ramps linearly from 0 (0: no ramp)
+    ramp_fraction: float = 0.0
+
+    def _progress(self) -> float:
+        """Fraction of the training budget done (SB3 keeps it across resumes)."""
+        return float(np.clip(1.0 - self._current_progress_remaining, 0.0, 1.0))
+
+    def _ramp(self) -> float:
+        """Where the linear ramp over ``ramp_fraction`` of the budget stands, in [0, 1]."""
+        return min(1.0, self._progress() / self.ramp_fraction) if self.ramp_fraction > 0 else 1.0
 
     def _network_input(self, observations: th.Tensor) -> th.Tensor:
         """The network input x of a batch of stored observations (pixels / 255; VecNormalize

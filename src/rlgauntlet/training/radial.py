@@ -42,13 +42,6 @@ class _RadialMixin(LiveVictimMixin):
     radial_eps: float
     ramp_fraction: float
 
-    def _progress(self) -> float:
-        """Fraction of the training budget done (SB3 keeps it across resumes)."""
-        return float(np.clip(1.0 - self._current_progress_remaining, 0.0, 1.0))
-
-    def _ramp(self) -> float:
-        return min(1.0, self._progress() / self.ramp_fraction) if self.ramp_fraction > 0 else 1.0
-
     def current_eps(self) -> float:
         return self.radial_eps * self._ramp()
 

@@ -72,8 +72,7 @@ class SADQN(LiveVictimMixin, DQN):
         super().__init__(*args, **kwargs)
 
     def current_eps(self) -> float:
-        done = float(np.clip(1.0 - self._current_progress_remaining, 0.0, 1.0))
-        return self.sa_eps * (min(1.0, done / self.ramp_fraction) if self.ramp_fraction > 0 else 1.0)
+        return self.sa_eps * self._ramp()
 
     def train(self, gradient_steps: int, batch_size: int = 100) -> None:
         self.policy.set_training_mode(True)

@@ -108,8 +108,7 @@ class SAPPO(LiveVictimMixin, PPO):
         super().__init__(*args, **kwargs)
 
     def current_eps(self) -> float:
-        done = float(np.clip(1.0 - self._current_progress_remaining, 0.0, 1.0))
-        return self.sa_eps * (min(1.0, done / self.ramp_fraction) if self.ramp_fraction > 0 else 1.0)
+        return self.sa_eps * self._ramp()
 
     def regulariser(self, x: th.Tensor, eps: float) -> th.Tensor:
         """κ's term: the mean over the batch of the (approximate or bounded) worst R in the ball."""
