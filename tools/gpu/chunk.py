@@ -35,6 +35,13 @@ JOBS = {
         "returns": {"checkpoint/policy.pt": "policy.pt", "checkpoint/optimizer.pt": "optimizer.pt",
                     "checkpoint/progress.json": "progress.json"},
     },
+    # the paper's linear ε ramp, run beside the geometric one to compare (its parts stay local, git ignores them)
+    "radial-pong-linear": {
+        "kind": "preset", "preset": "pong-radial-ppo-linear", "folder": "checkpoints/pong-radial-ppo-linear",
+        "env": "PongNoFrameskip-v4",
+        "returns": {"checkpoint/policy.pt": "policy.pt", "checkpoint/optimizer.pt": "optimizer.pt",
+                    "checkpoint/progress.json": "progress.json"},
+    },
     "paad-pong": {
         "kind": "attacker", "agent": "zoo:pong-ppo", "env": "PongNoFrameskip-v4", "method": "paad", "eps": 0.0005,
         "steps": 2_500_000, "folder": "checkpoints/paad-pong-ppo-eps0.0005",
@@ -67,6 +74,46 @@ def _steps(folder: Path) -> int:
     return int(data.get("num_timesteps") or (data.get("history") or [{"steps": 0}])[-1]["steps"])
 
 
+def bound_record(model_zip: Path, preset: str, env_id: str, steps: int, device: str, observations: int = 256,
+                 eps_grid: tuple[float, ...] = (0.3 / 255, 1 / 255)) -> dict:
+    """How tight the RADIAL agent's IBP bounds are after a chunk: ε_train where the schedule
+    stands, and at it and at each grid budget (pixel01 units) the median logit width (mean over
+    actions), the median certified margin and the fraction of states certified, over the first
+    ``observations`` states of a clean episode (seed 0). The numbers to watch before committing
+    to a whole run (docs/gpu.md)."""
+    import numpy as np
+
+    from rlgauntlet.bounds.certification import certified_margin, score_bounds
+    from rlgauntlet.envs.presets import make_env
+    from rlgauntlet.experiments.agents import load_for_env
+    from rlgauntlet.training.presets import PRESETS
+    from rlgauntlet.training.radial import radial_eps_at
+
+    recipe = PRESETS[preset]
+    ramp_fraction = recipe.hyperparams.get("ramp_fraction", 2 / 3)
+    ramp = min(1.0, steps / (ramp_fraction * recipe.total_timesteps))
+    eps_now = radial_eps_at(ramp, recipe.hyperparams["radial_eps"], recipe.hyperparams.get("eps_start", 0.0))
+    victim, _ = load_for_env(f"sb3:{model_zip}", env_id, device=device)
+    env = make_env(env_id)
+    obs, _ = env.reset(seed=0)
+    states = []
+    for _ in range(observations):
+        states.append(obs)
+        obs, _, terminated, truncated, _ = env.step(int(victim.act(obs[None])[0]))
+        if terminated or truncated:
+            obs, _ = env.reset()
+    env.close()
+    x = victim.preprocess(np.stack(states))
+    record = {"eps_train_now": eps_now, "states": len(states), "at": []}
+    for eps in (eps_now, *eps_grid):
+        nominal, lower, upper = score_bounds(victim, x, eps)
+        margin = certified_margin(nominal, lower, upper)
+        record["at"].append({"eps": eps, "median_logit_width": float((upper - lower).mean(dim=1).median()),
+                             "median_certified_margin": float(margin.median()),
+                             "certified_fraction": float((margin > 0).float().mean())})
+    return record
+
+
 def run_chunk(job: str, minutes: float, out: Path, root: Path = REPO, device: str = "cuda",
               subproc_envs: bool = False, eval_episodes: int = 5, total_steps: int | None = None) -> dict:
     """Train ``job`` for ``minutes`` from its checkpoint under ``root`` and write the chunk's
@@ -84,6 +131,7 @@ def run_chunk(job: str, minutes: float, out: Path, root: Path = REPO, device: st
     if spec["kind"] == "preset":
         from rlgauntlet.experiments.agents import AgentSpec
         from rlgauntlet.experiments.evaluate import evaluate
+        from rlgauntlet.training.presets import PRESETS
         from rlgauntlet.training.sb3_train import train_preset
 
         ckpt = train_preset(spec["preset"], folder, device=device, total_timesteps=total_steps, threads=1,
@@ -95,6 +143,9 @@ def run_chunk(job: str, minutes: float, out: Path, root: Path = REPO, device: st
             clean = report.evaluations[0]
             evaluation = {"clean_mean": clean["return_mean"], "clean_sem": clean["return_sem"],
                           "episodes": eval_episodes}
+        if "radial_eps" in PRESETS[spec["preset"]].hyperparams:
+            evaluation["bounds"] = bound_record(ckpt / "model.zip", spec["preset"], spec["env"], _steps(folder),
+                                                device)
     else:
         from rlgauntlet.experiments.attackers import train_attacker
 

@@ -1,6 +1,6 @@
 """Put a chunk's returned files where the next chunk and the zoo expect them (see docs/gpu.md).
 
-    python tools/gpu/place.py radial-pong FILES_DIR
+    python tools/gpu/place.py radial-pong FILES      (a folder, or the chunk's JOB.tar)
 
 checks every file against the sha256 its ``chunk.json`` recorded on the machine, copies the
 checkpoint into ``checkpoints/<job folder>/checkpoint/`` (an attacker's manifest and its
@@ -24,7 +24,14 @@ from chunk import JOBS  # noqa: E402
 
 
 def place(job: str, files: Path, root: Path = REPO) -> dict:
-    """Check and copy the files of one returned chunk; returns its record."""
+    """Check and copy the files of one returned chunk (a folder, or a tar of one); returns its record."""
+    if files.is_file():
+        import tarfile
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as folder, tarfile.open(files) as archive:
+            archive.extractall(folder, filter="data")  # plain files under the folder only
+            return place(job, Path(folder), root)
     from rlgauntlet.common.hashing import sha256_file
 
     record = json.loads((files / "chunk.json").read_text())
@@ -55,7 +62,7 @@ def place(job: str, files: Path, root: Path = REPO) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("job", choices=sorted(JOBS))
-    parser.add_argument("files", type=Path, help="the folder the chunk's files came back to")
+    parser.add_argument("files", type=Path, help="the chunk's returned files: their folder, or the JOB.tar")
     parser.add_argument("--root", type=Path, default=REPO)
     args = parser.parse_args()
     record = place(args.job, args.files, args.root)

@@ -1,12 +1,34 @@
 #!/usr/bin/env bash
-# The command one chunk runs on the accelerator machine (see docs/gpu.md):
-#   bash tools/gpu/run_chunk.sh JOB [MINUTES]     (with .whl carried; files go to $OUT)
-set -euo pipefail
-job=${1:?give a job: radial-pong or paad-pong}
-minutes=${2:-8}
-site=$(mktemp -d)  # the carried wheels, installed for this command only
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl
+# The command a lent accelerator machine runs (see docs/gpu.md), with .whl carried:
+#   bash tools/gpu/run_chunk.sh MINUTES JOB [JOB ...]
+# Each job trains one chunk of MINUTES from its committed checkpoint; the jobs run side by side
+# (the machine's 16 cores step their envs, the GPU holds their networks). Each job's files
+# come back as one $OUT/JOB.tar (at most 8 files may come back), with its log inside and beside it.
+set -uo pipefail
+minutes=${1:?give the minutes of training per chunk, then the jobs}
+shift
+[ $# -ge 1 ] || { echo "give at least one job: radial-pong, radial-pong-linear or paad-pong" >&2; exit 2; }
+out=${OUT:?OUT is the folder whose files come back}
+python=${PYTHON:-python3}
+site=$(mktemp -d)  # the carried wheels, installed for this command only (WHEELS=0: the rehearsal here)
+if [ "${WHEELS:-1}" = 1 ]; then
+  "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl \
+    || exit 2
+fi
 export PYTHONPATH="$site:$PWD/src" PYTHONUNBUFFERED=1 RLGAUNTLET_THREADS=1
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
-python3 tools/gpu/chunk.py "$job" --minutes "$minutes" --out "${OUT:?}" --device cuda --subproc-envs 2>&1 \
-  | tee "$OUT/chunk.log"
+work=$(mktemp -d)
+for job in "$@"; do
+  mkdir -p "$work/$job"
+  "$python" tools/gpu/chunk.py "$job" --minutes "$minutes" --out "$work/$job" --device "${DEVICE:-cuda}" \
+    --subproc-envs >"$work/$job/chunk.log" 2>&1 &
+done
+wait  # for every job; each one's chunk.json says whether it finished
+failed=0
+for job in "$@"; do
+  [ -f "$work/$job/chunk.json" ] || { failed=1; echo "== $job FAILED"; }
+  echo "== $job"; tail -n 15 "$work/$job/chunk.log"
+  cp "$work/$job/chunk.log" "$out/$job.log"
+  tar -cf "$out/$job.tar" -C "$work/$job" .
+done
+exit $failed

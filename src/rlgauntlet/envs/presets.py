@@ -30,6 +30,8 @@ Example:
 
 from __future__ import annotations
 
+import functools
+
 from typing import Any, Literal
 
 import gymnasium as gym
@@ -256,15 +258,34 @@ def _register_dmc() -> None:
     gym.register_envs(shimmy)
 
 
-def _gym_make(env_id: str, **kwargs: Any) -> gym.Env:
+def _register_family(env_id: str) -> None:
+    """Register the ids of ``env_id``'s family (ALE, dm_control, MinAtar) with Gymnasium."""
     if env_id.endswith("-v4") or env_id.startswith("ALE/"):
         _register_ale()
     if env_id.startswith(DMC_PREFIX):
         _register_dmc()
     if env_id.startswith("MinAtar/"):
-        from rlgauntlet.envs.minatar import MAX_EPISODE_STEPS, register_minatar
+        from rlgauntlet.envs.minatar import register_minatar
 
         register_minatar()
+
+
+def _make_registered(env_id: str, **kwargs: Any) -> gym.Env:
+    """``gym.make`` as SB3's ``make_vec_env`` calls it for an id (render mode ``rgb_array``
+    where the env takes one), after registering the id's family: a ``SubprocVecEnv`` worker
+    starts without this process's registrations, so it must make them itself."""
+    _register_family(env_id)
+    try:
+        return gym.make(env_id, **{"render_mode": "rgb_array", **kwargs})
+    except TypeError:
+        return gym.make(env_id, **kwargs)
+
+
+def _gym_make(env_id: str, **kwargs: Any) -> gym.Env:
+    _register_family(env_id)
+    if env_id.startswith("MinAtar/"):
+        from rlgauntlet.envs.minatar import MAX_EPISODE_STEPS
+
         kwargs.setdefault("max_episode_steps", MAX_EPISODE_STEPS)
     try:
         return gym.make(env_id, **kwargs)
@@ -320,20 +341,18 @@ def make_train_vec_env(env_id: str, n_envs: int, seed: int, preset: str | None =
     from stable_baselines3.common.env_util import make_atari_env, make_vec_env
     from stable_baselines3.common.vec_env import SubprocVecEnv, VecFrameStack
 
-    vec = {"vec_env_cls": SubprocVecEnv} if subproc and n_envs > 1 else {}
+    subproc = subproc and n_envs > 1
+    vec = {"vec_env_cls": SubprocVecEnv} if subproc else {}
+    source = functools.partial(_make_registered, env_id) if subproc else env_id
     kind = resolve_preset(env_id, preset)
+    _register_family(env_id)
     if kind == "atari":
-        _register_ale()
-        return VecFrameStack(make_atari_env(env_id, n_envs=n_envs, seed=seed, **vec), ATARI_FRAME_STACK)
-    if env_id.endswith("-v4"):
-        _register_ale()
+        return VecFrameStack(make_atari_env(source, n_envs=n_envs, seed=seed, **vec), ATARI_FRAME_STACK)
     if kind == "dmc":
-        _register_dmc()
-        return make_vec_env(env_id, n_envs=n_envs, seed=seed, wrapper_class=FlattenDictObservation, **vec)
+        return make_vec_env(source, n_envs=n_envs, seed=seed, wrapper_class=FlattenDictObservation, **vec)
     if kind == "minatar":
-        from rlgauntlet.envs.minatar import MAX_EPISODE_STEPS, MinAtarImage, register_minatar
+        from rlgauntlet.envs.minatar import MAX_EPISODE_STEPS, MinAtarImage
 
-        register_minatar()
-        return make_vec_env(env_id, n_envs=n_envs, seed=seed, wrapper_class=MinAtarImage,
+        return make_vec_env(source, n_envs=n_envs, seed=seed, wrapper_class=MinAtarImage,
                             env_kwargs={"max_episode_steps": MAX_EPISODE_STEPS}, **vec)
-    return make_vec_env(env_id, n_envs=n_envs, seed=seed, **vec)
+    return make_vec_env(source, n_envs=n_envs, seed=seed, **vec)

@@ -17,6 +17,10 @@ same units as evaluation budgets).
   actions only (the paper's setting).
 
 ``radial_eps`` and the schedule fractions are constructor arguments, so presets set them.
+``eps_start`` > 0 makes the ε ramp geometric instead (:func:`radial_eps_at`): on a network
+whose IBP bounds are loose (a vanilla Atari CNN's logit width is 1.5 at ε = 1e-6), a linear
+ramp reaches, within a few updates, widths where log π̲ falls below the worst-case term's
+clamp (−30), and that term's gradient is zero there.
 
 Example:
     >>> model = RadialDQN("MlpPolicy", "CartPole-v1", radial_eps=0.1)   # doctest: +SKIP
@@ -36,14 +40,30 @@ from rlgauntlet.training.algorithms import register_algorithm
 from rlgauntlet.training.live import LiveVictimMixin, PPOTerms
 
 
+def radial_eps_at(ramp: float, radial_eps: float, eps_start: float = 0.0) -> float:
+    """ε_train where the ramp stands (``ramp`` in [0, 1]: 0 at the start, 1 at its end).
+
+    Linear from 0 when ``eps_start`` is 0 (the paper's schedule); geometric from ``eps_start``
+    otherwise, ε = eps_start·(radial_eps/eps_start)^ramp, so ε grows by the same factor per
+    step. Both reach ``radial_eps`` at ramp 1.
+
+    >>> radial_eps_at(0.5, 1e-2), round(radial_eps_at(0.5, 1e-2, eps_start=1e-6), 12)
+    (0.005, 0.0001)
+    """
+    if eps_start <= 0:
+        return radial_eps * ramp
+    return eps_start * (radial_eps / eps_start) ** ramp
+
+
 class _RadialMixin(LiveVictimMixin):
     """What both RADIAL algorithms share: the schedule and the bounds of the live network."""
 
     radial_eps: float
     ramp_fraction: float
+    eps_start: float = 0.0
 
     def current_eps(self) -> float:
-        return self.radial_eps * self._ramp()
+        return radial_eps_at(self._ramp(), self.radial_eps, self.eps_start)
 
     def _score_bounds(self, x: th.Tensor, eps: float) -> tuple[th.Tensor, th.Tensor]:
         return ibp(self._victim(), x, eps)
@@ -72,8 +92,9 @@ class RadialDQN(_RadialMixin, DQN):
     """DQN with the RADIAL worst-case TD loss (see module docstring)."""
 
     def __init__(self, *args, radial_eps: float = 1 / 255, ramp_fraction: float = 2 / 3, kappa_end: float = 0.5,
-                 **kwargs) -> None:
+                 eps_start: float = 0.0, **kwargs) -> None:
         self.radial_eps, self.ramp_fraction, self.kappa_end = radial_eps, ramp_fraction, kappa_end
+        self.eps_start = eps_start
         self._live_victim = None
         super().__init__(*args, **kwargs)
 
@@ -138,8 +159,9 @@ class RadialPPO(_RadialMixin, PPO):
     """PPO with the RADIAL worst-case policy term (see module docstring)."""
 
     def __init__(self, *args, radial_eps: float = 1 / 255, ramp_fraction: float = 2 / 3, kappa: float = 0.5,
-                 **kwargs) -> None:
+                 eps_start: float = 0.0, **kwargs) -> None:
         self.radial_eps, self.ramp_fraction, self.kappa = radial_eps, ramp_fraction, kappa
+        self.eps_start = eps_start
         self._live_victim = None
         super().__init__(*args, **kwargs)
         if not isinstance(self.action_space, spaces.Discrete):
