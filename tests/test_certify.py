@@ -147,6 +147,19 @@ def test_radial_dqn_loss_reduces_to_the_standard_loss_at_eps_zero_and_ramps():
     assert model.logger.name_to_value.get("radial/worst_case_loss", 0) >= 0
 
 
+def test_radial_geometric_ramp_starts_at_eps_start_and_multiplies_by_a_constant_factor():
+    from rlgauntlet.training.radial import RadialPPO
+
+    model = RadialPPO("MlpPolicy", "CartPole-v1", seed=0, radial_eps=1e-2, eps_start=1e-6, ramp_fraction=0.5,
+                      n_steps=64, batch_size=32, policy_kwargs=dict(net_arch=[16]))
+    eps_at = []
+    for done in (0.0, 0.125, 0.25, 0.375, 0.5, 0.75):
+        model._current_progress_remaining = 1 - done
+        eps_at.append(model.current_eps())
+    # 1e-6 → 1e-2 over the first half: a factor 10 per eighth of the budget, then constant
+    assert eps_at == pytest.approx([1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-2], rel=1e-9)
+
+
 def test_radial_ppo_trains_and_widens_nothing_at_eps_zero():
     from rlgauntlet.training.radial import RadialPPO
 

@@ -44,15 +44,22 @@ def test_compact_optimizer_state_halves_the_moments_and_loads_back_as_float32(tm
 
 
 @pytest.mark.slow
-def test_radial_pong_chunks_resume_from_placed_parts(tmp_path):
+def test_radial_pong_chunks_resume_from_placed_parts(tmp_path, monkeypatch):
     root, out1, out2 = tmp_path / "root", tmp_path / "out1", tmp_path / "out2"
     root.mkdir()
+    # worker processes, as on the lent machine: each must register the Atari ids itself
     _run([*CHUNK, "radial-pong", "--minutes", "0.05", "--out", str(out1), "--root", str(root), "--device", "cpu",
-          "--eval-episodes", "0"], REPO)
+          "--eval-episodes", "1", "--subproc-envs"], REPO)
     first = json.loads((out1 / "chunk.json").read_text())
     assert first["steps_before"] == 0 and first["steps_after"] >= 1024 and first["steps_per_second"] > 0
     assert sorted(p.name for p in out1.iterdir()) == ["chunk.json", "optimizer.pt", "policy.pt", "progress.json"]
     assert all(p.stat().st_size <= 16 * 2**20 for p in out1.iterdir())
+    assert set(first["evaluation"]) == {"clean_mean", "clean_sem", "episodes", "bounds"}
+    bounds = first["evaluation"]["bounds"]  # the preset's geometric ramp from 1e-7 to 1/255 over 2/3 of 2M steps
+    assert bounds["eps_train_now"] == pytest.approx(1e-7 * (1 / 255 / 1e-7) ** (first["steps_after"] / (2e6 * 2 / 3)))
+    widths = [row["median_logit_width"] for row in bounds["at"]]
+    assert [row["eps"] for row in bounds["at"]] == pytest.approx([bounds["eps_train_now"], 0.3 / 255, 1 / 255])
+    assert 0 <= widths[0] < widths[1] < widths[2]  # IBP widths grow with the ball
     tampered = tmp_path / "tampered"
     shutil.copytree(out1, tampered)
     (tampered / "progress.json").write_text("{}")
@@ -64,14 +71,43 @@ def test_radial_pong_chunks_resume_from_placed_parts(tmp_path):
     assert again.returncode != 0 and "already in place" in again.stderr
     folder = root / "checkpoints" / "pong-radial-ppo"
     assert not (folder / "checkpoint" / "model.zip").exists() and (folder / "checkpoint" / "policy.pt").exists()
-    _run([*CHUNK, "radial-pong", "--minutes", "0.05", "--out", str(out2), "--root", str(root), "--device", "cpu",
-          "--eval-episodes", "1"], REPO)
-    second = json.loads((out2 / "chunk.json").read_text())
+
+    # the second chunk's evaluation fails: its training still comes back, and is placed
+    monkeypatch.syspath_prepend(str(REPO / "tools" / "gpu"))
+    import chunk
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no kornia here")
+
+    monkeypatch.setattr(chunk, "_evaluate", broken)
+    second = chunk.run_chunk("radial-pong", 0.02, out2, root=root, device="cpu", eval_episodes=1)
     assert second["steps_before"] == first["steps_after"] and second["steps_after"] > second["steps_before"]
-    assert set(second["evaluation"]) == {"clean_mean", "clean_sem", "episodes"}
+    assert second["evaluation"] == {"error": "RuntimeError: no kornia here"}
     _run([*PLACE, "radial-pong", str(out2), "--root", str(root)], REPO)
     assert [c["steps_after"] for c in json.loads((folder / "chunks.json").read_text())] == \
         [first["steps_after"], second["steps_after"]]
+
+
+def test_a_placed_tar_is_checked_and_extracted_as_plain_files(tmp_path):
+    import tarfile
+
+    sys.path.insert(0, str(REPO / "tools" / "gpu"))
+    try:
+        import place
+    finally:
+        sys.path.remove(str(REPO / "tools" / "gpu"))
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "chunk.json").write_text(json.dumps({"job": "paad-pong", "files": {}}))
+    evil = tmp_path / "evil.tar"
+    with tarfile.open(evil, "w") as archive:
+        archive.add(files / "chunk.json", arcname="chunk.json")
+        link = tarfile.TarInfo("escape")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        archive.addfile(link)
+    with pytest.raises(tarfile.TarError):  # a link out of the folder is refused, nothing is placed
+        place.place("paad-pong", evil, root=tmp_path / "root")
+    assert not (tmp_path / "root").exists()
 
 
 @pytest.mark.slow
@@ -87,6 +123,7 @@ def test_paad_pong_chunk_resumes_the_committed_checkpoint(tmp_path):
     record = json.loads((out / "chunk.json").read_text())
     assert record["steps_before"] == before and record["steps_after"] > before
     assert record["evaluation"]["linf_max"] <= 0.0005 + 1e-6  # the attack kept its budget
+    assert record["evaluation"]["episodes"] == 1 and "attacked_mean" in record["evaluation"]
     _run([*PLACE, "paad-pong", str(out), "--root", str(root)], REPO)
     folder = root / "checkpoints" / "paad-pong-ppo-eps0.0005"
     assert json.loads((folder / "manifest.json").read_text())["steps"] == record["steps_after"]

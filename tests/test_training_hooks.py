@@ -218,3 +218,22 @@ def test_training_leaves_nothing_in_the_users_temp_dir(tmp_path, monkeypatch):
     train_preset("test-quiet", tmp_path / "run", log=lambda s: None)
     del PRESETS["test-quiet"]
     assert list(temp.glob("SB3-*")) == []
+
+
+@pytest.mark.parametrize("env_id", ["PongNoFrameskip-v4", "MinAtar/Breakout-v1"])
+def test_worker_process_envs_register_their_family_and_step_as_in_process_envs(env_id):
+    """SubprocVecEnv workers start without this process's Gymnasium registrations (ALE,
+    MinAtar): they must make them, and then give the same observations, seed for seed."""
+    from rlgauntlet.envs import make_train_vec_env
+
+    here, there = make_train_vec_env(env_id, 2, seed=3), make_train_vec_env(env_id, 2, seed=3, subproc=True)
+    try:
+        steps = [(here.reset(), there.reset())]
+        for _ in range(5):
+            actions = np.array([1, 0])
+            steps.append((here.step(actions)[0], there.step(actions)[0]))
+        for a, b in steps:  # the same emulator, seeds and actions: bit-identical frames
+            np.testing.assert_array_equal(a, b)
+    finally:
+        here.close()
+        there.close()

@@ -114,6 +114,31 @@ def bound_record(model_zip: Path, preset: str, env_id: str, steps: int, device: 
     return record
 
 
+def _evaluate(spec: dict, folder: Path, device: str, episodes: int, log) -> dict:
+    """The chunk's evaluation: the agent's clean return (and, for RADIAL, its bound widths), or
+    the victim's return under the attacker (without SSIM: kornia does not travel)."""
+    if spec["kind"] == "preset":
+        from rlgauntlet.experiments.agents import AgentSpec
+        from rlgauntlet.experiments.evaluate import evaluate
+        from rlgauntlet.training.presets import PRESETS
+
+        model_zip = folder / "checkpoint" / "model.zip"
+        evaluation: dict = {}
+        if episodes > 0:
+            report = evaluate(AgentSpec(agent=f"sb3:{model_zip}", device=device), spec["env"], episodes=episodes,
+                              n_envs=min(8, episodes), impact=False)
+            clean = report.evaluations[0]
+            evaluation = {"clean_mean": clean["return_mean"], "clean_sem": clean["return_sem"], "episodes": episodes}
+        if "radial_eps" in PRESETS[spec["preset"]].hyperparams:
+            evaluation["bounds"] = bound_record(model_zip, spec["preset"], spec["env"], _steps(folder), device)
+        return evaluation
+    from rlgauntlet.experiments.attackers import attacker_strength
+
+    manifest = attacker_strength(spec["agent"], spec["env"], folder, spec["eps"], episodes=max(episodes, 1),
+                                 device=device, perceptual_every=0, log=log)
+    return manifest["strength"]
+
+
 def run_chunk(job: str, minutes: float, out: Path, root: Path = REPO, device: str = "cuda",
               subproc_envs: bool = False, eval_episodes: int = 5, total_steps: int | None = None) -> dict:
     """Train ``job`` for ``minutes`` from its checkpoint under ``root`` and write the chunk's
@@ -125,35 +150,18 @@ def run_chunk(job: str, minutes: float, out: Path, root: Path = REPO, device: st
     folder = root / spec["folder"]
     before = _steps(folder)
     started = time.monotonic()
-    deadline = started + 60.0 * minutes
     log = lambda text: print(text, flush=True)  # noqa: E731
-    evaluation: dict
     if spec["kind"] == "preset":
-        from rlgauntlet.experiments.agents import AgentSpec
-        from rlgauntlet.experiments.evaluate import evaluate
-        from rlgauntlet.training.presets import PRESETS
         from rlgauntlet.training.sb3_train import train_preset
 
-        ckpt = train_preset(spec["preset"], folder, device=device, total_timesteps=total_steps, threads=1,
-                            stop_at_target=False, log=log, deadline=deadline, subproc_envs=subproc_envs)
-        evaluation = {}
-        if eval_episodes > 0:
-            report = evaluate(AgentSpec(agent=f"sb3:{ckpt / 'model.zip'}", device=device), spec["env"],
-                              episodes=eval_episodes, n_envs=min(8, eval_episodes), impact=False)
-            clean = report.evaluations[0]
-            evaluation = {"clean_mean": clean["return_mean"], "clean_sem": clean["return_sem"],
-                          "episodes": eval_episodes}
-        if "radial_eps" in PRESETS[spec["preset"]].hyperparams:
-            evaluation["bounds"] = bound_record(ckpt / "model.zip", spec["preset"], spec["env"], _steps(folder),
-                                                device)
+        train_preset(spec["preset"], folder, device=device, total_timesteps=total_steps, threads=1,
+                     stop_at_target=False, log=log, deadline=started + 60.0 * minutes, subproc_envs=subproc_envs)
     else:
         from rlgauntlet.experiments.attackers import train_attacker
 
-        manifest = train_attacker(spec["agent"], spec["env"], spec["method"], spec["eps"],
-                                  total_steps or spec["steps"], folder, device=device, log=log,
-                                  eval_episodes=max(eval_episodes, 1), deadline=deadline,
-                                  subproc_envs=subproc_envs)
-        evaluation = manifest["strength"]
+        train_attacker(spec["agent"], spec["env"], spec["method"], spec["eps"], total_steps or spec["steps"], folder,
+                       device=device, log=log, eval_episodes=0, deadline=started + 60.0 * minutes,
+                       subproc_envs=subproc_envs)
     seconds = time.monotonic() - started
     after = _steps(folder)
     out.mkdir(parents=True, exist_ok=True)
@@ -167,10 +175,23 @@ def run_chunk(job: str, minutes: float, out: Path, root: Path = REPO, device: st
         else:
             shutil.copyfile(path, out / name)
         files[name] = sha256_file(out / name)
-    record = {"job": job, "steps_before": before, "steps_after": after, "wall_seconds": round(seconds, 1),
+    record = {"job": job, "steps_before": before, "steps_after": after, "train_seconds": round(seconds, 1),
               "steps_per_second": round((after - before) / seconds, 1) if seconds > 0 else None,
-              "evaluation": evaluation, "files": files, **_device_record(device),
-              "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+              "evaluation": None, "files": files, **_device_record(device)}
+    # the checkpoint and its record are out before the evaluation starts: an evaluation that fails
+    # (or outlasts the command) loses no training
+    (out / "chunk.json").write_text(json.dumps(record, indent=2) + "\n")
+    evaluated = time.monotonic()
+    try:
+        record["evaluation"] = _evaluate(spec, folder, device, eval_episodes, log)
+    except Exception as exc:  # noqa: BLE001 (recorded; the evaluation can be redone from the returned files)
+        record["evaluation"] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+        log(f"evaluation failed: {record['evaluation']['error']}")
+    record["eval_seconds"] = round(time.monotonic() - evaluated, 1)
+    if spec["kind"] == "attacker":  # the manifest now holds the strength: bring that one back
+        shutil.copyfile(folder / "manifest.json", out / "manifest.json")
+        files["manifest.json"] = sha256_file(out / "manifest.json")
+    record["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     (out / "chunk.json").write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps(record), flush=True)
     return record

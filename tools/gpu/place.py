@@ -66,7 +66,7 @@ def main() -> None:
     parser.add_argument("--root", type=Path, default=REPO)
     args = parser.parse_args()
     record = place(args.job, args.files, args.root)
-    print(f"{args.job}: {record['steps_before']} → {record['steps_after']} steps in {record['wall_seconds']} s "
+    print(f"{args.job}: {record['steps_before']} → {record['steps_after']} steps in {record.get('train_seconds', record.get('wall_seconds'))} s "
           f"({record['steps_per_second']} steps/s on {record.get('gpu', record['device'])})")
 
 

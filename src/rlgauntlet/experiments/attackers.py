@@ -59,7 +59,6 @@ def train_attacker(agent: str | AgentSpec, env: str, method: str, eps: float, st
             evaluated as usual, and the next call resumes.
         subproc_envs: step the training envs in worker processes.
     """
-    from rlgauntlet.experiments.evaluate import evaluate
     from rlgauntlet.training.attack_train import attacker_config, learn_attacker
 
     if method not in METHODS:
@@ -79,7 +78,7 @@ def train_attacker(agent: str | AgentSpec, env: str, method: str, eps: float, st
                     "vecnormalize_sha256": (victim.description.get("vecnormalize") or {}).get("sha256")}
         if method == "robust-sarsa":
             manifest = _train_q_function(victim, identity, env, steps, run_dir, seed, sarsa_eps, sarsa_reg, log)
-            spec = f"robust_sarsa:q={_quoted(run_dir)},eps={eps!r}"
+            spec = _threat_spec(method, run_dir, eps)
         else:
             config = attacker_config(method, env, eps, seed, variant, victim, actor_steps, lam, loss)
             config["victim"] = identity
@@ -94,19 +93,50 @@ def train_attacker(agent: str | AgentSpec, env: str, method: str, eps: float, st
                         "hyperparams": progress.get("hyperparams"), "input_shape": progress["input_shape"],
                         "input_bounds": progress["input_bounds"]}
             (run_dir / MANIFEST).write_text(json.dumps(manifest, indent=2))
-            spec = f"{method}:attacker={_quoted(run_dir)},eps={eps!r}"
+            spec = _threat_spec(method, run_dir, eps)
         if eval_episodes == 0:  # the caller evaluates the attacker itself (the gauntlet's sweep)
             return manifest
-        report = evaluate(victim, env, [spec], episodes=eval_episodes, seed=seed, impact=False, device=device,
-                          n_envs=min(8, eval_episodes))
+        return _strength(victim, env, spec, eps, run_dir, manifest, eval_episodes, seed, device, log)
+
+
+def attacker_strength(agent: str | AgentSpec, env: str, run_dir: str | Path, eps: float, episodes: int = 20,
+                      seed: int = 0, device: str = "cpu", perceptual_every: int | None = None,
+                      log: Callable[[str], None] = print) -> dict:
+    """Evaluate the attacker trained in ``run_dir`` against ``agent`` at budget ``eps``: the
+    victim's clean return and its return under the attacker over ``episodes`` episodes
+    (episode k uses seed ``seed + k``), stored as the manifest's ``strength``, as
+    ``train_attacker`` does after training. ``perceptual_every`` = 0 skips the SSIM/PSNR of
+    image perturbations (the returns do not depend on them). Returns the manifest."""
+    run_dir = Path(run_dir)
+    manifest = json.loads((run_dir / MANIFEST).read_text())
+    threat = _threat_spec(manifest["method"], run_dir, eps)
+    with open_job(as_agent_spec(agent, device=device), env) as job:
+        return _strength(job.victim, env, threat, eps, run_dir, manifest, episodes, seed, device, log,
+                         perceptual_every)
+
+
+def _threat_spec(method: str, run_dir: Path, eps: float) -> str:
+    """The threat spec that applies the attacker (or Q function) trained in ``run_dir``."""
+    if method == "robust-sarsa":
+        return f"robust_sarsa:q={_quoted(run_dir)},eps={eps!r}"
+    return f"{method}:attacker={_quoted(run_dir)},eps={eps!r}"
+
+
+def _strength(victim, env: str, threat: str, eps: float, run_dir: Path, manifest: dict, episodes: int, seed: int,
+              device: str, log: Callable[[str], None], perceptual_every: int | None = None) -> dict:
+    from rlgauntlet.experiments.evaluate import evaluate
+
+    options = {} if perceptual_every is None else {"perceptual_every": perceptual_every}
+    report = evaluate(victim, env, [threat], episodes=episodes, seed=seed, impact=False, device=device,
+                      n_envs=min(8, episodes), **options)
     clean, attacked = report.evaluations[0], report.evaluations[1]
-    manifest["strength"] = {"eps": eps, "episodes": eval_episodes, "seed": seed, "clean_mean": clean["return_mean"],
+    manifest["strength"] = {"eps": eps, "episodes": episodes, "seed": seed, "clean_mean": clean["return_mean"],
                             "attacked_mean": attacked["return_mean"], "attacked_std": attacked["return_std"],
                             "attacked_returns": attacked["returns"],
                             "action_change_rate": attacked["action_change_rate"], "linf_max": attacked["linf_max"]}
     (run_dir / MANIFEST).write_text(json.dumps(manifest, indent=2))
-    log(f"[{method}] victim return {clean['return_mean']:.1f} clean, {attacked['return_mean']:.1f} ± "
-        f"{attacked['return_std']:.1f} under the attacker (eps {eps:g}, {eval_episodes} episodes)")
+    log(f"[{manifest['method']}] victim return {clean['return_mean']:.1f} clean, {attacked['return_mean']:.1f} ± "
+        f"{attacked['return_std']:.1f} under the attacker (eps {eps:g}, {episodes} episodes)")
     return manifest
 
 
