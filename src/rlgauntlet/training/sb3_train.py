@@ -320,6 +320,26 @@ def train_preset(
     return ckpt
 
 
+def checkpoint_to_zip(name: str, run_dir: str | Path, target: str | Path, device: str = "cpu") -> Path:
+    """Write the checkpoint of preset ``name`` in ``run_dir`` (its zip, or its policy and
+    optimizer files as a lent machine returns them) as an SB3 ``model.zip`` at ``target``: the
+    file an evaluation (``sb3:TARGET``) or the zoo takes (a VecNormalize preset's statistics stay
+    in the checkpoint's ``vecnormalize.pkl``). Nothing of the checkpoint changes."""
+    preset = get_preset(name)
+    ckpt = Path(run_dir) / "checkpoint"
+    if not has_checkpoint(ckpt):
+        raise UserError(f"{run_dir} holds no checkpoint of {name}; train it first (rlgauntlet train --preset {name})")
+    env = _build_env(preset, Path(run_dir))
+    try:
+        model = _build_model(preset, env, device)
+        resume(model, ckpt, json.loads((ckpt / "progress.json").read_text()))
+        quiet_logger(model)
+        model.save(target)
+    finally:
+        env.close()
+    return Path(target)
+
+
 def train_ensemble(name: str, run_dir: str | Path, solves: Callable[[Path], bool] | None = None,
                    max_seeds: int | None = None, **kwargs) -> tuple[list[Path], list[Path]]:
     """Train (or resume) the members of the ensemble preset ``name``: seed ``preset.seed + k``
