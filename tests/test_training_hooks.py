@@ -237,3 +237,19 @@ def test_worker_process_envs_register_their_family_and_step_as_in_process_envs(e
     finally:
         here.close()
         there.close()
+
+
+def test_checkpoint_to_zip_writes_the_parts_checkpoint_as_the_same_policy(tmp_path):
+    from rlgauntlet.training.sb3_train import checkpoint_to_zip
+
+    ckpt = train_preset("cartpole-ppo", tmp_path / "run", total_timesteps=256, stop_at_target=False,
+                        log=lambda line: None)
+    (ckpt / "model.zip").unlink()  # what a lent machine returns: policy and optimizer apart
+    target = checkpoint_to_zip("cartpole-ppo", tmp_path / "run", tmp_path / "model.zip")
+    weights = torch.load(ckpt / "policy.pt", weights_only=True)
+    loaded = PPO.load(target, device="cpu").policy.state_dict()
+    assert weights.keys() == loaded.keys()
+    for name, tensor in weights.items():  # the very tensors, copied through the zip
+        assert torch.equal(tensor, loaded[name]), name
+    with pytest.raises(UserError, match="holds no checkpoint"):
+        checkpoint_to_zip("cartpole-ppo", tmp_path / "empty", tmp_path / "other.zip")
