@@ -427,6 +427,13 @@ PRESETS["minatar-breakout-dqn-mcdropout"] = dataclasses.replace(
     total_timesteps=1_500_000, target_return=ROBUST_BAR * PRESETS["minatar-breakout-dqn"].target_return,
     stop_at_target=False)
 
+#: the ensemble beside it, like for like: the same 1.5M frames and bar per member
+PRESETS["minatar-breakout-dqn-ensemble"] = dataclasses.replace(
+    _ood("minatar-breakout-dqn", "minatar-breakout-dqn-ensemble", "the first 5 seeds (0, 1, ...) whose agent reaches "
+         "the bar; 1.5M frames each, the bar 3/4 of the vanilla agent's, both as for the MC-Dropout agent beside it "
+         "(decided before training), so the two detectors are compared on agents of the same budget", members=5),
+    total_timesteps=1_500_000, target_return=ROBUST_BAR * PRESETS["minatar-breakout-dqn"].target_return,
+    stop_at_target=False)
 
 def register_preset(preset: TrainPreset) -> TrainPreset:
     """Add a recipe (e.g. one whose ``algo`` is a registered subclass of an SB3 algorithm)."""
