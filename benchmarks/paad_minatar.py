@@ -12,6 +12,7 @@ benchmarks/results/paad_minatar.json (mean ± std as the paper prints, each dire
 training time and learning curve).
 
 Run: python benchmarks/paad_minatar.py [--game breakout] [--steps 100000] [--episodes 20] [--cells dqn@1/255 ...]
+     [--stochastic-steps 1000000]   (the stochastic director's own budget; a finished one is reused)
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ def main() -> None:
     parser.add_argument("--game", default="breakout", choices=list(GAMES))
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--episodes", type=int, default=20)
+    parser.add_argument("--stochastic-steps", type=int, default=None,
+                        help="director steps of the stochastic variant (default: --steps)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--runs", type=Path, default=Path("runs/attackers"))
     parser.add_argument("--store", default="benchmarks/results/paad_minatar.sqlite")
@@ -63,10 +66,11 @@ def main() -> None:
         value = float(num) / float(den or 1)
         directors = {}
         for name, options in DIRECTORS.items():
-            run_dir = args.runs / f"{name}-{agent}-eps{value:.5f}-seed{args.seed}"
-            manifest = train_attacker(f"zoo:{agent}", env_id, "paad", value, args.steps, run_dir, seed=args.seed,
+            steps = args.stochastic_steps if name == "paad-stochastic" and args.stochastic_steps else args.steps
+            run_dir = args.runs / f"{name}-{agent}-eps{value:.5f}-seed{args.seed}" / f"steps{steps}"
+            manifest = train_attacker(f"zoo:{agent}", env_id, "paad", value, steps, run_dir, seed=args.seed,
                                       eval_episodes=0, log=print, **options)
-            directors[name] = {"run_dir": str(run_dir), "train_seconds": manifest["train_seconds"],
+            directors[name] = {"run_dir": str(run_dir), "steps": steps, "train_seconds": manifest["train_seconds"],
                                "learning_curve": manifest["learning_curve"]}
         specs = {**heuristics(eps), **{name: f"paad:attacker={d['run_dir']},eps={eps}" for name, d in directors.items()}}
         started = time.perf_counter()
@@ -75,7 +79,8 @@ def main() -> None:
         by_spec = {ev["spec"]: ev for ev in report.evaluations}
         results = {"clean": by_spec["clean"]} | {name: by_spec[spec] for name, spec in specs.items()}
         row = {"agent": agent, "eps": eps, "budget_space": "pixel01", "episodes": args.episodes,
-               "director_steps": args.steps, "seed": args.seed, "directors": directors,
+               "director_steps": {name: d["steps"] for name, d in directors.items()}, "seed": args.seed,
+               "directors": directors,
                "eval_seconds": round(time.perf_counter() - started, 1),
                "results": {k: {"spec": v["spec"], "mean": v["return_mean"], "std": v["return_std"],
                                "sem": v["return_sem"], "action_change_rate": v["action_change_rate"],
