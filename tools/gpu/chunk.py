@@ -177,7 +177,8 @@ def run_chunk(job: str, minutes: float, out: Path, root: Path = REPO, device: st
         files[name] = sha256_file(out / name)
     record = {"job": job, "steps_before": before, "steps_after": after, "train_seconds": round(seconds, 1),
               "steps_per_second": round((after - before) / seconds, 1) if seconds > 0 else None,
-              "evaluation": None, "files": files, **_device_record(device)}
+              "evaluation": None, "files": files, **_device_record(device),
+              "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     # the checkpoint and its record are out before the evaluation starts: an evaluation that fails
     # (or outlasts the command) loses no training
     (out / "chunk.json").write_text(json.dumps(record, indent=2) + "\n")
@@ -191,7 +192,6 @@ def run_chunk(job: str, minutes: float, out: Path, root: Path = REPO, device: st
     if spec["kind"] == "attacker":  # the manifest now holds the strength: bring that one back
         shutil.copyfile(folder / "manifest.json", out / "manifest.json")
         files["manifest.json"] = sha256_file(out / "manifest.json")
-    record["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     (out / "chunk.json").write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps(record), flush=True)
     return record
