@@ -31,7 +31,6 @@ Example:
 from __future__ import annotations
 
 import functools
-
 from typing import Any, Literal
 
 import gymnasium as gym

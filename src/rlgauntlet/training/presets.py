@@ -435,6 +435,7 @@ PRESETS["minatar-breakout-dqn-ensemble"] = dataclasses.replace(
     total_timesteps=1_500_000, target_return=ROBUST_BAR * PRESETS["minatar-breakout-dqn"].target_return,
     stop_at_target=False)
 
+
 def register_preset(preset: TrainPreset) -> TrainPreset:
     """Add a recipe (e.g. one whose ``algo`` is a registered subclass of an SB3 algorithm)."""
     if preset.name in PRESETS and PRESETS[preset.name] != preset:
