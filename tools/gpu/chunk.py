@@ -66,33 +66,37 @@ def _device_record(device: str) -> dict:
     return record
 
 
-def _steps(folder: Path) -> int:
+def _progress(folder: Path) -> dict:
     progress = folder / "checkpoint" / "progress.json"
-    if not progress.exists():
-        return 0
-    data = json.loads(progress.read_text())
+    return json.loads(progress.read_text()) if progress.exists() else {}
+
+
+def _steps(folder: Path) -> int:
+    data = _progress(folder)
     return int(data.get("num_timesteps") or (data.get("history") or [{"steps": 0}])[-1]["steps"])
 
 
 def bound_record(model_zip: Path, preset: str, env_id: str, steps: int, device: str, observations: int = 256,
-                 eps_grid: tuple[float, ...] = (0.3 / 255, 1 / 255)) -> dict:
+                 eps_grid: tuple[float, ...] = (0.3 / 255, 1 / 255), eps_now: float | None = None) -> dict:
     """How tight the RADIAL agent's IBP bounds are after a chunk: ε_train where the schedule
-    stands, and at it and at each grid budget (pixel01 units) the median logit width (mean over
-    actions), the median certified margin and the fraction of states certified, over the first
-    ``observations`` states of a clean episode (seed 0). The numbers to watch before committing
-    to a whole run (docs/gpu.md)."""
+    stands (``eps_now``, as the checkpoint's progress records it; else where the unguarded ramp
+    stands after ``steps``), and at it and at each grid budget (pixel01 units) the median logit
+    width (mean over actions), the median certified margin and the fraction of states certified,
+    over the first ``observations`` states of a clean episode (seed 0). The numbers to watch
+    before committing to a whole run (docs/gpu.md)."""
     import numpy as np
 
     from rlgauntlet.bounds.certification import certified_margin, score_bounds
     from rlgauntlet.envs.presets import make_env
     from rlgauntlet.experiments.agents import load_for_env
     from rlgauntlet.training.presets import PRESETS
-    from rlgauntlet.training.radial import radial_eps_at
+    from rlgauntlet.training.radial import median_logit_width, radial_eps_at
 
-    recipe = PRESETS[preset]
-    ramp_fraction = recipe.hyperparams.get("ramp_fraction", 2 / 3)
-    ramp = min(1.0, steps / (ramp_fraction * recipe.total_timesteps))
-    eps_now = radial_eps_at(ramp, recipe.hyperparams["radial_eps"], recipe.hyperparams.get("eps_start", 0.0))
+    if eps_now is None:
+        recipe = PRESETS[preset]
+        ramp_fraction = recipe.hyperparams.get("ramp_fraction", 2 / 3)
+        ramp = min(1.0, steps / (ramp_fraction * recipe.total_timesteps))
+        eps_now = radial_eps_at(ramp, recipe.hyperparams["radial_eps"], recipe.hyperparams.get("eps_start", 0.0))
     victim, _ = load_for_env(f"sb3:{model_zip}", env_id, device=device)
     env = make_env(env_id)
     obs, _ = env.reset(seed=0)
@@ -108,7 +112,7 @@ def bound_record(model_zip: Path, preset: str, env_id: str, steps: int, device: 
     for eps in (eps_now, *eps_grid):
         nominal, lower, upper = score_bounds(victim, x, eps)
         margin = certified_margin(nominal, lower, upper)
-        record["at"].append({"eps": eps, "median_logit_width": float((upper - lower).mean(dim=1).median()),
+        record["at"].append({"eps": eps, "median_logit_width": median_logit_width(lower, upper),
                              "median_certified_margin": float(margin.median()),
                              "certified_fraction": float((margin > 0).float().mean())})
     return record
@@ -130,7 +134,8 @@ def _evaluate(spec: dict, folder: Path, device: str, episodes: int, log) -> dict
             clean = report.evaluations[0]
             evaluation = {"clean_mean": clean["return_mean"], "clean_sem": clean["return_sem"], "episodes": episodes}
         if "radial_eps" in PRESETS[spec["preset"]].hyperparams:
-            evaluation["bounds"] = bound_record(model_zip, spec["preset"], spec["env"], _steps(folder), device)
+            evaluation["bounds"] = bound_record(model_zip, spec["preset"], spec["env"], _steps(folder), device,
+                                                eps_now=_progress(folder).get("schedule", {}).get("eps"))
         return evaluation
     from rlgauntlet.experiments.attackers import attacker_strength
 

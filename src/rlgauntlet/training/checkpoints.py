@@ -155,6 +155,8 @@ def resume(model, folder: Path, progress: dict) -> None:
         load_checkpoint_zip(model, folder / "model.zip")
     else:
         load_checkpoint_parts(model, folder, progress)
+    if progress.get("schedule") and hasattr(model, "load_schedule_state"):
+        model.load_schedule_state(progress["schedule"])  # e.g. where RADIAL's guarded ε ramp stands
 
 
 def compact_optimizer_state(source: Path, target: Path) -> None:

@@ -230,7 +230,10 @@ for _preset in (
             "fine-tuned from zoo:pong-ppo with ε_train = 1/255 in pixel01 units (the paper's Atari budget), κ = 0.5, "
             "ε ramping geometrically from 1e-7 over the first 2/3: the vanilla network's IBP logit width is 1.5 "
             "at ε = 1e-6, so the paper's linear ramp passes, within a few updates, widths where the worst-case "
-            "term has no gradient", eps_start=1e-7),
+            "term has no gradient. From 854k steps the ramp is guarded (it advances only after updates whose median "
+            "logit width at the current ε is ≤ 0.1 and whose last 10 training episodes average ≥ 15, and goes back "
+            "otherwise): unguarded, the agent collapsed to a constant policy between 1.2M and 1.3M steps, at ε "
+            "0.35–0.77/255", eps_start=1e-7, guard_max_width=0.1, guard_min_return=15.0, guard_episodes=10),
     _radial("pong-ppo", "pong-radial-ppo-linear", "radial_ppo", 2_000_000, 1 / 255, 100_000,
             "pong-radial-ppo with the paper's linear ε ramp from 0: the comparison run for the geometric ramp"),
 ):

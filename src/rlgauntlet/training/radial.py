@@ -22,6 +22,15 @@ whose IBP bounds are loose (a vanilla Atari CNN's logit width is 1.5 at ε = 1e-
 ramp reaches, within a few updates, widths where log π̲ falls below the worst-case term's
 clamp (−30), and that term's gradient is zero there.
 
+``guard_max_width`` / ``guard_min_return`` make the ramp *guarded* (RADIAL-PPO): it advances
+by one update's share of the ramp only after an update whose bounds were tight (median IBP
+logit width at the current ε ≤ ``guard_max_width``) and whose recent training episodes held
+their return (mean of the last ``guard_episodes`` ≥ ``guard_min_return``); after any other
+update it goes back by as much (:meth:`_RadialMixin._guard_ramp`). Where the network keeps up,
+ε follows the unguarded ramp step for step; where it does not, ε waits for it. The ramp's
+position is the run's state: saved in a checkpoint's progress (``schedule_state``) and restored
+on resume.
+
 Example:
     >>> model = RadialDQN("MlpPolicy", "CartPole-v1", radial_eps=0.1)   # doctest: +SKIP
     >>> model.learn(50_000)                                              # doctest: +SKIP
@@ -55,18 +64,67 @@ def radial_eps_at(ramp: float, radial_eps: float, eps_start: float = 0.0) -> flo
     return eps_start * (radial_eps / eps_start) ** ramp
 
 
+def median_logit_width(lower: th.Tensor, upper: th.Tensor) -> float:
+    """The median over states of the mean over actions of the (B, A) output bounds' width."""
+    return float((upper - lower).mean(dim=1).median())
+
+
 class _RadialMixin(LiveVictimMixin):
     """What both RADIAL algorithms share: the schedule and the bounds of the live network."""
 
     radial_eps: float
     ramp_fraction: float
     eps_start: float = 0.0
+    guard_max_width: float | None = None
+    guard_min_return: float | None = None
+    guard_episodes: int = 10
+    #: where a guarded ramp stands, in [0, 1] (None: not guarded, or not started yet)
+    ramp_position: float | None = None
+
+    def _guarded(self) -> bool:
+        return self.guard_max_width is not None or self.guard_min_return is not None
+
+    def _ramp(self) -> float:
+        if not self._guarded():
+            return super()._ramp()
+        if self.ramp_position is None:  # a fresh run, or a checkpoint from before the guard: where the plain ramp is
+            self.ramp_position = super()._ramp()
+        return self.ramp_position
 
     def current_eps(self) -> float:
         return radial_eps_at(self._ramp(), self.radial_eps, self.eps_start)
 
     def _score_bounds(self, x: th.Tensor, eps: float) -> tuple[th.Tensor, th.Tensor]:
         return ibp(self._victim(), x, eps)
+
+    def _recent_return(self) -> float | None:
+        """Mean return of the last ``guard_episodes`` training episodes (None: fewer finished)."""
+        episodes = list(self.ep_info_buffer or [])[-self.guard_episodes:]
+        return float(np.mean([e["r"] for e in episodes])) if len(episodes) >= self.guard_episodes else None
+
+    def _guard_ramp(self, width: float | None, steps: int) -> None:
+        """Move a guarded ramp after an update of ``steps`` agent steps whose median logit width at
+        the current ε was ``width`` (None: no bounds were computed, at ε = 0): forward by those
+        steps' share of the ramp if the update was healthy, back by as much if not. A return
+        not yet known (fewer episodes than ``guard_episodes``) does not hold the ramp back."""
+        if not self._guarded():
+            return
+        share = steps / (self.ramp_fraction * self._total_timesteps) if self.ramp_fraction > 0 else 1.0
+        recent = self._recent_return()
+        healthy = ((self.guard_max_width is None or width is None or width <= self.guard_max_width)
+                   and (self.guard_min_return is None or recent is None or recent >= self.guard_min_return))
+        self.ramp_position = float(np.clip(self._ramp() + (share if healthy else -share), 0.0, 1.0))
+        self.logger.record("radial/ramp_healthy", float(healthy))
+        if width is not None:
+            self.logger.record("radial/median_logit_width", width)
+
+    def schedule_state(self) -> dict:
+        """The schedule's state a checkpoint keeps (progress.json): ε now, and a guarded ramp's position."""
+        return {"eps": self.current_eps(), **({"ramp_position": self._ramp()} if self._guarded() else {})}
+
+    def load_schedule_state(self, state: dict) -> None:
+        if self._guarded() and state.get("ramp_position") is not None:
+            self.ramp_position = float(state["ramp_position"])
 
 
 def radial_dqn_loss(q_all: th.Tensor, lower: th.Tensor, upper: th.Tensor, actions: th.Tensor, target: th.Tensor,
@@ -159,9 +217,14 @@ class RadialPPO(_RadialMixin, PPO):
     """PPO with the RADIAL worst-case policy term (see module docstring)."""
 
     def __init__(self, *args, radial_eps: float = 1 / 255, ramp_fraction: float = 2 / 3, kappa: float = 0.5,
-                 eps_start: float = 0.0, **kwargs) -> None:
+                 eps_start: float = 0.0, guard_max_width: float | None = None, guard_min_return: float | None = None,
+                 guard_episodes: int = 10, **kwargs) -> None:
         self.radial_eps, self.ramp_fraction, self.kappa = radial_eps, ramp_fraction, kappa
         self.eps_start = eps_start
+        if (guard_max_width is not None and guard_max_width <= 0) or guard_episodes < 1:
+            raise ValueError("RadialPPO's ramp guard needs guard_max_width > 0 and guard_episodes ≥ 1")
+        self.guard_max_width, self.guard_min_return, self.guard_episodes = guard_max_width, guard_min_return, guard_episodes
+        self.ramp_position = None
         self._live_victim = None
         super().__init__(*args, **kwargs)
         if not isinstance(self.action_space, spaces.Discrete):
@@ -172,7 +235,7 @@ class RadialPPO(_RadialMixin, PPO):
         self._update_learning_rate(self.policy.optimizer)
         clip_range = self.clip_range(self._current_progress_remaining)
         eps = self.current_eps()
-        pg, wc, vf = [], [], []
+        pg, wc, vf, widths = [], [], [], []
         for _ in range(self.n_epochs):
             for data in self.rollout_buffer.get(self.batch_size):
                 terms = self._ppo_terms(data, clip_range)
@@ -181,6 +244,7 @@ class RadialPPO(_RadialMixin, PPO):
                     lower, upper = self._score_bounds(self._network_input(data.observations), eps)
                     policy_loss, worst_loss = radial_ppo_policy_loss(terms, lower, upper, self.kappa)
                     wc.append(worst_loss.item())
+                    widths.append(median_logit_width(lower.detach(), upper.detach()))
                 loss = policy_loss + self.ent_coef * terms.entropy_loss + self.vf_coef * terms.value_loss
                 pg.append(policy_loss.item())
                 vf.append(terms.value_loss.item())
@@ -191,6 +255,7 @@ class RadialPPO(_RadialMixin, PPO):
         self.logger.record("radial/eps", eps)
         if wc:
             self.logger.record("radial/worst_case_loss", np.mean(wc))
+        self._guard_ramp(float(np.median(widths)) if widths else None, self.n_steps * self.n_envs)
 
 
 register_algorithm("radial_dqn", RadialDQN)

@@ -200,10 +200,12 @@ class _CheckpointCallback(BaseCallback):
         rate = (model.num_timesteps - self.last_steps) / max(now - self.last_time, 1e-9)
         self.last_time, self.last_steps = now, model.num_timesteps
         self.progress["num_timesteps"] = int(model.num_timesteps)
-        self.progress["history"].append(
-            {"steps": int(model.num_timesteps), "recent_return": recent,
-             "steps_per_second": round(rate, 1), "time": round(now)}
-        )
+        point = {"steps": int(model.num_timesteps), "recent_return": recent, "steps_per_second": round(rate, 1),
+                 "time": round(now)}
+        if hasattr(model, "schedule_state"):  # an algorithm whose schedule is state, not a function of the steps
+            self.progress["schedule"] = model.schedule_state()
+            point["schedule"] = self.progress["schedule"]
+        self.progress["history"].append(point)
         _save_checkpoint(model, self.env, self.run_dir, self.progress)
         self.log(f"[{self.preset.name}] {model.num_timesteps} steps, recent training return {recent}, {rate:.0f} steps/s")
         if (not self.stop and self.margin is not None and recent is not None
