@@ -41,3 +41,35 @@ class Competitor:
     def __exit__(self, *exc):
         self.proc.kill()
         self.proc.wait()
+
+
+def train_hopper_attackers(agent, methods: list[str], steps: int, rs_steps: int, runs, episodes: int, seed: int = 0,
+                           eps: float = 0.075, prefix: str = "hopper") -> dict[str, dict]:
+    """Train (or resume) each learned attacker of ``methods`` against Hopper ``agent`` at ``eps``
+    (normalized) in ``runs/{prefix}-{label}-eps{eps}``: ``paad:VARIANT`` and ``sarl`` for
+    ``steps`` director steps, ``robust-sarsa:SARSA_EPS:SARSA_REG`` as a Q function of the agent on
+    ``rs_steps`` transitions. Returns, per label, the folder, the threat spec that uses it, the
+    training wall time, the learning curve and the attacker's own strength evaluation."""
+    from pathlib import Path
+
+    from rlgauntlet.experiments.attackers import train_attacker
+
+    attackers = {}
+    for entry in methods:
+        method, _, variant = entry.partition(":")
+        label = f"{method}{'-' + variant.replace(':', '-') if variant else ''}-seed{seed}"
+        run_dir = Path(runs) / f"{prefix}-{label}-eps{eps}"
+        if method == "robust-sarsa":
+            sarsa_eps, sarsa_reg = (float(v) for v in variant.split(":"))
+            manifest = train_attacker(agent, "Hopper-v5", method, eps, rs_steps, run_dir, seed=seed,
+                                      eval_episodes=episodes, log=print, sarsa_eps=sarsa_eps, sarsa_reg=sarsa_reg)
+            spec = f"robust_sarsa:q={run_dir},eps={eps}"
+        else:
+            manifest = train_attacker(agent, "Hopper-v5", method, eps, steps, run_dir, seed=seed,
+                                      variant=variant or None, eval_episodes=episodes, log=print)
+            spec = f"{method}:attacker={run_dir},eps={eps}"
+        attackers[label] = {"run_dir": str(run_dir), "spec": spec, "method": method, "variant": manifest["variant"],
+                            "seed": seed, "steps": rs_steps if method == "robust-sarsa" else steps,
+                            "train_seconds": manifest["train_seconds"], "strength": manifest["strength"],
+                            "learning_curve": manifest.get("learning_curve", [])}
+    return attackers

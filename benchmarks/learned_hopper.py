@@ -18,8 +18,9 @@ import argparse
 import json
 from pathlib import Path
 
+from _common import train_hopper_attackers
+
 from rlgauntlet import evaluate
-from rlgauntlet.experiments.attackers import train_attacker
 
 EPS = 0.075
 
@@ -54,32 +55,18 @@ def main() -> None:
     parser.add_argument("--only-train", action="store_true", help="train (or resume) and stop before the table")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/learned_hopper.json"))
     args = parser.parse_args()
-    attackers, curves = {}, {}
+    attackers = {}
     for seed in args.seeds:
-        for entry in args.methods:
-            method, _, variant = entry.partition(":")
-            label = f"{method}{'-' + variant.replace(':', '-') if variant else ''}-seed{seed}"
-            run_dir = args.runs / f"hopper-{label}-eps{EPS}"
-            if method == "robust-sarsa":
-                sarsa_eps, sarsa_reg = (float(v) for v in variant.split(":"))
-                manifest = train_attacker("zoo:hopper-ppo", "Hopper-v5", method, EPS, args.rs_steps, run_dir,
-                                          seed=seed, eval_episodes=args.episodes, log=print, sarsa_eps=sarsa_eps,
-                                          sarsa_reg=sarsa_reg)
-            else:
-                manifest = train_attacker("zoo:hopper-ppo", "Hopper-v5", method, EPS, args.steps, run_dir, seed=seed,
-                                          variant=variant or None, eval_episodes=args.episodes, log=print)
-            attackers[label] = {"run_dir": str(run_dir), "method": method, "variant": manifest["variant"],
-                                "seed": seed, "train_seconds": manifest["train_seconds"],
-                                "strength": manifest["strength"]}
-            curves[label] = manifest["learning_curve"]
+        attackers.update(train_hopper_attackers("zoo:hopper-ppo", args.methods, args.steps, args.rs_steps, args.runs,
+                                                args.episodes, seed=seed, eps=EPS))
+    curves = {label: a.pop("learning_curve") for label, a in attackers.items()}
     out = {"benchmark": "learned_hopper", "eps": EPS, "budget_space": "normalized", "steps": args.steps,
            "attackers": attackers, "learning_curves": curves}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     plot(curves, args.out.with_suffix(".png"))
     if not args.only_train:
         specs = [f"random:eps={EPS}", f"maxdiff:eps={EPS}", f"maxdiff:eps={EPS},restarts=3"]
-        specs += [f"robust_sarsa:q={a['run_dir']},eps={EPS}" if a["method"] == "robust-sarsa"
-                  else f"{a['method']}:attacker={a['run_dir']},eps={EPS}" for a in attackers.values()]
+        specs += [a["spec"] for a in attackers.values()]
         report = evaluate("zoo:hopper-ppo", "Hopper-v5", specs, episodes=args.episodes, seed=0,
                           n_envs=min(10, args.episodes), impact=False)
         out["results"] = {ev["spec"]: {"mean": ev["return_mean"], "std": ev["return_std"], "sem": ev["return_sem"],

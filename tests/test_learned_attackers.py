@@ -511,3 +511,30 @@ def test_attacker_folders_round_trip_through_the_spec_grammar(folder):
     from rlgauntlet.threats.spec import parse_params
 
     assert parse_params(f"attacker={_quoted(Path(folder))},eps=0.1") == {"attacker": folder, "eps": 0.1}
+
+
+def test_the_director_file_is_the_one_the_manifest_names_and_a_stale_one_is_never_used(tmp_path):
+    import hashlib
+
+    from rlgauntlet.threats.learned.base import director_file
+
+    (tmp_path / "checkpoint").mkdir()
+    (tmp_path / "attacker.zip").write_bytes(b"the director of an earlier run")
+    (tmp_path / "checkpoint" / "model.zip").write_bytes(b"the director the manifest was written for")
+    newer = hashlib.sha256(b"the director the manifest was written for").hexdigest()
+    # a stale attacker.zip beside the newer checkpoint: the checkpoint, which matches, is used
+    assert director_file(tmp_path, {"director_sha256": newer}) == tmp_path / "checkpoint" / "model.zip"
+    (tmp_path / "attacker.zip").write_bytes(b"the director the manifest was written for")
+    assert director_file(tmp_path, {"director_sha256": newer}) == tmp_path / "attacker.zip"
+    with pytest.raises(UserError, match="no director file matches its manifest"):
+        director_file(tmp_path, {"director_sha256": hashlib.sha256(b"another").hexdigest()})
+    assert director_file(tmp_path, {}) == tmp_path / "attacker.zip"  # an older manifest: no hash to check
+
+
+def test_attack_train_records_the_directors_sha256(tmp_path):
+    from rlgauntlet.common.hashing import sha256_file
+    from rlgauntlet.experiments.attackers import train_attacker
+
+    manifest = train_attacker("zoo:cartpole-ppo", "CartPole-v1", "paad", 0.1, 256, tmp_path / "a", eval_episodes=0,
+                              log=lambda message: None)
+    assert manifest["director_sha256"] == sha256_file(tmp_path / "a" / "attacker.zip")

@@ -28,6 +28,7 @@ from rlgauntlet.experiments.agents import AgentSpec, as_agent_spec, open_job
 
 #: the learned attackers ``attack-train`` trains
 METHODS = ("paad", "sarl", "robust-sarsa")
+from rlgauntlet.common.hashing import sha256_file
 from rlgauntlet.threats.learned.base import ATTACKER_FILE, MANIFEST
 
 
@@ -87,7 +88,8 @@ def train_attacker(agent: str | AgentSpec, env: str, method: str, eps: float, st
                                             show_progress=show_progress, deadline=deadline,
                                             subproc_envs=subproc_envs)
             shutil.copyfile(ckpt / "model.zip", run_dir / ATTACKER_FILE)
-            manifest = {**config, "steps": int(progress["history"][-1]["steps"]) if progress["history"] else 0,
+            manifest = {**config, "director_sha256": sha256_file(run_dir / ATTACKER_FILE),
+                        "steps": int(progress["history"][-1]["steps"]) if progress["history"] else 0,
                         "train_seconds": round(progress.get("train_seconds", 0.0), 1),
                         "learning_curve": progress["history"], "applied_in_training": progress.get("applied"),
                         "hyperparams": progress.get("hyperparams"), "input_shape": progress["input_shape"],

@@ -122,7 +122,7 @@ def train_robust_sarsa(victim: Victim, config: dict, run_dir: str | Path, iterat
                     gap = torch.maximum(upper.squeeze(-1) - value, value - lower.squeeze(-1))
                     reg = config["sarsa_reg"] * (gap * gap).mean()
                     loss = td + reg
-                    reg_total += float(reg)
+                    reg_total += reg.item()
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()

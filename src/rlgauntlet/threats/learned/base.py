@@ -98,6 +98,28 @@ def check_trained_for(name: str, manifest: dict, victim: Victim) -> None:
                         f"agent's are {victim.budget_space}; use the --input-space it was trained with")
 
 
+def director_file(folder: Path, manifest: dict) -> Path:
+    """The director's file in attacker ``folder``: ``attacker.zip``, or the latest checkpoint of a
+    run still under way (chunks on a lent machine). Where the manifest records the director's
+    sha256, the file must match it: a stale ``attacker.zip`` beside a newer checkpoint (an earlier
+    run's, not overwritten because the folder came back in parts) would otherwise be used silently."""
+    candidates = [path for path in (folder / ATTACKER_FILE, folder / "checkpoint" / "model.zip") if path.exists()]
+    if not candidates:
+        raise UserError(f"{folder} holds no director ({ATTACKER_FILE} or checkpoint/model.zip); "
+                        "train it with `rlgauntlet attack-train`")
+    expected = manifest.get("director_sha256")
+    if expected is None:  # a manifest from before the director's hash was recorded
+        return candidates[0]
+    from rlgauntlet.common.hashing import sha256_file
+
+    for path in candidates:
+        if sha256_file(path) == expected:
+            return path
+    raise UserError(f"{folder}: no director file matches its manifest (sha256 {expected[:12]}; "
+                    f"{', '.join(p.name for p in candidates)} differ): the folder mixes two runs; resume it with "
+                    "`rlgauntlet attack-train` to rewrite both, or restore the file the manifest names")
+
+
 class LearnedAttack(Threat):
     """Base of the trained-attacker threats; subclasses set ``name`` and ``method``."""
 
@@ -124,10 +146,7 @@ class LearnedAttack(Threat):
         if "input_shape" in manifest:  # written by attack-train: large boxes are only pickled in the zip
             low, high = manifest.get("input_bounds") or (-np.inf, np.inf)
             space = gym.spaces.Box(low, high, tuple(manifest["input_shape"]), np.float32)
-        path = folder / ATTACKER_FILE
-        if not path.exists():  # a run still under way (chunks on a lent machine): its latest checkpoint
-            path = folder / "checkpoint" / "model.zip"
-        return load_sb3(path, precision="float32", observation_space=space)
+        return load_sb3(director_file(folder, manifest), precision="float32", observation_space=space)
 
     @cached_property
     def actor(self) -> AttackActor:

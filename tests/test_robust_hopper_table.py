@@ -1,0 +1,47 @@
+"""benchmarks/robust_hopper.py's own logic: which agent a row takes, and the table's summaries."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+robust_hopper = pytest.importorskip("robust_hopper")
+
+
+def test_avg_is_the_mean_of_the_five_attacks_and_worst_their_minimum():
+    columns = {"natural": {"mean": 3000.0}, "random": {"mean": 2000.0}, "maxdiff": {"mean": 1500.0},
+               "robust_sarsa": {"mean": 1000.0}, "sarl": {"mean": 900.0}, "paad": {"mean": 600.0}}
+    summary = robust_hopper.summarise(columns)
+    # Table 3's Avg leaves Natural out: (2000 + 1500 + 1000 + 900 + 600) / 5; Table 6's: RS, SA-RL, PA-AD
+    assert summary == {"avg": pytest.approx(1200.0), "avg_learned": pytest.approx(2500.0 / 3), "worst": 600.0,
+                       "worst_attack": "paad"}
+
+
+def _run(folder: Path, finished: bool, atla: bool) -> None:
+    agent = folder / "checkpoint" / ("agent" if atla else "")
+    agent.mkdir(parents=True)
+    (agent / "model.zip").write_bytes(b"zip")
+    (agent / "vecnormalize.pkl").write_bytes(b"stats")
+    progress = {"agent_steps": 4096} if atla else {"num_timesteps": 4096}
+    (folder / "checkpoint" / "progress.json").write_text(json.dumps({**progress, "finished": finished}))
+
+
+def test_a_row_takes_the_finished_run_and_refuses_an_unfinished_one_unless_asked(tmp_path):
+    spec, found = robust_hopper.resolve_agent("sa-ppo", tmp_path, allow_unfinished=False)
+    assert spec is None and "rlgauntlet train --preset hopper-sa-ppo" in found["missing"]
+    _run(tmp_path / "hopper-pa-atla-ppo", finished=False, atla=True)
+    spec, found = robust_hopper.resolve_agent("pa-atla-ppo", tmp_path, allow_unfinished=False)
+    assert spec is None and "not finished (4096 agent steps)" in found["missing"]
+    spec, found = robust_hopper.resolve_agent("pa-atla-ppo", tmp_path, allow_unfinished=True)
+    agent = tmp_path / "hopper-pa-atla-ppo" / "checkpoint" / "agent"
+    assert spec.agent == f"sb3:{agent / 'model.zip'}" and spec.vecnormalize == str(agent / "vecnormalize.pkl")
+    _run(tmp_path / "hopper-sa-ppo", finished=True, atla=False)
+    spec, found = robust_hopper.resolve_agent("sa-ppo", tmp_path, allow_unfinished=False)
+    assert spec.agent.endswith("hopper-sa-ppo/checkpoint/model.zip") and found["agent_steps"] == 4096
+
+
+def test_the_vanilla_row_is_the_zoo_agent(tmp_path):
+    spec, found = robust_hopper.resolve_agent("vanilla", tmp_path, allow_unfinished=False)
+    assert spec.agent == "zoo:hopper-ppo" and found["source"] == "zoo"
