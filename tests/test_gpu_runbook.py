@@ -55,8 +55,11 @@ def test_radial_pong_chunks_resume_from_placed_parts(tmp_path, monkeypatch):
     assert sorted(p.name for p in out1.iterdir()) == ["chunk.json", "optimizer.pt", "policy.pt", "progress.json"]
     assert all(p.stat().st_size <= 16 * 2**20 for p in out1.iterdir())
     assert set(first["evaluation"]) == {"clean_mean", "clean_sem", "episodes", "bounds"}
-    bounds = first["evaluation"]["bounds"]  # the preset's geometric ramp from 1e-7 to 1/255 over 2/3 of 2M steps
-    assert bounds["eps_train_now"] == pytest.approx(1e-7 * (1 / 255 / 1e-7) ** (first["steps_after"] / (2e6 * 2 / 3)))
+    bounds = first["evaluation"]["bounds"]  # the preset's guarded geometric ramp from 1e-7 to 1/255 over 2/3 of 2M
+    schedule = json.loads((out1 / "progress.json").read_text())["schedule"]
+    assert bounds["eps_train_now"] == schedule["eps"]  # where the checkpoint's ramp stands, as it recorded it
+    one_rollout_on = 1e-7 * (1 / 255 / 1e-7) ** ((first["steps_after"] + 1024) / (2e6 * 2 / 3))
+    assert 1e-7 <= schedule["eps"] <= one_rollout_on * (1 + 1e-9)  # never ahead of the plain ramp
     widths = [row["median_logit_width"] for row in bounds["at"]]
     assert [row["eps"] for row in bounds["at"]] == pytest.approx([bounds["eps_train_now"], 0.3 / 255, 1 / 255])
     assert 0 <= widths[0] < widths[1] < widths[2]  # IBP widths grow with the ball
@@ -110,6 +113,33 @@ def test_a_placed_tar_is_checked_and_extracted_as_plain_files(tmp_path):
     assert not (tmp_path / "root").exists()
 
 
+def test_a_collapsed_agent_is_recorded_and_not_placed(tmp_path):
+    from rlgauntlet.common.hashing import sha256_file
+
+    sys.path.insert(0, str(REPO / "tools" / "gpu"))
+    try:
+        import place
+    finally:
+        sys.path.remove(str(REPO / "tools" / "gpu"))
+    files, root = tmp_path / "files", tmp_path / "root"
+    files.mkdir()
+    for name in ("policy.pt", "optimizer.pt", "progress.json"):
+        (files / name).write_bytes(name.encode())
+    record = {"job": "radial-pong", "steps_before": 854040, "steps_after": 1322016, "finished": "then",
+              "evaluation": {"clean_mean": -21.0}, "files": {n: sha256_file(files / n) for n in
+                                                             ("policy.pt", "optimizer.pt", "progress.json")}}
+    (files / "chunk.json").write_text(json.dumps(record))
+    placed = place.place("radial-pong", files, root=root)
+    folder = root / "checkpoints" / "pong-radial-ppo"
+    assert placed["placed"] is False and "below the preset's target 15" in placed["not_placed_because"]
+    assert not (folder / "checkpoint").exists()  # the last healthy checkpoint (none here) stays
+    assert json.loads((folder / "chunks.json").read_text())[-1]["steps_after"] == 1322016
+    record.update(evaluation={"clean_mean": 18.0}, finished="later")
+    (files / "chunk.json").write_text(json.dumps(record))
+    assert "placed" not in place.place("radial-pong", files, root=root)  # healthy: placed
+    assert (folder / "checkpoint" / "policy.pt").read_bytes() == b"policy.pt"
+
+
 @pytest.mark.slow
 def test_paad_pong_chunk_resumes_the_committed_checkpoint(tmp_path):
     from rlgauntlet.threats import parse_threat
@@ -127,6 +157,6 @@ def test_paad_pong_chunk_resumes_the_committed_checkpoint(tmp_path):
     _run([*PLACE, "paad-pong", str(out), "--root", str(root)], REPO)
     folder = root / "checkpoints" / "paad-pong-ppo-eps0.0005"
     assert json.loads((folder / "manifest.json").read_text())["steps"] == record["steps_after"]
-    threat = parse_threat(f"paad:attacker={folder},eps=0.0005")  # loads the director from checkpoint/model.zip
+    threat = parse_threat(f"paad:attacker={folder},eps=0.0005")  # the director the manifest names: checkpoint/model.zip
     threat.check_victim(load_victim("zoo:pong-ppo"))
     assert threat.director.kind == "gaussian"

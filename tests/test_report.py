@@ -164,6 +164,29 @@ def test_strongest_of_and_comparison_rank_the_robust_agent_first(store_path):
     assert len(specs) == 6 and all(None not in t["cells"] for t in view["table"])
 
 
+def test_each_agents_own_learned_attackers_share_a_comparison_row_the_strongest_shown(tmp_path):
+    from rlgauntlet.report.sections import comparison_key
+
+    assert comparison_key("paad:attacker=runs/a/vanilla-1f2e/paad,eps=0.075") == "paad:attacker=(own),eps=0.075"
+    assert comparison_key("robust_sarsa:q=runs/x,eps=0.075") == "robust_sarsa:q=(own),eps=0.075"
+    assert comparison_key("pgd:eps=0.1,steps=10") == "pgd:eps=0.1,steps=10"
+    store = ResultsStore(tmp_path / "s.sqlite")
+    for who, attacker, rs_returns in (("weak-ppo", "runs/weak", ([300.0, 320.0], [100.0, 140.0])),
+                                      ("robust-ppo", "runs/robust", ([450.0, 470.0], [480.0, 500.0]))):
+        add_run(store, who, "clean", [500.0, 500.0])
+        add_run(store, who, f"paad:attacker={attacker}/paad,eps=0.1", [50.0, 70.0] if who == "weak-ppo" else
+                [400.0, 420.0], eps=0.1)
+        for k, returns in enumerate(rs_returns):  # two Robust Sarsa Q functions of each agent
+            add_run(store, who, f"robust_sarsa:q={attacker}/rs{k},eps=0.1", returns, eps=0.1)
+    store.close()
+    view = report_context([ResultsStore(tmp_path / "s.sqlite")])["comparisons"][0]
+    table = {t["spec"]: [c["return_mean"] for c in t["cells"]] for t in view["table"]}
+    order = view["agents"]
+    assert table["paad:attacker=(own),eps=0.1"] == [{"weak-ppo": 60.0, "robust-ppo": 410.0}[a] for a in order]
+    # the strongest of each agent's two Q functions: weak 120 (not 310), robust 460 (not 490)
+    assert table["robust_sarsa:q=(own),eps=0.1"] == [{"weak-ppo": 120.0, "robust-ppo": 460.0}[a] for a in order]
+
+
 def test_user_text_is_escaped(tmp_path):
     store = ResultsStore(tmp_path / "s.sqlite")
     add_run(store, "<b>bold</b>", "clean", [1.0, 2.0])

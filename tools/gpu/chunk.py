@@ -45,7 +45,7 @@ JOBS = {
     "paad-pong": {
         "kind": "attacker", "agent": "zoo:pong-ppo", "env": "PongNoFrameskip-v4", "method": "paad", "eps": 0.0005,
         "steps": 2_500_000, "folder": "checkpoints/paad-pong-ppo-eps0.0005",
-        # the threat loads the director from checkpoint/model.zip when attacker.zip (the same file) is absent
+        # the threat loads the director file whose sha256 the manifest records: this checkpoint/model.zip
         "returns": {"checkpoint/model.zip": "model.zip", "checkpoint/progress.json": "progress.json",
                     "manifest.json": "manifest.json"},
     },

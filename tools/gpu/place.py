@@ -6,6 +6,10 @@ checks every file against the sha256 its ``chunk.json`` recorded on the machine,
 checkpoint into ``checkpoints/<job folder>/checkpoint/`` (an attacker's manifest and its
 ``attacker.zip`` into the job folder), and appends the chunk's record to the folder's
 ``chunks.json`` (steps, wall time, steps per second, device, evaluation), the run's log.
+
+A trained agent whose evaluation on the machine fell below its preset's target return (a RADIAL
+run that collapsed) is recorded in ``chunks.json`` with ``placed: false`` and its weights are
+left out: the next chunk resumes from the last healthy checkpoint (``--force`` places it anyway).
 """
 
 from __future__ import annotations
@@ -23,7 +27,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from chunk import JOBS  # noqa: E402
 
 
-def place(job: str, files: Path, root: Path = REPO) -> dict:
+def _unhealthy(spec: dict, record: dict) -> str | None:
+    """Why a trained agent's chunk must not replace its checkpoint (None: it may)."""
+    clean = (record.get("evaluation") or {}).get("clean_mean")
+    if spec["kind"] != "preset" or clean is None:
+        return None
+    from rlgauntlet.training.presets import PRESETS
+
+    target = PRESETS[spec["preset"]].target_return
+    if clean < target:
+        return (f"its clean return on the machine, {clean:g}, is below the preset's target {target:g} (a collapse?): "
+                f"recorded, not placed; the next chunk resumes from {record['steps_before']} steps")
+    return None
+
+
+def place(job: str, files: Path, root: Path = REPO, force: bool = False) -> dict:
     """Check and copy the files of one returned chunk (a folder, or a tar of one); returns its record."""
     if files.is_file():
         import tarfile
@@ -31,7 +49,7 @@ def place(job: str, files: Path, root: Path = REPO) -> dict:
 
         with tempfile.TemporaryDirectory() as folder, tarfile.open(files) as archive:
             archive.extractall(folder, filter="data")  # plain files under the folder only
-            return place(job, Path(folder), root)
+            return place(job, Path(folder), root, force)
     from rlgauntlet.common.hashing import sha256_file
 
     record = json.loads((files / "chunk.json").read_text())
@@ -46,6 +64,13 @@ def place(job: str, files: Path, root: Path = REPO) -> dict:
     chunks = json.loads(log.read_text()) if log.exists() else []
     if any(c.get("finished") == record["finished"] and c.get("steps_after") == record["steps_after"] for c in chunks):
         raise SystemExit(f"this chunk ({record['steps_after']} steps) is already in place")
+    refused = None if force else _unhealthy(spec, record)
+    if refused is not None:
+        record.update(placed=False, not_placed_because=refused)
+        folder.mkdir(parents=True, exist_ok=True)
+        chunks.append(record)
+        log.write_text(json.dumps(chunks, indent=2) + "\n")
+        return record
     for source, name in spec["returns"].items():
         target = folder / source
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -64,8 +89,12 @@ def main() -> None:
     parser.add_argument("job", choices=sorted(JOBS))
     parser.add_argument("files", type=Path, help="the chunk's returned files: their folder, or the JOB.tar")
     parser.add_argument("--root", type=Path, default=REPO)
+    parser.add_argument("--force", action="store_true", help="place an agent whose evaluation fell below its target")
     args = parser.parse_args()
-    record = place(args.job, args.files, args.root)
+    record = place(args.job, args.files, args.root, args.force)
+    if record.get("placed") is False:
+        print(f"{args.job}: {record['not_placed_because']}")
+        return
     print(f"{args.job}: {record['steps_before']} → {record['steps_after']} steps in {record.get('train_seconds', record.get('wall_seconds'))} s "
           f"({record['steps_per_second']} steps/s on {record.get('gpu', record['device'])})")
 

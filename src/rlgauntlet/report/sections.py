@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable
@@ -177,8 +178,31 @@ SECTIONS: list[Section] = [
 ]
 
 
+#: a learned attacker's folder (``attacker=`` / ``q=``): a threat refuses an attacker trained
+#: against another agent, so in any stored evaluation it is the agent's own
+_ATTACKER_PATH = re.compile(r"\b(attacker|q)=[^,]+")
+
+
+def comparison_key(spec: str) -> str:
+    """The comparison view's row of threat ``spec``: learned attackers trained against each
+    agent share one row (``paad:attacker=(own),eps=0.075``), since each agent has its own."""
+    return _ATTACKER_PATH.sub(r"\1=(own)", spec)
+
+
+def _by_comparison_key(g: AgentRuns) -> dict[str, Evaluation]:
+    """An agent's evaluations by comparison row; where several of its own attackers of one kind
+    share a row (Robust Sarsa's Q functions), the strongest (lowest mean return)."""
+    rows: dict[str, Evaluation] = {}
+    for spec, ev in g.evaluations.items():
+        key = comparison_key(spec)
+        if key not in rows or ev.summary["return_mean"] < rows[key].summary["return_mean"]:
+            rows[key] = ev
+    return rows
+
+
 def comparison(groups: list[AgentRuns]) -> list[dict]:
-    """Per env with several agents: every threat at least two of them ran (rows) by agent
+    """Per env with several agents: every threat at least two of them ran (rows; learned
+    attackers trained against each agent share a row, see :func:`comparison_key`) by agent
     (columns, a gap where an agent did not run it), and the
     agents ranked by their strongest-of return (lowest budget's row first, then the others)."""
     by_env: dict[str, list[AgentRuns]] = defaultdict(list)
@@ -188,12 +212,13 @@ def comparison(groups: list[AgentRuns]) -> list[dict]:
     for env, members in by_env.items():
         if len(members) < 2:
             continue
+        keyed = [_by_comparison_key(g) for g in members]
         counts: dict[str, int] = defaultdict(int)
-        for g in members:
-            for spec in g.evaluations:
+        for rows in keyed:
+            for spec in rows:
                 counts[spec] += 1
         specs = sorted((s for s, n in counts.items() if n > 1 and s != "argmin_agent"), key=lambda s: (s != "clean", s))
-        table = [{"spec": spec, "cells": [row(g.evaluations[spec]) if spec in g.evaluations else None for g in members]}
+        table = [{"spec": spec, "cells": [row(rows[spec]) if spec in rows else None for rows in keyed]}
                  for spec in specs]
         budgets = sorted({r["eps"] for g in members for r in g.strongest if r["eps"] is not None})
         ranking = []
