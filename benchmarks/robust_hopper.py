@@ -1,8 +1,11 @@
 """The PA-AD paper's robust-agent table (Tables 3 and 6) on Hopper at ε = 0.075 (normalized).
 
-Rows: vanilla PPO (zoo:hopper-ppo), SA-PPO, ATLA-PPO and PA-ATLA-PPO, each the zoo agent when
-the zoo has it, else the finished run of its preset under ``--runs`` (``rlgauntlet train --preset
-hopper-sa-ppo`` writes ``runs/hopper-sa-ppo``). Columns: natural, Random, MaxDiff (with restarts),
+Rows: vanilla PPO (zoo:hopper-ppo), SA-PPO, ATLA-PPO and PA-ATLA-PPO, each trained seed of its
+preset under ``--runs``: seed 0 in ``runs/PRESET`` (``rlgauntlet train --preset hopper-sa-ppo
+--no-register``), seed s in ``runs/PRESET-seedS`` (``... --seed S --run-dir runs/PRESET-seedS``).
+The method's row is the seed with the median robustness (its worst column), as the paper reports
+it; ``--register`` puts that seed into the zoo as ``PRESET`` with every seed's numbers in its
+entry (once ``--seeds`` are all evaluated). Columns: natural, Random, MaxDiff (with restarts),
 Robust Sarsa (the strongest of the Q functions of ``--rs``, as the official scan reports it),
 SA-RL and PA-AD (the ``directional`` variant, the official MuJoCo form). **Every learned attack is
 trained against that very agent**: its folder is keyed by the agent file's sha256, so a retrained
@@ -14,8 +17,8 @@ Resumable: attackers resume from their folders and evaluations from the results 
 (``--store``). Writes benchmarks/results/robust_hopper.json (with the paper's rows beside ours)
 and prints the table.
 
-Run: python benchmarks/robust_hopper.py [--rows vanilla sa-ppo atla-ppo pa-atla-ppo]
-         [--attack-steps 300000] [--episodes 50] [--only-train] [--allow-unfinished]
+Run: python benchmarks/robust_hopper.py [--rows vanilla sa-ppo atla-ppo pa-atla-ppo] [--seeds 0 1 2]
+         [--attack-steps 300000] [--episodes 50] [--only-train] [--allow-unfinished] [--register]
 """
 
 from __future__ import annotations
@@ -54,27 +57,41 @@ PAPER = {
 }
 
 
-def resolve_agent(row: str, runs: Path, allow_unfinished: bool) -> tuple[AgentSpec | None, dict]:
-    """The agent of ``row``: the zoo's, else its preset's run under ``runs`` (an ATLA run keeps
-    the agent in ``checkpoint/agent``). Returns (spec or None, what was found)."""
+def run_folder(runs: Path, row: str, seed: int) -> Path:
+    """Where seed ``seed`` of ``row``'s preset trains: ``runs/PRESET``, or ``runs/PRESET-seedS``."""
+    return runs / (ROWS[row] if seed == 0 else f"{ROWS[row]}-seed{seed}")
+
+
+def resolve_agent(row: str, runs: Path, allow_unfinished: bool, seed: int = 0) -> tuple[AgentSpec | None, dict]:
+    """The agent of ``row`` and ``seed``: the zoo's for the vanilla row, else its preset's run
+    (an ATLA run keeps the agent in ``checkpoint/agent``). Returns (spec or None, what was found)."""
     name = ROWS[row]
-    if name in load_manifest():
-        return AgentSpec(agent=f"zoo:{name}"), {"agent": f"zoo:{name}", "source": "zoo"}
-    ckpt = runs / name / "checkpoint"
+    if row == "vanilla":
+        return AgentSpec(agent=f"zoo:{name}"), {"agent": f"zoo:{name}", "source": "zoo", "seed": 0}
+    folder_of_run = run_folder(runs, row, seed)
+    ckpt = folder_of_run / "checkpoint"
     folder = ckpt / "agent" if (ckpt / "agent").is_dir() else ckpt
+    command = f"rlgauntlet train --preset {name} --no-register" + (
+        f" --seed {seed} --run-dir {folder_of_run}" if seed else "")
     if not (folder / "model.zip").exists():
-        return None, {"missing": f"no zoo:{name} and no run in {runs / name}; train it: rlgauntlet train --preset {name}"}
+        return None, {"missing": f"no run in {folder_of_run}; train it: {command}"}
     progress = json.loads((ckpt / "progress.json").read_text()) if (ckpt / "progress.json").exists() else {}
     steps = progress.get("agent_steps") or progress.get("num_timesteps")
     history = progress.get("history") or [{}]
     steps = steps or history[-1].get("agent_steps") or history[-1].get("steps")
-    found = {"agent": f"sb3:{folder / 'model.zip'}", "source": "run", "agent_steps": steps,
-             "finished": bool(progress.get("finished"))}
+    found = {"agent": f"sb3:{folder / 'model.zip'}", "source": "run", "run": str(folder_of_run), "seed": seed,
+             "agent_steps": steps, "finished": bool(progress.get("finished"))}
     if not found["finished"] and not allow_unfinished:
-        return None, {**found, "missing": f"{runs / name} is not finished ({steps} agent steps); resume it with "
-                                          f"rlgauntlet train --preset {name}, or pass --allow-unfinished"}
+        return None, {**found, "missing": f"{folder_of_run} is not finished ({steps} agent steps); resume it with "
+                                          f"{command}, or pass --allow-unfinished"}
     vecnormalize = folder / "vecnormalize.pkl"
     return AgentSpec(agent=found["agent"], vecnormalize=str(vecnormalize) if vecnormalize.exists() else None), found
+
+
+def median_seed(seeds: dict[str, dict]) -> str:
+    """The seed with the median robustness (worst column; the lower middle one of an even count)."""
+    ranked = sorted((record["worst"], seed) for seed, record in seeds.items() if "worst" in record)
+    return ranked[(len(ranked) - 1) // 2][1]
 
 
 def summarise(columns: dict[str, dict]) -> dict:
@@ -97,7 +114,9 @@ def main() -> None:
     parser.add_argument("--attackers", type=Path, default=Path("runs/attackers/robust-hopper"))
     parser.add_argument("--store", type=Path, default=Path("runs/robust_hopper.sqlite"))
     parser.add_argument("--allow-unfinished", action="store_true", help="take a run that has not reached its budget")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="training seeds of each defended method")
     parser.add_argument("--only-train", action="store_true", help="train (or resume) the attackers and stop")
+    parser.add_argument("--register", action="store_true", help="put each method's median seed into the zoo")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/robust_hopper.json"))
     args = parser.parse_args()
     out = json.loads(args.out.read_text()) if args.out.exists() else {}
@@ -105,37 +124,87 @@ def main() -> None:
                 "attack_steps": args.attack_steps, "rs": args.rs, "rs_steps": args.rs_steps, "paper": PAPER})
     rows = out.setdefault("rows", {})
     for row in args.rows:
-        spec, found = resolve_agent(row, args.runs, args.allow_unfinished)
-        if spec is None:
-            print(f"robust_hopper: {row}: {found['missing']}", file=sys.stderr)
-            continue
-        path = Path(spec.agent.split(":", 1)[1]) if spec.agent.startswith("sb3:") else None
-        sha = sha256_file(path) if path else load_manifest()[ROWS[row]]["sha256"]
-        methods = ["paad:directional", "sarl"] + [f"robust-sarsa:{rs}" for rs in args.rs]
-        attackers = train_hopper_attackers(spec, methods, args.attack_steps, args.rs_steps,
-                                           args.attackers / f"{row}-{sha[:12]}", 5, eps=EPS)
-        record = {**found, "sha256": sha, "attackers": attackers}
-        if not args.only_train:
-            specs = [f"random:eps={EPS}", f"maxdiff:eps={EPS},restarts=3"] + [a["spec"] for a in attackers.values()]
-            report = evaluate(spec, "Hopper-v5", specs, episodes=args.episodes, seed=0, n_envs=10, impact=False,
-                              store=args.store, resume=True)
-            by_spec = {ev["spec"]: {"mean": ev["return_mean"], "std": ev["return_std"], "sem": ev["return_sem"],
-                                    "linf_max": ev["linf_max"]} for ev in report.evaluations}
-            rs = {label: by_spec[a["spec"]] for label, a in attackers.items() if a["method"] == "robust-sarsa"}
-            strongest_rs = min(rs, key=lambda label: rs[label]["mean"])
-            columns = {"natural": by_spec["clean"], "random": by_spec[specs[0]], "maxdiff": by_spec[specs[1]],
-                       "robust_sarsa": {**rs[strongest_rs], "q": strongest_rs}, "sarl": by_spec[attackers["sarl-seed0"]["spec"]],
-                       "paad": by_spec[attackers["paad-directional-seed0"]["spec"]]}
-            record.update({"columns": columns, "robust_sarsa_all": rs, **summarise(columns)})
-        rows[row] = record
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(out, indent=2) + "\n")  # after every row: nothing computed is lost
-    print(f"{'agent':12s} " + " ".join(f"{c:>12s}" for c in ("natural", *ATTACKS, "avg", "worst")))
-    for row, record in rows.items():
-        if "columns" in record:
-            cells = [f"{record['columns'][c]['mean']:12.0f}" for c in ("natural", *ATTACKS)]
-            print(f"{row:12s} " + " ".join(cells) + f" {record['avg']:12.0f} {record['worst']:12.0f}")
+        for seed in [0] if row == "vanilla" else args.seeds:
+            record = measure(row, seed, args)
+            if record is None:
+                continue
+            method = rows.setdefault(row, {"seeds": {}})
+            if "seeds" not in method:  # a row written before seeds were kept apart: measured again (the store has it)
+                method = rows[row] = {"seeds": {}}
+            method["seeds"][str(seed)] = record
+            if any("worst" in r for r in method["seeds"].values()):
+                chosen = median_seed(method["seeds"])
+                method.update(median_seed=int(chosen), **{k: method["seeds"][chosen][k] for k in
+                                                          ("columns", "avg", "avg_learned", "worst", "worst_attack")})
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(out, indent=2) + "\n")  # after every agent: nothing computed is lost
+    if args.register:
+        register(rows, args)
+        args.out.write_text(json.dumps(out, indent=2) + "\n")
+    print(f"{'agent':12s} {'seeds':>5s} " + " ".join(f"{c:>12s}" for c in ("natural", *ATTACKS, "avg", "worst")))
+    for row, method in rows.items():
+        if "columns" in method:
+            cells = [f"{method['columns'][c]['mean']:12.0f}" for c in ("natural", *ATTACKS)]
+            print(f"{row:12s} {len(method['seeds']):5d} " + " ".join(cells) + f" {method['avg']:12.0f} "
+                  f"{method['worst']:12.0f}")
     print(f"wrote {args.out}")
+
+
+def measure(row: str, seed: int, args) -> dict | None:
+    """Train (or resume) the learned attackers of one agent and evaluate it in every column."""
+    spec, found = resolve_agent(row, args.runs, args.allow_unfinished, seed)
+    if spec is None:
+        print(f"robust_hopper: {row} seed {seed}: {found['missing']}", file=sys.stderr)
+        return None
+    path = Path(spec.agent.split(":", 1)[1]) if spec.agent.startswith("sb3:") else None
+    sha = sha256_file(path) if path else load_manifest()[ROWS[row]]["sha256"]
+    methods = ["paad:directional", "sarl"] + [f"robust-sarsa:{rs}" for rs in args.rs]
+    attackers = train_hopper_attackers(spec, methods, args.attack_steps, args.rs_steps,
+                                       args.attackers / f"{row}-{sha[:12]}", 5, eps=EPS)
+    record = {**found, "sha256": sha, "attackers": attackers}
+    if args.only_train:
+        return record
+    specs = [f"random:eps={EPS}", f"maxdiff:eps={EPS},restarts=3"] + [a["spec"] for a in attackers.values()]
+    report = evaluate(spec, "Hopper-v5", specs, episodes=args.episodes, seed=0, n_envs=10, impact=False,
+                      store=args.store, resume=True)
+    by_spec = {ev["spec"]: {"mean": ev["return_mean"], "std": ev["return_std"], "sem": ev["return_sem"],
+                            "linf_max": ev["linf_max"]} for ev in report.evaluations}
+    rs = {label: by_spec[a["spec"]] for label, a in attackers.items() if a["method"] == "robust-sarsa"}
+    strongest_rs = min(rs, key=lambda label: rs[label]["mean"])
+    columns = {"natural": by_spec["clean"], "random": by_spec[specs[0]], "maxdiff": by_spec[specs[1]],
+               "robust_sarsa": {**rs[strongest_rs], "q": strongest_rs},
+               "sarl": by_spec[attackers["sarl-seed0"]["spec"]],
+               "paad": by_spec[attackers["paad-directional-seed0"]["spec"]]}
+    return {**record, "columns": columns, "robust_sarsa_all": rs, **summarise(columns)}
+
+
+def register(rows: dict, args) -> None:
+    """Put each defended method's median seed into the zoo (``PRESET``), every seed's numbers in
+    its entry; a method needs every seed of ``--seeds`` evaluated first."""
+    from rlgauntlet.training.register import register_zoo_agent
+
+    for row, method in rows.items():
+        if row == "vanilla" or ROWS[row] in load_manifest():
+            continue
+        evaluated = {s for s, r in method["seeds"].items() if "worst" in r}
+        if not {str(s) for s in args.seeds} <= evaluated or len(args.seeds) < 3:
+            print(f"robust_hopper: {row}: not registered; evaluate at least 3 seeds first (--seeds 0 1 2)",
+                  file=sys.stderr)
+            continue
+        chosen = method["seeds"][str(method["median_seed"])]
+        ckpt = Path(chosen["agent"].split(":", 1)[1]).parent
+        seeds = {s: {k: r[k] for k in ("avg", "avg_learned", "worst", "worst_attack")} |
+                 {"natural": r["columns"]["natural"]["mean"], "paad": r["columns"]["paad"]["mean"],
+                  "agent_steps": r["agent_steps"], "sha256": r["sha256"]} for s, r in method["seeds"].items()}
+        command = f"rlgauntlet train --preset {ROWS[row]} --no-register" + (
+            f" --seed {method['median_seed']} --run-dir {chosen['run']}" if method["median_seed"] else "")
+        entry = register_zoo_agent(ROWS[row], ckpt, command=command,
+                                   extra={"robustness": {"eps": EPS, "budget_space": "normalized",
+                                                         "selected": "the seed with the median worst-case return",
+                                                         "selected_seed": method["median_seed"], "seeds": seeds,
+                                                         "table": "benchmarks/robust_hopper.py"}})
+        method["zoo"] = {"name": ROWS[row], "sha256": entry["sha256"]}
+        print(f"zoo {ROWS[row]}: seed {method['median_seed']} (median worst {method['worst']:.0f})")
 
 
 if __name__ == "__main__":

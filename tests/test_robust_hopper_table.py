@@ -28,9 +28,17 @@ def _run(folder: Path, finished: bool, atla: bool) -> None:
     (folder / "checkpoint" / "progress.json").write_text(json.dumps({**progress, "finished": finished}))
 
 
+def test_the_median_seed_is_the_one_with_the_median_worst_column():
+    seeds = {"0": {"worst": 900.0}, "1": {"worst": 300.0}, "2": {"worst": 1500.0}, "3": {"natural": 3000.0}}
+    assert robust_hopper.median_seed(seeds) == "0"  # 300 < 900 < 1500; seed 3 is not evaluated yet
+    assert robust_hopper.median_seed({"0": {"worst": 900.0}, "1": {"worst": 300.0}}) == "1"  # the lower middle
+
+
 def test_a_row_takes_the_finished_run_and_refuses_an_unfinished_one_unless_asked(tmp_path):
     spec, found = robust_hopper.resolve_agent("sa-ppo", tmp_path, allow_unfinished=False)
-    assert spec is None and "rlgauntlet train --preset hopper-sa-ppo" in found["missing"]
+    assert spec is None and "rlgauntlet train --preset hopper-sa-ppo --no-register" in found["missing"]
+    spec, found = robust_hopper.resolve_agent("sa-ppo", tmp_path, allow_unfinished=False, seed=2)
+    assert spec is None and f"--seed 2 --run-dir {tmp_path / 'hopper-sa-ppo-seed2'}" in found["missing"]
     _run(tmp_path / "hopper-pa-atla-ppo", finished=False, atla=True)
     spec, found = robust_hopper.resolve_agent("pa-atla-ppo", tmp_path, allow_unfinished=False)
     assert spec is None and "not finished (4096 agent steps)" in found["missing"]
@@ -40,6 +48,9 @@ def test_a_row_takes_the_finished_run_and_refuses_an_unfinished_one_unless_asked
     _run(tmp_path / "hopper-sa-ppo", finished=True, atla=False)
     spec, found = robust_hopper.resolve_agent("sa-ppo", tmp_path, allow_unfinished=False)
     assert spec.agent.endswith("hopper-sa-ppo/checkpoint/model.zip") and found["agent_steps"] == 4096
+    _run(tmp_path / "hopper-sa-ppo-seed1", finished=True, atla=False)
+    spec, found = robust_hopper.resolve_agent("sa-ppo", tmp_path, allow_unfinished=False, seed=1)
+    assert spec.agent.endswith("hopper-sa-ppo-seed1/checkpoint/model.zip") and found["seed"] == 1
 
 
 def test_the_vanilla_row_is_the_zoo_agent(tmp_path):

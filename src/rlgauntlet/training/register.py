@@ -79,13 +79,14 @@ def register_zoo_ensemble(name: str, checkpoints: list[Path], n_envs: int = 4, f
 
 
 def register_zoo_agent(name: str, checkpoint: Path, n_envs: int = 4, force: bool = False,
-                       zoo_name: str | None = None, command: str | None = None) -> dict:
+                       zoo_name: str | None = None, command: str | None = None, extra: dict | None = None) -> dict:
     """Copy ``checkpoint`` (from ``train_preset`` of preset ``name``) into the zoo and record it.
 
     The entry is called ``zoo_name`` (default: the preset's name) and records ``command``
     (default: ``rlgauntlet train --preset NAME``), the seed, and the threat and starting agent
-    when training used them. An agent below its preset's target return is not registered
-    (unless ``force``): the zoo only holds agents that meet their bar.
+    when training used them, plus the fields of ``extra`` (e.g. how this seed was chosen among
+    several). An agent below its preset's target return is not registered (unless ``force``):
+    the zoo only holds agents that meet their bar.
     """
     import json
 
@@ -124,4 +125,5 @@ def register_zoo_agent(name: str, checkpoint: Path, n_envs: int = 4, force: bool
         entry["uncertainty"] = candidate.description["uncertainty"]
     entry["total_timesteps"] = progress.get("num_timesteps")
     entry["clean_return"] = _clean_return_entry(returns, preset.target_return)
+    entry.update(extra or {})
     return add_zoo_entry(name, entry, files)
