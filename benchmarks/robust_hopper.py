@@ -7,7 +7,9 @@ The method's row is the seed with the median robustness (its worst column), as t
 it; ``--register`` puts that seed into the zoo as ``PRESET`` with every seed's numbers in its
 entry (once ``--seeds`` are all evaluated). Columns: natural, Random, MaxDiff (with restarts),
 Robust Sarsa (the strongest of the Q functions of ``--rs``, as the official scan reports it),
-SA-RL and PA-AD (the ``directional`` variant, the official MuJoCo form). **Every learned attack is
+SA-RL and PA-AD (the ``directional`` variant, the official MuJoCo form; each the strongest of
+``--attack-seeds`` trainings: two PA-AD runs of one recipe left the vanilla agent at 111 and 1215).
+**Every learned attack is
 trained against that very agent**: its folder is keyed by the agent file's sha256, so a retrained
 agent gets new attackers. Then Avg (Table 3: the mean of the five attack columns), Avg of the
 learned ones (Table 6: RS, SA-RL, PA-AD) and the worst column. 50 episodes per cell, episode k
@@ -109,6 +111,8 @@ def main() -> None:
     parser.add_argument("--rs", nargs="+", default=["0.02:0.1", "0.05:1.0", "0.1:1.0", "0.2:3.0"],
                         help="Robust Sarsa Q functions (SARSA_EPS:SARSA_REG), the strongest is reported")
     parser.add_argument("--rs-steps", type=int, default=30 * 2048, help="transitions per Robust Sarsa Q (official)")
+    parser.add_argument("--attack-seeds", type=int, nargs="+", default=[0, 1],
+                        help="PA-AD and SA-RL are trained with each seed; the strongest is reported")
     parser.add_argument("--episodes", type=int, default=50)
     parser.add_argument("--runs", type=Path, default=Path("runs"), help="where the presets' training runs are")
     parser.add_argument("--attackers", type=Path, default=Path("runs/attackers/robust-hopper"))
@@ -158,9 +162,12 @@ def measure(row: str, seed: int, args) -> dict | None:
         return None
     path = Path(spec.agent.split(":", 1)[1]) if spec.agent.startswith("sb3:") else None
     sha = sha256_file(path) if path else load_manifest()[ROWS[row]]["sha256"]
-    methods = ["paad:directional", "sarl"] + [f"robust-sarsa:{rs}" for rs in args.rs]
-    attackers = train_hopper_attackers(spec, methods, args.attack_steps, args.rs_steps,
-                                       args.attackers / f"{row}-{sha[:12]}", 5, eps=EPS)
+    folder = args.attackers / f"{row}-{sha[:12]}"
+    attackers = train_hopper_attackers(spec, [f"robust-sarsa:{rs}" for rs in args.rs], args.attack_steps,
+                                       args.rs_steps, folder, 5, eps=EPS)
+    for attack_seed in args.attack_seeds:
+        attackers.update(train_hopper_attackers(spec, ["paad:directional", "sarl"], args.attack_steps, args.rs_steps,
+                                                folder, 5, seed=attack_seed, eps=EPS))
     record = {**found, "sha256": sha, "attackers": attackers}
     if args.only_train:
         return record
@@ -169,13 +176,16 @@ def measure(row: str, seed: int, args) -> dict | None:
                       store=args.store, resume=True)
     by_spec = {ev["spec"]: {"mean": ev["return_mean"], "std": ev["return_std"], "sem": ev["return_sem"],
                             "linf_max": ev["linf_max"]} for ev in report.evaluations}
-    rs = {label: by_spec[a["spec"]] for label, a in attackers.items() if a["method"] == "robust-sarsa"}
-    strongest_rs = min(rs, key=lambda label: rs[label]["mean"])
+    def strongest(method: str) -> tuple[dict, dict]:
+        """The strongest attacker of one kind (lowest mean return), and every one of them."""
+        runs = {label: by_spec[a["spec"]] for label, a in attackers.items() if a["method"] == method}
+        label = min(runs, key=lambda k: runs[k]["mean"])
+        return {**runs[label], "attacker": label}, runs
+
+    (rs, rs_all), (sarl, sarl_all), (paad, paad_all) = (strongest(m) for m in ("robust-sarsa", "sarl", "paad"))
     columns = {"natural": by_spec["clean"], "random": by_spec[specs[0]], "maxdiff": by_spec[specs[1]],
-               "robust_sarsa": {**rs[strongest_rs], "q": strongest_rs},
-               "sarl": by_spec[attackers["sarl-seed0"]["spec"]],
-               "paad": by_spec[attackers["paad-directional-seed0"]["spec"]]}
-    return {**record, "columns": columns, "robust_sarsa_all": rs, **summarise(columns)}
+               "robust_sarsa": rs, "sarl": sarl, "paad": paad}
+    return {**record, "columns": columns, "every_attacker": {**rs_all, **sarl_all, **paad_all}, **summarise(columns)}
 
 
 def register(rows: dict, args) -> None:
