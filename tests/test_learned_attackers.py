@@ -538,3 +538,41 @@ def test_attack_train_records_the_directors_sha256(tmp_path):
     manifest = train_attacker("zoo:cartpole-ppo", "CartPole-v1", "paad", 0.1, 256, tmp_path / "a", eval_episodes=0,
                               log=lambda message: None)
     assert manifest["director_sha256"] == sha256_file(tmp_path / "a" / "attacker.zip")
+
+
+def test_a_retrained_attacker_is_another_run_for_the_results_store(tmp_path):
+    from rlgauntlet.experiments.runs import run_identity
+    from rlgauntlet.threats.learned.robust_sarsa import Q_FILE
+
+    box = gym.spaces.Box(-5.0, 5.0, (2,), np.float32)
+    victim = _linear_victim("deterministic", [[1.0, -2.0, 0.5, 3.0], [-1.0, 1.0, 2.0, 2.5]], action_space=box)
+    victim.description["sha256"] = "abc"
+    folder = _linear_rs_folder(tmp_path, victim, [5.0, -3.0, 2.0, 1.0], [0.7, -0.2])
+    spec = f"robust_sarsa:q={folder},eps=0.05"
+    before, meta = run_identity({"id": "X"}, victim, parse_threat(spec), 0)
+    state = torch.load(folder / Q_FILE, weights_only=True)
+    state["0.weight"] = state["0.weight"] * 2  # the same folder, another Q function
+    torch.save(state, folder / Q_FILE)
+    after, _ = run_identity({"id": "X"}, victim, parse_threat(spec), 0)
+    assert before["spec"] == after["spec"] and before["threat_files"] != after["threat_files"]
+    assert meta["threat_files"] == before["threat_files"]
+    plain, _ = run_identity({"id": "X"}, victim, parse_threat("random:eps=0.05"), 0)
+    assert "threat_files" not in plain  # threats that load nothing keep the keys they always had
+
+
+def test_a_robust_sarsa_q_function_already_trained_is_not_trained_again(tmp_path):
+    from rlgauntlet.common.hashing import sha256_file
+    from rlgauntlet.experiments.attackers import train_attacker
+    from rlgauntlet.threats.learned.robust_sarsa import Q_FILE
+
+    said = []
+    first = train_attacker("zoo:pendulum-td3", "Pendulum-v1", "robust-sarsa", 0.05, 6144, tmp_path / "q",
+                           eval_episodes=0, log=said.append)
+    digest = sha256_file(tmp_path / "q" / Q_FILE)
+    again = train_attacker("zoo:pendulum-td3", "Pendulum-v1", "robust-sarsa", 0.05, 6144, tmp_path / "q",
+                           eval_episodes=0, log=said.append)
+    assert again == first and sha256_file(tmp_path / "q" / Q_FILE) == digest
+    assert "already holds this Q function" in said[-1]
+    train_attacker("zoo:pendulum-td3", "Pendulum-v1", "robust-sarsa", 0.05, 6144, tmp_path / "q", eval_episodes=0,
+                   log=said.append, sarsa_reg=1.0)  # another regulariser: trained again
+    assert "already holds" not in said[-1]

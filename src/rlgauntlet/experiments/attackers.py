@@ -152,12 +152,30 @@ def _train_q_function(victim, identity: dict, env: str, steps: int, run_dir: Pat
     config = {"method": "robust-sarsa", "variant": "robust-sarsa", "env": env, "eps": float(sarsa_eps),
               "sarsa_eps": float(sarsa_eps), "sarsa_reg": float(sarsa_reg), "seed": int(seed),
               "budget_space": victim.budget_space, "victim": identity}
-    record = train_robust_sarsa(victim, config, run_dir, iterations=max(3, steps // 2048), log=log)
+    iterations = max(3, steps // 2048)
+    done = _finished_q_function(run_dir, config, iterations * 2048)
+    if done is not None:  # the same Q function, already trained: training it again would repeat minutes
+        log(f"[robust-sarsa] {run_dir} already holds this Q function ({done['steps']} transitions)")
+        return done
+    record = train_robust_sarsa(victim, config, run_dir, iterations=iterations, log=log)
     manifest = {**config, "steps": record["transitions"], "train_seconds": record["train_seconds"],
                 "input_dim": record["input_dim"], "hidden": record["hidden"], "reward_scale": record["reward_scale"],
                 "gamma": record["gamma"], "learning_curve": record["history"]}
     (run_dir / MANIFEST).write_text(json.dumps(manifest, indent=2))
     return manifest
+
+
+def _finished_q_function(run_dir: Path, config: dict, transitions: int) -> dict | None:
+    """The manifest of a Q function ``run_dir`` already holds with exactly ``config`` and
+    ``transitions``, or None."""
+    from rlgauntlet.threats.learned.robust_sarsa import Q_FILE
+
+    try:
+        manifest = json.loads((run_dir / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    same = all(manifest.get(key) == value for key, value in config.items())
+    return manifest if same and manifest.get("steps") == transitions and (run_dir / Q_FILE).exists() else None
 
 
 def _quoted(path: Path) -> str:

@@ -128,6 +128,9 @@ def run_identity(env_info: dict, victim: Victim, threat: Threat | None, seed: in
     }
     if perceptual_every != PERCEPTUAL_EVERY:  # only then: the keys of earlier runs stay as they were
         identity["perceptual_every"] = perceptual_every
+    files = threat.fingerprint() if threat is not None else {}
+    if files:  # a learned attacker retrained or resumed in the same folder is another run
+        identity["threat_files"] = files
     if uncertainty is not None:  # only then: the keys of earlier runs stay as they were
         identity["uncertainty"] = {"reduce": uncertainty, "series": uncertainty_series,
                                    "method": victim.uncertainty_method}
@@ -146,6 +149,8 @@ def run_identity(env_info: dict, victim: Victim, threat: Threat | None, seed: in
         "params": threat.params.model_dump() if threat is not None else {},
         "p": threat.schedule.p if threat is not None else 1.0,
     }
+    if files:
+        meta["threat_files"] = files
     if uncertainty is not None:
         meta["uncertainty"] = identity["uncertainty"]
     return identity, meta

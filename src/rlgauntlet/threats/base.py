@@ -151,6 +151,13 @@ class Threat(ABC):
             return "world"
         return str(victim.budget_space)
 
+    def fingerprint(self) -> dict:
+        """What, beyond the spec, decides this threat's perturbations: the sha256 of the files it
+        loads (a learned attacker's director, a Q function, a dynamics model), so a results store
+        never takes a run made with an earlier file in the same folder for this one. Empty for
+        threats that load nothing."""
+        return {}
+
     # -- checks before anything runs ------------------------------------------------------
     def check_victim(self, victim: Victim) -> None:
         """Raise a :class:`UserError` when this threat cannot be applied to ``victim``."""

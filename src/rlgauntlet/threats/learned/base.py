@@ -148,6 +148,12 @@ class LearnedAttack(Threat):
             space = gym.spaces.Box(low, high, tuple(manifest["input_shape"]), np.float32)
         return load_sb3(director_file(folder, manifest), precision="float32", observation_space=space)
 
+    def fingerprint(self) -> dict:
+        from rlgauntlet.common.hashing import sha256_file
+
+        folder, manifest = self._loaded
+        return {"director_sha256": sha256_file(director_file(folder, manifest))}
+
     @cached_property
     def actor(self) -> AttackActor:
         actor = self.manifest.get("actor", {})

@@ -85,6 +85,13 @@ class RobustSarsa(GradientAttack):
             raise UserError(f"{path} does not match the network its manifest describes; train it again") from None
         return net.requires_grad_(False)
 
+    def fingerprint(self) -> dict:
+        from pathlib import Path
+
+        from rlgauntlet.common.hashing import sha256_file
+
+        return {"q_sha256": sha256_file(Path(self.params.q) / Q_FILE)}
+
     def check_victim(self, victim: Victim) -> None:
         super().check_victim(victim)
         check_trained_for(self.name, self.manifest, victim)

@@ -66,6 +66,9 @@ class _ModelAttack(Threat):
     def lr(self) -> float:
         return self.params.lr if self.params.lr is not None else self.params.eps / 10
 
+    def fingerprint(self) -> dict:
+        return {"model_sha256": self.manifest["model_sha256"]}  # load_dynamics checked the file against it
+
     def check_victim(self, victim: Victim) -> None:
         super().check_victim(victim)
         if not isinstance(victim.action_space, gym.spaces.Box):
