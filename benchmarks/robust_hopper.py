@@ -82,12 +82,32 @@ def resolve_agent(row: str, runs: Path, allow_unfinished: bool, seed: int = 0) -
     history = progress.get("history") or [{}]
     steps = steps or history[-1].get("agent_steps") or history[-1].get("steps")
     found = {"agent": f"sb3:{folder / 'model.zip'}", "source": "run", "run": str(folder_of_run), "seed": seed,
-             "agent_steps": steps, "finished": bool(progress.get("finished"))}
+             "agent_steps": steps, "finished": bool(progress.get("finished")), "cost": training_cost(progress)}
     if not found["finished"] and not allow_unfinished:
         return None, {**found, "missing": f"{folder_of_run} is not finished ({steps} agent steps); resume it with "
                                           f"{command}, or pass --allow-unfinished"}
     vecnormalize = folder / "vecnormalize.pkl"
     return AgentSpec(agent=found["agent"], vecnormalize=str(vecnormalize) if vecnormalize.exists() else None), found
+
+
+def training_cost(progress: dict) -> dict:
+    """What a run cost, from its progress.json: agent (and adversary) steps, training seconds
+    (recorded by alternating training; else the sum over the learning curve's segments of steps
+    over that segment's rate) and steps per second."""
+    history = progress.get("history") or []
+    steps = progress.get("agent_steps") or progress.get("num_timesteps") or 0
+    seconds = progress.get("train_seconds")
+    if seconds is None:
+        done, seconds = 0, 0.0
+        for point in history:
+            if point.get("steps_per_second"):
+                seconds += (point["steps"] - done) / point["steps_per_second"]
+            done = point["steps"]
+    cost = {"agent_steps": steps, "train_seconds": round(seconds, 1),
+            "agent_steps_per_second": round(steps / seconds, 1) if seconds else None}
+    if "adversary_steps" in progress:
+        cost["adversary_steps"] = progress["adversary_steps"]
+    return cost
 
 
 def median_seed(seeds: dict[str, dict]) -> str:

@@ -28,6 +28,17 @@ def _run(folder: Path, finished: bool, atla: bool) -> None:
     (folder / "checkpoint" / "progress.json").write_text(json.dumps({**progress, "finished": finished}))
 
 
+def test_a_runs_cost_comes_from_its_progress():
+    # a plain run: 100 steps at 50/s, then 300 more at 100/s: 5 s in all
+    plain = {"num_timesteps": 400, "history": [{"steps": 100, "steps_per_second": 50.0},
+                                               {"steps": 400, "steps_per_second": 100.0}]}
+    assert robust_hopper.training_cost(plain) == {"agent_steps": 400, "train_seconds": 5.0,
+                                                  "agent_steps_per_second": 80.0}
+    alternating = {"agent_steps": 1000, "adversary_steps": 1000, "train_seconds": 4.0, "history": []}
+    assert robust_hopper.training_cost(alternating) == {"agent_steps": 1000, "train_seconds": 4.0,
+                                                        "agent_steps_per_second": 250.0, "adversary_steps": 1000}
+
+
 def test_the_median_seed_is_the_one_with_the_median_worst_column():
     seeds = {"0": {"worst": 900.0}, "1": {"worst": 300.0}, "2": {"worst": 1500.0}, "3": {"natural": 3000.0}}
     assert robust_hopper.median_seed(seeds) == "0"  # 300 < 900 < 1500; seed 3 is not evaluated yet
