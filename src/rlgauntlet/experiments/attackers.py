@@ -22,14 +22,14 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
+from rlgauntlet.common.hashing import sha256_file
 from rlgauntlet.common.outputs import check_run_dir
 from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.agents import AgentSpec, as_agent_spec, open_job
+from rlgauntlet.threats.learned.base import ATTACKER_FILE, MANIFEST
 
 #: the learned attackers ``attack-train`` trains
 METHODS = ("paad", "sarl", "robust-sarsa")
-from rlgauntlet.common.hashing import sha256_file
-from rlgauntlet.threats.learned.base import ATTACKER_FILE, MANIFEST
 
 
 def train_attacker(agent: str | AgentSpec, env: str, method: str, eps: float, steps: int, run_dir: str | Path, seed: int = 0,
