@@ -1,8 +1,8 @@
 """The PA-AD paper's robust-agent table (Tables 3 and 6) on Hopper at ε = 0.075 (normalized).
 
 Rows: vanilla PPO (zoo:hopper-ppo), SA-PPO, ATLA-PPO and PA-ATLA-PPO, each trained seed of its
-preset under ``--runs``: seed 0 in ``runs/PRESET`` (``rlgauntlet train --preset hopper-sa-ppo
---no-register``), seed s in ``runs/PRESET-seedS`` (``... --seed S --run-dir runs/PRESET-seedS``).
+preset under ``--runs``: seed 0 in ``runs/PRESET``, seed s in ``runs/PRESET-seedS``
+(``rlgauntlet train --preset hopper-sa-ppo --seeds 0 --seeds 1 --seeds 2 --workers 2``).
 The method's row is the seed with the median robustness (its worst column), as the paper reports
 it; ``--register`` puts that seed into the zoo as ``PRESET`` with every seed's numbers in its
 entry (once ``--seeds`` are all evaluated). Columns: natural, Random, MaxDiff (with restarts),
@@ -36,6 +36,7 @@ from _common import train_hopper_attackers
 from rlgauntlet import evaluate
 from rlgauntlet.common.hashing import sha256_file
 from rlgauntlet.experiments.agents import AgentSpec
+from rlgauntlet.training.job import seed_run_dir
 from rlgauntlet.zoo import load_manifest
 
 EPS = 0.075
@@ -60,8 +61,9 @@ PAPER = {
 
 
 def run_folder(runs: Path, row: str, seed: int) -> Path:
-    """Where seed ``seed`` of ``row``'s preset trains: ``runs/PRESET``, or ``runs/PRESET-seedS``."""
-    return runs / (ROWS[row] if seed == 0 else f"{ROWS[row]}-seed{seed}")
+    """Where seed ``seed`` of ``row``'s preset trains: ``runs/PRESET``, or ``runs/PRESET-seedS``
+    (as ``rlgauntlet train --preset PRESET --seeds ...`` puts them)."""
+    return seed_run_dir(ROWS[row], seed, runs)
 
 
 def resolve_agent(row: str, runs: Path, allow_unfinished: bool, seed: int = 0) -> tuple[AgentSpec | None, dict]:

@@ -50,3 +50,30 @@ def test_the_recorded_command_carries_the_budget_options(tmp_path):
     # a fine-tune preset never stops at its target: the flag changes nothing there and is not recorded
     assert plan_training("cartpole-sa-ppo", tmp_path / "c", stop_at_target=False).command == \
         "rlgauntlet train --preset cartpole-sa-ppo"
+
+
+def test_seeds_train_side_by_side_each_in_its_own_folder_and_resume(tmp_path, cli_env):
+    import pytest
+    import torch
+
+    from rlgauntlet.errors import UserError
+    from rlgauntlet.training.job import seed_run_dir, train_seeds
+
+    assert seed_run_dir("cartpole-ppo", 0, tmp_path) == tmp_path / "cartpole-ppo"  # the preset's own seed
+    assert seed_run_dir("cartpole-ppo", 2, tmp_path) == tmp_path / "cartpole-ppo-seed2"  # as --seed 2 would
+    results = train_seeds("cartpole-ppo", [0, 1], runs=tmp_path, workers=2, steps=512, stop_at_target=False)
+    assert [r["seed"] for r in results] == [0, 1]
+    folders = [tmp_path / "cartpole-ppo", tmp_path / "cartpole-ppo-seed1"]
+    assert [r["run_dir"] for r in results] == [str(f) for f in folders]
+    progress = [json.loads((f / "checkpoint" / "progress.json").read_text()) for f in folders]
+    assert [p["seed"] for p in progress] == [0, 1] and all(p["num_timesteps"] >= 512 for p in progress)
+    weights = [torch.load(f / "checkpoint" / "policy.pt", weights_only=True) for f in folders]
+    assert any(not torch.equal(weights[0][k], weights[1][k]) for k in weights[0])  # two seeds, two agents
+    assert not (zoo_dir() / "cartpole-ppo-seed1.zip").exists()  # none registered
+    again = train_seeds("cartpole-ppo", [1], runs=tmp_path, steps=512, stop_at_target=False)  # resumed: done
+    assert json.loads((folders[1] / "checkpoint" / "progress.json").read_text())["num_timesteps"] == \
+        progress[1]["num_timesteps"] and again[0]["seed"] == 1
+    with pytest.raises(UserError, match="give each seed once"):
+        train_seeds("cartpole-ppo", [1, 1], runs=tmp_path)
+    both = _train(["--preset", "cartpole-ppo", "--seeds", "0", "--zoo-name", "x"], cli_env, tmp_path)
+    assert both.returncode == 2 and "drop --zoo-name" in both.stderr and "Traceback" not in both.stderr

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -26,12 +26,31 @@ def train(
     threat: Optional[str] = typer.Option(None, help="train under this observation threat, applied after VecNormalize (ε as in evaluation). Example: --threat uniform_noise:eps=0.05"),
     zoo_name: Optional[str] = typer.Option(None, "--zoo-name", help="zoo name of the result (required with --seed, --init-from or --threat). Example: --zoo-name cartpole-ppo-noise"),
     allow_pickle: bool = typer.Option(False, "--allow-pickle", help="resume from a pickled replay buffer of an earlier version: runs code stored in it, so only for files you trust. Example: --allow-pickle"),
+    seeds: List[int] = typer.Option([], "--seeds", help="train these seeds as independent runs side by side (runs/PRESET for the preset's own seed, runs/PRESET-seedS for others), repeatable; none is registered. Example: --seeds 0 --seeds 1 --seeds 2"),
+    workers: int = typer.Option(1, min=1, help="with --seeds: runs at a time (local worker processes, or CPUs of a local Ray head). Example: --workers 2"),
+    executor: str = typer.Option("local", help="with --seeds: local (worker processes here) or ray. Example: --executor ray"),
+    address: Optional[str] = typer.Option(None, help="with --seeds --executor ray: a running Ray cluster. Example: --address 10.0.0.5:6379"),
 ) -> None:
     """Train a zoo agent with its fixed recipe (SB3), with resumable checkpoints.
 
     Example: rlgauntlet train --preset cartpole-ppo
     """
-    from rlgauntlet.training.job import plan_training, train as run_training
+    from rlgauntlet.training.job import plan_training, train as run_training, train_seeds
+
+    if seeds:
+        given = [name for name, value in (("--seed", seed), ("--run-dir", run_dir), ("--zoo-name", zoo_name),
+                                          ("--init-from", init_from), ("--threat", threat)) if value is not None]
+        if given:
+            raise UserError(f"--seeds trains each seed in its own folder from the preset's start; drop {', '.join(given)}")
+        KEPT["note"] = "each seed's last checkpoint is kept in its run folder; run the same command to resume them"
+        console.print(f"training {preset} seeds {', '.join(map(str, seeds))}, {workers} at a time ({executor}); "
+                      "none is registered in the zoo")
+        results = train_seeds(preset, seeds, executor=executor, workers=workers, address=address, device=device,
+                              steps=steps, threads=threads, stop_at_target=stop_at_target,
+                              on_done=lambda r: console.print(f"seed {r['seed']} done: {r['checkpoint']}"))
+        for r in results:
+            console.print(f"seed {r['seed']}: {r['run_dir']}")
+        return
 
     plan = plan_training(preset, run_dir, register, seed, init_from, threat, zoo_name, steps, stop_at_target)
     KEPT["note"] = f"the last checkpoint in {plan.run_dir} is kept; run the same command to resume from it"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from rlgauntlet.common.outputs import check_run_dir
 from rlgauntlet.errors import UserError
@@ -98,3 +98,66 @@ def train(preset: str, run_dir: str | Path | None = None, *, register: bool = Tr
             entry = register_zoo_agent(preset, checkpoints[0], zoo_name=zoo_name, command=plan.command)
     return {"run_dir": str(plan.run_dir), "checkpoints": [str(c) for c in checkpoints], "zoo_entry": entry,
             "zoo_name": plan.zoo_name}
+
+
+def seed_run_dir(preset: str, seed: int, runs: str | Path = "runs") -> Path:
+    """Where seed ``seed`` of ``preset`` trains: ``runs/PRESET`` for the preset's own seed (the run
+    ``rlgauntlet train --preset PRESET`` resumes), ``runs/PRESET-seedS`` for another (the one
+    ``--seed S`` resumes)."""
+    from rlgauntlet.training.presets import get_preset
+
+    own = get_preset(preset).seed
+    return Path(runs) / (preset if seed == own else f"{preset}-seed{seed}")
+
+
+@dataclass(frozen=True)
+class SeedTask:
+    """One seed of a preset to train in a worker process (everything the worker needs)."""
+
+    preset: str
+    seed: int
+    run_dir: str
+    device: str
+    steps: int | None
+    threads: int
+    stop_at_target: bool
+
+
+def _train_seed(task: SeedTask) -> dict:
+    from rlgauntlet.training.presets import get_preset
+
+    own = get_preset(task.preset).seed
+    result = train(task.preset, task.run_dir, register=False, seed=None if task.seed == own else task.seed,
+                   device=task.device, steps=task.steps, threads=task.threads, stop_at_target=task.stop_at_target,
+                   log=lambda line: print(f"[seed {task.seed}] {line}", flush=True))
+    return {"seed": task.seed, "run_dir": result["run_dir"], "checkpoint": result["checkpoints"][0]}
+
+
+def train_seeds(preset: str, seeds: Sequence[int], runs: str | Path = "runs", executor: str = "local",
+                workers: int = 1, address: str | None = None, device: str = "cpu", steps: int | None = None,
+                threads: int = 1, stop_at_target: bool = True,
+                on_done: Callable[[dict], None] | None = None) -> list[dict]:
+    """Train (or resume) seeds ``seeds`` of ``preset`` as independent runs, side by side on
+    ``executor`` (``local`` worker processes, or ``ray``), each in :func:`seed_run_dir`. None
+    is registered in the zoo: which seed represents a method is chosen afterwards (for the
+    Hopper defences, by robustness: benchmarks/robust_hopper.py). Returns each seed's
+    ``{"seed", "run_dir", "checkpoint"}`` in seed order."""
+    from rlgauntlet.experiments.executors import make_executor
+
+    if len(set(seeds)) != len(seeds) or not seeds:
+        raise UserError(f"--seeds {' '.join(map(str, seeds))}: give each seed once, e.g. --seeds 0 1 2")
+    tasks = []
+    for seed in seeds:
+        folder = seed_run_dir(preset, seed, runs)
+        plan_training(preset, folder, register=False, seed=seed, steps=steps, stop_at_target=stop_at_target)
+        tasks.append(SeedTask(preset, seed, str(folder), device, steps, threads, stop_at_target))
+    done: dict[int, dict] = {}
+
+    def finished(task: SeedTask, result: dict) -> None:
+        done[task.seed] = result
+        if on_done is not None:
+            on_done(result)
+
+    with make_executor(executor, workers, address) as pool:
+        pool.run(_train_seed, tasks, finished)
+    return [done[seed] for seed in seeds]
