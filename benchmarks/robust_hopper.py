@@ -8,7 +8,8 @@ it; ``--register`` puts that seed into the zoo as ``PRESET`` with every seed's n
 entry (once ``--seeds`` are all evaluated). Columns: natural, Random, MaxDiff (with restarts),
 Robust Sarsa (the strongest of the Q functions of ``--rs``, as the official scan reports it),
 SA-RL and PA-AD (the ``directional`` variant, the official MuJoCo form; each the strongest of
-``--attack-seeds`` trainings: two PA-AD runs of one recipe left the vanilla agent at 111 and 1215).
+``--attack-seeds`` trainings: 300k-step PA-AD runs of one recipe have left the vanilla agent
+anywhere from 111 to 2813, docs/reproduction.md).
 **Every learned attack is
 trained against that very agent**: its folder is keyed by the agent file's sha256, so a retrained
 agent gets new attackers. Then Avg (Table 3: the mean of the five attack columns), Avg of the
