@@ -576,3 +576,26 @@ def test_a_robust_sarsa_q_function_already_trained_is_not_trained_again(tmp_path
     train_attacker("zoo:pendulum-td3", "Pendulum-v1", "robust-sarsa", 0.05, 6144, tmp_path / "q", eval_episodes=0,
                    log=said.append, sarsa_reg=1.0)  # another regulariser: trained again
     assert "already holds" not in said[-1]
+
+
+def test_a_pamdp_step_runs_the_victim_three_times_and_matches_the_actor_alone():
+    """One clean forward serves the actor's reference and the change count: clean, the FGSM
+    gradient's forward, the victim's action on x̃. The perturbation is the actor's own."""
+    from rlgauntlet.threats.learned.actor import AttackActor
+    from rlgauntlet.training.attack_mdp import AttackCore
+
+    victim, _ = load_for_env("zoo:cartpole-ppo", "CartPole-v1")
+    actor = AttackActor("stochastic", 0.1)
+    core = AttackCore(victim, actor, np.zeros(4, np.float32))
+    x = victim.preprocess(np.array([[0.01, 0.2, -0.03, -0.3], [0.0, -0.1, 0.02, 0.25]], np.float32))
+    director = np.array([[0.7], [-0.4]], np.float32)
+    calls = []
+    forward = victim.forward
+    victim.forward = lambda z: calls.append(1) or forward(z)
+    try:
+        chosen = core.victim_actions(x, director, _rng(2))
+    finally:
+        victim.forward = forward
+    assert len(calls) == 3
+    expected = actor.perturb(x, victim, torch.as_tensor(director), _rng(2))
+    assert np.array_equal(chosen, victim.actions(victim.forward(expected)).numpy())

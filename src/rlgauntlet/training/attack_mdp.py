@@ -65,10 +65,12 @@ class AttackCore:
     def victim_actions(self, x: torch.Tensor, director_actions: np.ndarray, rng: BatchRNG) -> np.ndarray:
         """The victim's deterministic actions on the actor's ``x̃`` for each row."""
         acts = torch.as_tensor(np.asarray(director_actions))
-        x_adv = self.actor.perturb(x, self.victim, acts, rng)
+        with torch.no_grad():  # one clean forward serves the actor and the change count
+            clean_out = self.victim.forward(x)
+        x_adv = self.actor.perturb(x, self.victim, acts, rng, clean_out=clean_out)
         with torch.no_grad():
             chosen = self.victim.actions(self.victim.forward(x_adv))
-            clean = self.victim.actions(self.victim.forward(x))
+            clean = self.victim.actions(clean_out)
         self.steps += x.shape[0]
         if self.victim.is_discrete:
             self.changed += int((chosen != clean).sum())

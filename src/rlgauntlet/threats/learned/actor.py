@@ -140,9 +140,11 @@ class AttackActor:
         else:
             self.solver = None
 
-    def perturb(self, x: torch.Tensor, victim: Victim, director_actions: torch.Tensor, rng: BatchRNG) -> torch.Tensor:
+    def perturb(self, x: torch.Tensor, victim: Victim, director_actions: torch.Tensor, rng: BatchRNG,
+                clean_out: PolicyOutput | None = None) -> torch.Tensor:
         """Perturbed inputs (B, *input_shape) for clean inputs ``x`` and director actions
-        (B, k) float or (B,) long for ``deterministic``."""
+        (B, k) float or (B,) long for ``deterministic``. ``clean_out``: the victim's output on
+        ``x`` where the caller has it already (it is computed otherwise)."""
         x = x.detach()
         if self.eps == 0:
             return x.clone()
@@ -154,7 +156,7 @@ class AttackActor:
         if self.variant == "continuous":
             return self._solve(x, victim, director_actions.to(x), rng)
         with torch.no_grad():
-            clean = policy_vector(victim.forward(x))
+            clean = policy_vector(clean_out if clean_out is not None else victim.forward(x))
         direction = director_actions.to(clean)
         if self.variant == "stochastic":
             direction = zero_sum_direction(direction)
