@@ -35,10 +35,28 @@ def threat_family(spec: str) -> str:
     return THREATS[name].family  # declared by each threat (threats.base.FAMILIES)
 
 
+#: folder names of our training runs between the run's name and its ``model.zip``
+_CHECKPOINT_FOLDERS = {"checkpoint", "agent"}
+
+
 def agent_label(agent: dict | str) -> str:
+    """An agent's name in the report: its zoo name, else its file's stem; a training run's
+    ``model.zip`` (``runs/NAME/checkpoint[/agent]/model.zip``) is called by its run, ``NAME``.
+
+    >>> agent_label({"path": "runs/hopper-sa-ppo-seed1/checkpoint/agent/model.zip"})
+    'hopper-sa-ppo-seed1'
+    """
     if isinstance(agent, str):
         return agent
-    return agent.get("name") or Path(agent.get("path", "agent")).stem
+    if agent.get("name"):
+        return agent["name"]
+    path = Path(agent.get("path", "agent"))
+    if path.stem == "model":
+        run = next((parent.name for parent in path.parents if parent.name and parent.name not in _CHECKPOINT_FOLDERS),
+                   None)
+        if run is not None:
+            return run
+    return path.stem
 
 
 @dataclass(frozen=True)
