@@ -237,7 +237,7 @@ def register(rows: dict, args) -> None:
                                                          "selected_seed": method["median_seed"], "seeds": seeds,
                                                          "table": "benchmarks/robust_hopper.py"}})
         method["zoo"] = {"name": ROWS[row], "sha256": entry["sha256"]}
-        print(f"zoo {ROWS[row]}: seed {method['median_seed']} (median worst {method['worst']:.0f})")
+        print(f"zoo {ROWS[row]}: seed {method['median_seed']} (median worst {chosen['worst']:.0f})")
 
 
 if __name__ == "__main__":

@@ -67,3 +67,39 @@ def test_a_row_takes_the_finished_run_and_refuses_an_unfinished_one_unless_asked
 def test_the_vanilla_row_is_the_zoo_agent(tmp_path):
     spec, found = robust_hopper.resolve_agent("vanilla", tmp_path, allow_unfinished=False)
     assert spec.agent == "zoo:hopper-ppo" and found["source"] == "zoo"
+
+
+def test_register_puts_the_median_seed_into_the_zoo_with_every_seeds_numbers(tmp_path, monkeypatch):
+    import argparse
+
+    import rlgauntlet.training.register as register_module
+
+    calls = []
+
+    def fake_register(name, checkpoint, command=None, extra=None):
+        calls.append({"name": name, "checkpoint": checkpoint, "command": command, "extra": extra})
+        return {"sha256": "f" * 64}
+
+    monkeypatch.setattr(register_module, "register_zoo_agent", fake_register)
+    monkeypatch.setattr(robust_hopper, "load_manifest", lambda: {})
+
+    def seed_record(seed: int, worst: float) -> dict:
+        run = tmp_path / ("hopper-sa-ppo" if seed == 0 else f"hopper-sa-ppo-seed{seed}")
+        return {"agent": f"sb3:{run / 'checkpoint' / 'model.zip'}", "run": str(run), "agent_steps": 2_000_000,
+                "sha256": str(seed) * 64, "avg": worst + 500, "avg_learned": worst + 200, "worst": worst,
+                "worst_attack": "paad", "columns": {"natural": {"mean": 3000.0}, "paad": {"mean": worst}}}
+
+    seeds = {str(s): seed_record(s, w) for s, w in ((0, 1900.0), (1, 800.0), (2, 1200.0))}
+    rows = {"sa-ppo": {"seeds": seeds, "median_seed": int(robust_hopper.median_seed(seeds))}}
+    robust_hopper.register(rows, argparse.Namespace(seeds=[0, 1, 2]))
+    [call] = calls
+    assert call["name"] == "hopper-sa-ppo" and rows["sa-ppo"]["median_seed"] == 2  # 800 < 1200 < 1900
+    assert call["checkpoint"] == tmp_path / "hopper-sa-ppo-seed2" / "checkpoint"
+    assert "--seed 2" in call["command"] and "--no-register" in call["command"]
+    robustness = call["extra"]["robustness"]
+    assert robustness["selected_seed"] == 2 and set(robustness["seeds"]) == {"0", "1", "2"}
+    assert robustness["seeds"]["1"]["worst"] == 800.0 and rows["sa-ppo"]["zoo"]["name"] == "hopper-sa-ppo"
+    calls.clear()
+    fewer = {"sa-ppo": {"seeds": {"0": seeds["0"]}, "median_seed": 0}}
+    robust_hopper.register(fewer, argparse.Namespace(seeds=[0]))
+    assert calls == []  # one seed is not a median: nothing registered
