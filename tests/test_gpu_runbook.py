@@ -57,7 +57,8 @@ def test_radial_pong_chunks_resume_from_placed_parts(tmp_path, monkeypatch):
     assert set(first["evaluation"]) == {"clean_mean", "clean_sem", "episodes", "bounds"}
     bounds = first["evaluation"]["bounds"]  # the preset's guarded geometric ramp from 1e-7 to 1/255 over 2/3 of 2M
     schedule = json.loads((out1 / "progress.json").read_text())["schedule"]
-    assert bounds["eps_train_now"] == schedule["eps"]  # where the checkpoint's ramp stands, as it recorded it
+    # exact: the record copies the number the checkpoint wrote (JSON round trip), it computes nothing
+    assert bounds["eps_train_now"] == schedule["eps"]
     one_rollout_on = 1e-7 * (1 / 255 / 1e-7) ** ((first["steps_after"] + 1024) / (2e6 * 2 / 3))
     assert 1e-7 <= schedule["eps"] <= one_rollout_on * (1 + 1e-9)  # never ahead of the plain ramp
     widths = [row["median_logit_width"] for row in bounds["at"]]

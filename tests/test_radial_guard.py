@@ -29,7 +29,7 @@ def test_the_guard_moves_the_ramp_by_one_updates_share_each_way_and_stays_in_0_1
     assert model.current_eps() == pytest.approx(radial_eps_at(0.2, 1e-2, 1e-6))
     for _ in range(5):
         model._guard_ramp(width=2.0, steps=64)
-    assert model.ramp_position == 0.0  # clamped at the start: ε = eps_start
+    assert model.ramp_position == 0.0  # clamped at the start (np.clip returns the bound itself): ε = eps_start
     for _ in range(15):
         model._guard_ramp(width=None, steps=64)  # ε = 0: no bounds, nothing to hold the ramp back
     assert model.ramp_position == 1.0 and model.current_eps() == pytest.approx(1e-2)
@@ -76,6 +76,7 @@ def test_the_ramp_position_is_saved_in_progress_and_restored_on_resume(tmp_path)
     assert progress["schedule"] == {"eps": pytest.approx(radial_eps_at(0.37, 1e-2, 1e-6)), "ramp_position": 0.37}
     fresh = _model(guard_max_width=1.0)
     resume(fresh, tmp_path, json.loads(json.dumps(progress)))
+    # exact: a float survives a JSON round trip bit for bit (repr is shortest round-tripping)
     assert fresh.ramp_position == 0.37 and fresh.current_eps() == pytest.approx(model.current_eps())
 
 

@@ -68,7 +68,8 @@ def test_seeds_train_side_by_side_each_in_its_own_folder_and_resume(tmp_path, cl
     progress = [json.loads((f / "checkpoint" / "progress.json").read_text()) for f in folders]
     assert [p["seed"] for p in progress] == [0, 1] and all(p["num_timesteps"] >= 512 for p in progress)
     weights = [torch.load(f / "checkpoint" / "policy.pt", weights_only=True) for f in folders]
-    assert any(not torch.equal(weights[0][k], weights[1][k]) for k in weights[0])  # two seeds, two agents
+    # two seeds, two agents: some weight differs by far more than any float rounding could
+    assert max(float((weights[0][k] - weights[1][k]).abs().max()) for k in weights[0]) > 1e-3
     assert not (zoo_dir() / "cartpole-ppo-seed1.zip").exists()  # none registered
     again = train_seeds("cartpole-ppo", [1], runs=tmp_path, steps=512, stop_at_target=False)  # resumed: done
     assert json.loads((folders[1] / "checkpoint" / "progress.json").read_text())["num_timesteps"] == \
