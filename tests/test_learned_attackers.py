@@ -538,6 +538,8 @@ def test_attack_train_records_the_directors_sha256(tmp_path):
     manifest = train_attacker("zoo:cartpole-ppo", "CartPole-v1", "paad", 0.1, 256, tmp_path / "a", eval_episodes=0,
                               log=lambda message: None)
     assert manifest["director_sha256"] == sha256_file(tmp_path / "a" / "attacker.zip")
+    threat = parse_threat(f"paad:attacker={tmp_path / 'a'},eps=0.1")
+    assert threat.fingerprint() == {"director_sha256": manifest["director_sha256"]}  # what the run key holds
 
 
 def test_a_retrained_attacker_is_another_run_for_the_results_store(tmp_path):

@@ -180,7 +180,7 @@ SECTIONS: list[Section] = [
 
 #: a learned attacker's folder (``attacker=`` / ``q=``): a threat refuses an attacker trained
 #: against another agent, so in any stored evaluation it is the agent's own
-_ATTACKER_PATH = re.compile(r"\b(attacker|q)=[^,]+")
+_ATTACKER_PATH = re.compile(r'\b(attacker|q)=("(?:[^"\\]|\\.)*"|[^,]+)')  # a quoted path may hold commas
 
 
 def comparison_key(spec: str) -> str:

@@ -146,13 +146,21 @@ class LearnedAttack(Threat):
         if "input_shape" in manifest:  # written by attack-train: large boxes are only pickled in the zip
             low, high = manifest.get("input_bounds") or (-np.inf, np.inf)
             space = gym.spaces.Box(low, high, tuple(manifest["input_shape"]), np.float32)
-        return load_sb3(director_file(folder, manifest), precision="float32", observation_space=space)
+        return load_sb3(self._director_path, precision="float32", observation_space=space)
+
+    @cached_property
+    def _director_path(self) -> Path:
+        """The director file, found (and checked against the manifest's sha256) once."""
+        return director_file(*self._loaded)
 
     def fingerprint(self) -> dict:
+        path = self._director_path  # raises where no file matches the manifest
+        recorded = self.manifest.get("director_sha256")
+        if recorded is not None:  # director_file found the file with exactly this hash
+            return {"director_sha256": recorded}
         from rlgauntlet.common.hashing import sha256_file
 
-        folder, manifest = self._loaded
-        return {"director_sha256": sha256_file(director_file(folder, manifest))}
+        return {"director_sha256": sha256_file(path)}
 
     @cached_property
     def actor(self) -> AttackActor:
