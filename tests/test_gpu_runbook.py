@@ -139,6 +139,11 @@ def test_a_collapsed_agent_is_recorded_and_not_placed(tmp_path):
     (files / "chunk.json").write_text(json.dumps(record))
     assert "placed" not in place.place("radial-pong", files, root=root)  # healthy: placed
     assert (folder / "checkpoint" / "policy.pt").read_bytes() == b"policy.pt"
+    record.update(evaluation={"clean_mean": 7.4}, finished="forced")
+    (files / "chunk.json").write_text(json.dumps(record))
+    forced = place.place("radial-pong", files, root=root, force=True)  # placed, and the record says why not
+    assert forced["forced"] is True and "below the preset's target 15" in forced["placed_despite"]
+    assert json.loads((folder / "chunks.json").read_text())[-1]["forced"] is True
 
 
 @pytest.mark.slow

@@ -64,7 +64,10 @@ def place(job: str, files: Path, root: Path = REPO, force: bool = False) -> dict
     chunks = json.loads(log.read_text()) if log.exists() else []
     if any(c.get("finished") == record["finished"] and c.get("steps_after") == record["steps_after"] for c in chunks):
         raise SystemExit(f"this chunk ({record['steps_after']} steps) is already in place")
-    refused = None if force else _unhealthy(spec, record)
+    refused = _unhealthy(spec, record)
+    if refused is not None and force:  # placed anyway: the record keeps what the check said
+        record.update(forced=True, placed_despite=refused)
+        refused = None
     if refused is not None:
         record.update(placed=False, not_placed_because=refused)
         folder.mkdir(parents=True, exist_ok=True)
