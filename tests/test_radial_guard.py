@@ -87,3 +87,93 @@ def test_train_preset_writes_the_schedule_into_the_checkpoints_progress(tmp_path
                         log=lambda message: None)
     progress = json.loads((ckpt / "progress.json").read_text())
     assert progress["schedule"]["eps"] > 0 and progress["history"][-1]["schedule"] == progress["schedule"]
+
+
+def test_the_greedy_floor_holds_the_ramp_while_the_sampled_return_is_high():
+    model = _model(guard_min_return=20.0, guard_greedy_return=18.0)
+    model._current_progress_remaining = 1.0
+    model.ep_info_buffer = deque([{"r": 25.0, "l": 25}] * 10, maxlen=100)  # sampled games: healthy
+    model._guard_ramp(width=0.0, steps=64)  # no greedy games yet: not held back
+    assert model.ramp_position == pytest.approx(0.1)
+    model.record_greedy_return(8.5)  # Pong's case: the greedy game fell, the sampled one did not
+    model._guard_ramp(width=0.0, steps=64)
+    assert model.ramp_position == pytest.approx(0.0)
+    model.record_greedy_return(18.0)  # at the floor is healthy
+    model._guard_ramp(width=0.0, steps=64)
+    assert model.ramp_position == pytest.approx(0.1)
+    state = json.loads(json.dumps(model.schedule_state()))
+    assert state["greedy_return"] == 18.0
+    fresh = _model(guard_min_return=20.0, guard_greedy_return=18.0)
+    fresh.load_schedule_state(state)  # a resumed run remembers the last greedy games until it plays new ones
+    assert fresh.greedy_return == 18.0 and fresh.ramp_position == pytest.approx(0.1)
+
+
+def test_greedy_returns_play_env_i_from_seed_plus_i_as_a_lone_gymnasium_env_does():
+    import gymnasium as gym
+    from stable_baselines3 import PPO
+
+    from rlgauntlet.envs.presets import make_train_vec_env
+    from rlgauntlet.training.greedy_eval import greedy_returns
+
+    model = PPO("MlpPolicy", "CartPole-v1", seed=3, policy_kwargs=dict(net_arch=[8]))  # untrained: games differ by seed
+    games = make_train_vec_env("CartPole-v1", 4, seed=0)
+    got = greedy_returns(model, games, seed=100)
+    expected = []
+    for i in range(4):  # the independent answer: each game alone, from its own seed
+        env = gym.make("CartPole-v1")
+        obs, _ = env.reset(seed=100 + i)
+        total, done = 0.0, False
+        while not done:
+            action, _ = model.predict(obs, deterministic=True)
+            obs, reward, terminated, truncated, _ = env.step(int(action))
+            total, done = total + reward, terminated or truncated
+        expected.append(total)
+    assert len(set(expected)) > 1  # otherwise a wrong seed would pass unseen
+    assert got == pytest.approx(expected)
+    assert greedy_returns(model, games, seed=100) == pytest.approx(expected)  # the same games every time
+    games.close()
+
+
+def test_the_greedy_games_callback_plays_at_the_first_rollout_end_then_every_n_steps():
+    from rlgauntlet.envs.presets import make_train_vec_env
+    from rlgauntlet.training.greedy_eval import GreedyEvalCallback
+
+    model = _model(guard_greedy_return=1e9)  # a floor no game reaches: every update after the first games goes back
+    lines: list[str] = []
+    callback = GreedyEvalCallback(make_train_vec_env("CartPole-v1", 2, seed=0), every=128, seed=50,
+                                  log=lines.append)
+    model.learn(320, callback=callback)  # rollouts end at 64, 128, 192, 256, 320
+    assert [line.split(" steps")[0] for line in lines] == ["greedy games at 64", "greedy games at 192",
+                                                                 "greedy games at 320"]
+    assert model.greedy_return is not None and model.ramp_position == 0.0  # held at the start: ε = eps_start
+    assert model.current_eps() == pytest.approx(1e-6)
+
+
+def test_a_greedy_guard_on_a_vecnormalize_preset_is_refused(monkeypatch):
+    import dataclasses
+
+    from rlgauntlet.errors import UserError
+    from rlgauntlet.training import sb3_train
+    from rlgauntlet.training.presets import get_preset
+
+    preset = dataclasses.replace(get_preset("cartpole-radial-ppo"), normalize=True)
+    with pytest.raises(UserError, match="greedy-games guard needs a preset without VecNormalize"):
+        sb3_train._greedy_games(_model(guard_greedy_return=1.0), preset, print)
+
+
+def test_train_preset_plays_the_greedy_games_of_a_preset_that_asks_and_keeps_their_return(tmp_path, monkeypatch):
+    import dataclasses
+
+    from rlgauntlet.training import presets
+    from rlgauntlet.training.sb3_train import train_preset
+
+    base = presets.get_preset("cartpole-radial-ppo")
+    guarded = dataclasses.replace(base, hyperparams={**base.hyperparams, "guard_greedy_return": 450.0,
+                                                     "guard_greedy_every": 64, "guard_greedy_games": 2})
+    monkeypatch.setitem(presets.PRESETS, "cartpole-radial-ppo", guarded)
+    lines: list[str] = []
+    ckpt = train_preset("cartpole-radial-ppo", tmp_path / "run", total_timesteps=256, stop_at_target=False,
+                        log=lines.append)
+    progress = json.loads((ckpt / "progress.json").read_text())
+    assert any("greedy games at" in line for line in lines)
+    assert progress["schedule"]["greedy_return"] > 0 and "ramp_position" in progress["schedule"]

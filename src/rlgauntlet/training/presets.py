@@ -233,7 +233,10 @@ for _preset in (
             "term has no gradient. From 854k steps the ramp is guarded (it advances only after updates whose median "
             "logit width at the current ε is ≤ 0.1 and whose last 10 training episodes average ≥ 15, and goes back "
             "otherwise): unguarded, the agent collapsed to a constant policy between 1.2M and 1.3M steps, at ε "
-            "0.35–0.77/255", eps_start=1e-7, guard_max_width=0.1, guard_min_return=15.0, guard_episodes=10),
+            "0.35–0.77/255. From 1.77M the guard also watches 8 greedy games every 100k steps (mean ≥ 18, the "
+            "clean target): with the sampled floor alone the greedy game fell from 19.8 to 8.5 while ε held "
+            "near 0.33/255", eps_start=1e-7, guard_max_width=0.1, guard_min_return=15.0, guard_episodes=10,
+            guard_greedy_return=18.0, guard_greedy_every=100_000, guard_greedy_games=8),
     _radial("pong-ppo", "pong-radial-ppo-linear", "radial_ppo", 2_000_000, 1 / 255, 100_000,
             "pong-radial-ppo with the paper's linear ε ramp from 0: the comparison run for the geometric ramp"),
 ):

@@ -25,7 +25,10 @@ clamp (−30), and that term's gradient is zero there.
 ``guard_max_width`` / ``guard_min_return`` make the ramp *guarded* (RADIAL-PPO): it advances
 by one update's share of the ramp only after an update whose bounds were tight (median IBP
 logit width at the current ε ≤ ``guard_max_width``) and whose recent training episodes held
-their return (mean of the last ``guard_episodes`` ≥ ``guard_min_return``); after any other
+their return (mean of the last ``guard_episodes`` ≥ ``guard_min_return``) and, with
+``guard_greedy_return``, whose last greedy games held it (mean ≥ ``guard_greedy_return``, measured
+every ``guard_greedy_every`` steps by :class:`~rlgauntlet.training.greedy_eval.GreedyEvalCallback`;
+the sampled return alone let Pong's greedy game fall from 19.8 to 8.5); after any other
 update it goes back by as much (:meth:`_RadialMixin._guard_ramp`). Where the network keeps up,
 ε follows the unguarded ramp step for step; where it does not, ε waits for it. The ramp's
 position is the run's state: saved in a checkpoint's progress (``schedule_state``) and restored
@@ -78,11 +81,21 @@ class _RadialMixin(LiveVictimMixin):
     guard_max_width: float | None = None
     guard_min_return: float | None = None
     guard_episodes: int = 10
+    guard_greedy_return: float | None = None
+    guard_greedy_every: int = 100_000
+    guard_greedy_games: int = 8
+    #: mean return of the last greedy games (None: none played yet)
+    greedy_return: float | None = None
     #: where a guarded ramp stands, in [0, 1] (None: not guarded, or not started yet)
     ramp_position: float | None = None
 
     def _guarded(self) -> bool:
-        return self.guard_max_width is not None or self.guard_min_return is not None
+        return (self.guard_max_width is not None or self.guard_min_return is not None
+                or self.guard_greedy_return is not None)
+
+    def record_greedy_return(self, mean_return: float) -> None:
+        """The mean return of greedy games just played (the guard's greedy floor reads it)."""
+        self.greedy_return = float(mean_return)
 
     def _ramp(self) -> float:
         if not self._guarded():
@@ -106,13 +119,16 @@ class _RadialMixin(LiveVictimMixin):
         """Move a guarded ramp after an update of ``steps`` agent steps whose median logit width at
         the current ε was ``width`` (None: no bounds were computed, at ε = 0): forward by those
         steps' share of the ramp if the update was healthy, back by as much if not. A return
-        not yet known (fewer episodes than ``guard_episodes``) does not hold the ramp back."""
+        not yet known (fewer episodes than ``guard_episodes``, no greedy games yet) does not
+        hold the ramp back."""
         if not self._guarded():
             return
         share = steps / (self.ramp_fraction * self._total_timesteps) if self.ramp_fraction > 0 else 1.0
         recent = self._recent_return()
         healthy = ((self.guard_max_width is None or width is None or width <= self.guard_max_width)
-                   and (self.guard_min_return is None or recent is None or recent >= self.guard_min_return))
+                   and (self.guard_min_return is None or recent is None or recent >= self.guard_min_return)
+                   and (self.guard_greedy_return is None or self.greedy_return is None
+                        or self.greedy_return >= self.guard_greedy_return))
         self.ramp_position = float(np.clip(self._ramp() + (share if healthy else -share), 0.0, 1.0))
         self.logger.record("radial/ramp_healthy", float(healthy))
         if width is not None:
@@ -120,11 +136,16 @@ class _RadialMixin(LiveVictimMixin):
 
     def schedule_state(self) -> dict:
         """The schedule's state a checkpoint keeps (progress.json): ε now, and a guarded ramp's position."""
-        return {"eps": self.current_eps(), **({"ramp_position": self._ramp()} if self._guarded() else {})}
+        state = {"eps": self.current_eps(), **({"ramp_position": self._ramp()} if self._guarded() else {})}
+        if self.greedy_return is not None:
+            state["greedy_return"] = self.greedy_return
+        return state
 
     def load_schedule_state(self, state: dict) -> None:
         if self._guarded() and state.get("ramp_position") is not None:
             self.ramp_position = float(state["ramp_position"])
+        if self.guard_greedy_return is not None and state.get("greedy_return") is not None:
+            self.greedy_return = float(state["greedy_return"])
 
 
 def radial_dqn_loss(q_all: th.Tensor, lower: th.Tensor, upper: th.Tensor, actions: th.Tensor, target: th.Tensor,
@@ -218,12 +239,17 @@ class RadialPPO(_RadialMixin, PPO):
 
     def __init__(self, *args, radial_eps: float = 1 / 255, ramp_fraction: float = 2 / 3, kappa: float = 0.5,
                  eps_start: float = 0.0, guard_max_width: float | None = None, guard_min_return: float | None = None,
-                 guard_episodes: int = 10, **kwargs) -> None:
+                 guard_episodes: int = 10, guard_greedy_return: float | None = None,
+                 guard_greedy_every: int = 100_000, guard_greedy_games: int = 8, **kwargs) -> None:
         self.radial_eps, self.ramp_fraction, self.kappa = radial_eps, ramp_fraction, kappa
         self.eps_start = eps_start
-        if (guard_max_width is not None and guard_max_width <= 0) or guard_episodes < 1:
-            raise ValueError("RadialPPO's ramp guard needs guard_max_width > 0 and guard_episodes ≥ 1")
+        if ((guard_max_width is not None and guard_max_width <= 0) or guard_episodes < 1
+                or guard_greedy_every < 1 or guard_greedy_games < 1):
+            raise ValueError("RadialPPO's ramp guard needs guard_max_width > 0, guard_episodes ≥ 1, "
+                             "guard_greedy_every ≥ 1 and guard_greedy_games ≥ 1")
         self.guard_max_width, self.guard_min_return, self.guard_episodes = guard_max_width, guard_min_return, guard_episodes
+        self.guard_greedy_return, self.guard_greedy_every = guard_greedy_return, guard_greedy_every
+        self.guard_greedy_games, self.greedy_return = guard_greedy_games, None
         self.ramp_position = None
         self._live_victim = None
         super().__init__(*args, **kwargs)

@@ -22,7 +22,7 @@ from typing import Callable
 
 import numpy as np
 import torch
-from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.logger import Logger
 
 from rlgauntlet.envs.presets import make_train_vec_env
@@ -217,6 +217,22 @@ class _CheckpointCallback(BaseCallback):
 
 
 
+#: the greedy games a guard watches start from seeds SEED + GREEDY_SEED_OFFSET + i: games of their
+#: own, neither the training envs' (SEED + i) nor an evaluation's (0, 1, … by default)
+GREEDY_SEED_OFFSET = 10_000
+
+
+def _greedy_games(model, preset: TrainPreset, log):
+    from rlgauntlet.training.greedy_eval import GreedyEvalCallback
+
+    if preset.normalize:
+        raise UserError(f"{preset.name}: a greedy-games guard needs a preset without VecNormalize "
+                        "(its games would see unnormalised observations); drop guard_greedy_return")
+    games = make_train_vec_env(preset.env_id, model.guard_greedy_games, preset.seed + GREEDY_SEED_OFFSET)
+    return GreedyEvalCallback(games, model.guard_greedy_every, preset.seed + GREEDY_SEED_OFFSET,
+                              log=lambda line: log(f"[{preset.name}] {line}"))
+
+
 def _recent_return(model) -> float | None:
     buf = getattr(model, "ep_info_buffer", None)
     if not buf:
@@ -302,13 +318,16 @@ def train_preset(
     margin = max(1.0, 0.02 * abs(preset.target_return))
     callback = _CheckpointCallback(preset, env, run_dir, progress, margin if stop_at_target else None, log,
                                    budget=budget, show_progress=show_progress, deadline=deadline)
+    callbacks = callback
+    if getattr(model, "guard_greedy_return", None) is not None:  # a guard that watches greedy games
+        callbacks = CallbackList([_greedy_games(model, preset, log), callback])
     # One learn() call over the remaining budget keeps SB3's linear schedules on the
     # preset's nominal budget (progress = 1 - steps/budget), across resumes too.
     if progress.get("stopped_at_target") and total_timesteps is None:
         log(f"[{name}] already reached its target at {model.num_timesteps} steps")
     elif model.num_timesteps < budget:
         quiet_logger(model)
-        model.learn(total_timesteps=budget - model.num_timesteps, reset_num_timesteps=False, callback=callback)
+        model.learn(total_timesteps=budget - model.num_timesteps, reset_num_timesteps=False, callback=callbacks)
         if model.num_timesteps != callback.last_steps:
             callback.save()
     if threat is not None:
