@@ -86,6 +86,19 @@ def test_vecnormalize_statistics_are_applied(vecnormalize_model):
     assert victim.input_bounds == (-10.0, 10.0)
 
 
+def test_an_agent_with_vecnormalize_pkl_beside_it_is_refused_without_its_statistics(vecnormalize_model, tmp_path):
+    import shutil
+
+    model, venv, folder = vecnormalize_model
+    shutil.copy(folder / "m.zip", tmp_path / "model.zip")
+    shutil.copy(folder / "vn.pkl", tmp_path / "vecnormalize.pkl")  # SB3's convention, and our checkpoints'
+    with pytest.raises(UserError, match="has VecNormalize statistics beside it .*pass --vecnormalize"):
+        load_victim(f"sb3:{tmp_path / 'model.zip'}")  # raw observations into a normalised agent: wrong numbers
+    with_stats = load_victim(f"sb3:{tmp_path / 'model.zip'}", vecnormalize=tmp_path / "vecnormalize.pkl")
+    raw = load_victim(f"sb3:{tmp_path / 'model.zip'}", vecnormalize="none")  # said out loud: no statistics
+    assert with_stats.budget_space == "normalized" and raw.vecnormalize is None
+
+
 def test_unreadable_checkpoint_is_a_user_error(tmp_path):
     bad = tmp_path / "bad.zip"
     bad.write_bytes(b"this is not a zip")

@@ -111,32 +111,11 @@ def print_report(report: dict) -> None:
 # -- agent options, shared by every command that loads an agent (one definition each) ------------
 PRESET = typer.Option(None, help="override the env preset: atari, classic, mujoco, dm_control, none. Example: --preset none")
 KIND = typer.Option(None, help="TorchScript output kind: q, categorical, gaussian, deterministic. Example: --kind q")
-
-
-KIND = typer.Option(None, help="TorchScript output kind: q, categorical, gaussian, deterministic. Example: --kind q")
-VECNORMALIZE = typer.Option(None, help="SB3 VecNormalize statistics saved with the agent (.pkl, read as data). Example: --vecnormalize vecnormalize.pkl")
-
-
-VECNORMALIZE = typer.Option(None, help="SB3 VecNormalize statistics saved with the agent (.pkl, read as data). Example: --vecnormalize vecnormalize.pkl")
-INPUT_SPACE = typer.Option(None, help="unit of the network input for TorchScript agents: pixel01, normalized, raw. Example: --input-space raw")
-
-
+VECNORMALIZE = typer.Option(None, help="SB3 VecNormalize statistics saved with the agent (.pkl, read as data); needed where a vecnormalize.pkl lies beside the agent (none: evaluate without it). Example: --vecnormalize vecnormalize.pkl")
 INPUT_SPACE = typer.Option(None, help="unit of the network input for TorchScript agents: pixel01, normalized, raw. Example: --input-space raw")
 PRECISION = typer.Option("auto", help="network precision: auto (float64 for vector inputs, float32 for images), float32, float64. Example: --precision float32")
-
-
-PRECISION = typer.Option("auto", help="network precision: auto (float64 for vector inputs, float32 for images), float32, float64. Example: --precision float32")
-DEVICE = typer.Option("cpu", help="torch device: cpu or cuda. Example: --device cuda")
-
-
 DEVICE = typer.Option("cpu", help="torch device: cpu or cuda. Example: --device cuda")
 ALLOW_PICKLE = typer.Option(False, "--allow-pickle", help="unpickle the SB3 agent file as SB3 does: runs code stored in it, so only for files you trust (needed for custom policy classes or activation functions). Example: --allow-pickle")
-
-
-ALLOW_PICKLE = typer.Option(False, "--allow-pickle", help="unpickle the SB3 agent file as SB3 does: runs code stored in it, so only for files you trust (needed for custom policy classes or activation functions). Example: --allow-pickle")
-THREADS = typer.Option(None, min=1, help="torch CPU threads for the networks (default $RLGAUNTLET_THREADS or 1: safe on a busy machine; 2 may speed up image agents on an idle one). Example: --threads 2")
-
-
 THREADS = typer.Option(None, min=1, help="torch CPU threads for the networks (default $RLGAUNTLET_THREADS or 1: safe on a busy machine; 2 may speed up image agents on an idle one). Example: --threads 2")
 
 

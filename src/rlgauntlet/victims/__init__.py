@@ -16,6 +16,20 @@ __all__ = ["PolicyOutput", "Victim", "SB3Victim", "TorchVictim", "load_sb3", "lo
 AGENT_FORMS = "zoo:NAME, sb3:PATH.zip, sb3:PATH.zip:ALGO or torchscript:PATH"
 
 
+def _vecnormalize_for(path: Path, given: str | Path | None) -> str | Path | None:
+    """The VecNormalize statistics to load with the SB3 agent file ``path``: ``given``; ``none``
+    for none at all; refused when none is given but a ``vecnormalize.pkl`` lies beside the agent
+    (SB3's convention, and our checkpoints'): an agent trained on normalised observations and
+    fed raw ones still acts, and its numbers would be silently wrong."""
+    if given is not None:
+        return None if str(given).lower() == "none" else given
+    beside = path.parent / "vecnormalize.pkl"
+    if beside.is_file():
+        raise UserError(f"{path} has VecNormalize statistics beside it ({beside}); pass --vecnormalize {beside} "
+                        "(or --vecnormalize none if the agent saw raw observations)")
+    return None
+
+
 def load_victim(
     agent: str,
     observation_space: gym.Space | None = None,
@@ -62,6 +76,7 @@ def load_victim(
         head, _, tail = rest.rpartition(":")
         if head and tail.lower() in SB3_ALGORITHMS:
             path, algo = head, tail
+        vecnormalize = _vecnormalize_for(Path(path), vecnormalize)
         return load_sb3(path, algo, device=device, vecnormalize=vecnormalize, precision=precision,
                         allow_pickle=allow_pickle)
     if source == "torchscript":
