@@ -54,6 +54,7 @@ def algorithm_class(name: str) -> type:
     import rlgauntlet.training.radial  # noqa: F401  (registers RADIAL-DQN and RADIAL-PPO)
     import rlgauntlet.training.sa_dqn  # noqa: F401  (registers SA-DQN)
     import rlgauntlet.training.sa_ppo  # noqa: F401  (registers SA-PPO)
+    import rlgauntlet.training.split_lr  # noqa: F401  (registers PPO with a critic learning rate of its own)
 
     classes = {**_sb3_classes(), **ALGORITHMS}
     try:

@@ -141,7 +141,8 @@ def _adversary_recipe(preset: ATLAPreset, recipe):
     settings.pop("n_envs", None)
     steps = recipe.hyperparams["n_steps"] * recipe.n_envs
     settings["n_steps"] = steps // recipe.n_envs  # one adversary rollout per agent rollout, as long
-    return TrainPreset(name=f"{preset.name}-adversary", env_id=recipe.env_id, algo="ppo",
+    algo = "ppo_split_lr" if "value_learning_rate" in settings else "ppo"  # the critic at a rate of its own
+    return TrainPreset(name=f"{preset.name}-adversary", env_id=recipe.env_id, algo=algo,
                        total_timesteps=preset.total_agent_steps, n_envs=recipe.n_envs,
                        seed=recipe.seed + 1, hyperparams=settings, target_return=0.0, checkpoint_every=steps,
                        stop_at_target=False)
@@ -363,6 +364,14 @@ ATLA_PRESETS: dict[str, ATLAPreset] = {p.name: p for p in (
                  notes=f"trained from scratch against a {adversary} adversary at ε = 0.075 (VecNormalize units) "
                        "with the SA regulariser (κ = 0.3), 2M agent steps (the PA-AD paper's Table 6 budget)")
       for slug, method, adversary in (("atla", "atla", "SA-RL"), ("pa-atla", "pa_atla", "PA-AD"))),
+    # the same with the official Hopper adversary's two learning rates (policy 1e-2, value 1e-3; SplitLRPPO):
+    # seed 0 of hopper-pa-atla-ppo (one rate, 1e-3) scored more under its own adversary than clean
+    ATLAPreset("hopper-pa-atla-ppo-advlr", "hopper-ppo", "pa_atla", eps=0.075, total_agent_steps=2_000_000,
+               sa_kappa=0.3, adversary={"learning_rate": 1e-2, "value_learning_rate": 1e-3, "clip_range": 0.4,
+                                        "ent_coef": 3e-4, "batch_size": 64},
+               checkpoint_every=10,
+               notes="hopper-pa-atla-ppo with the official Hopper adversary's learning rates: its policy at 1e-2, "
+                     "its value function at 1e-3 (one SB3 optimizer, two parameter groups)"),
 )}
 
 

@@ -1,0 +1,44 @@
+"""SplitLRPPO: the critic learns at its own rate, the rest at the policy's, under one schedule."""
+
+import pytest
+
+from rlgauntlet.training.split_lr import SplitLRPPO
+
+
+def _model(**kwargs) -> SplitLRPPO:
+    return SplitLRPPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=32, n_epochs=1, seed=0,
+                      policy_kwargs=dict(net_arch=[8]), **kwargs)
+
+
+def test_the_critic_and_only_the_critic_is_in_the_second_group_at_its_own_rate():
+    model = _model(learning_rate=1e-2, value_learning_rate=1e-3)
+    actor, critic = model.policy.optimizer.param_groups
+    assert (actor["lr"], critic["lr"]) == pytest.approx((1e-2, 1e-3))
+    expected = {id(p) for p in model.policy.mlp_extractor.value_net.parameters()} | {
+        id(p) for p in model.policy.value_net.parameters()}
+    assert {id(p) for p in critic["params"]} == expected
+    everything = [id(p) for p in model.policy.parameters()]
+    assert sorted(everything) == sorted(id(p) for g in (actor, critic) for p in g["params"])  # each once
+    assert id(model.policy.log_std) in {id(p) for p in actor["params"]}
+
+
+def test_a_schedule_scales_both_rates_and_keeps_their_ratio_through_training():
+    model = _model(learning_rate=lambda remaining: 1e-2 * remaining, value_learning_rate=1e-3)
+    model.learn(128)  # two updates; SB3 sets the rates from the schedule before each
+    model._current_progress_remaining = 0.5
+    model._update_learning_rate(model.policy.optimizer)
+    actor, critic = model.policy.optimizer.param_groups
+    assert (actor["lr"], critic["lr"]) == pytest.approx((5e-3, 5e-4))
+
+
+def test_the_official_lr_pa_atla_preset_builds_its_adversary_with_two_rates(tmp_path):
+    from rlgauntlet.training import atla
+    from rlgauntlet.training.algorithms import algorithm_class
+
+    preset = atla.get_atla_preset("hopper-pa-atla-ppo-advlr")
+    adversary = atla._adversary_recipe(preset, atla.agent_recipe(preset))
+    assert algorithm_class(adversary.algo) is SplitLRPPO
+    assert adversary.hyperparams["learning_rate"] == 1e-2 and adversary.hyperparams["value_learning_rate"] == 1e-3
+    plain = atla._adversary_recipe(atla.get_atla_preset("hopper-pa-atla-ppo"),
+                                   atla.agent_recipe(atla.get_atla_preset("hopper-pa-atla-ppo")))
+    assert plain.algo == "ppo"  # the seed-0 run's recipe is unchanged
