@@ -165,6 +165,14 @@ def test_the_live_adversary_stays_in_its_budget(variant):
     x_adv = threat.perturb(x, victim, rng)
     assert (x_adv - x).abs().max() <= 0.1 + 1e-6
     assert (x_adv - x).abs().max() > 0.01  # it does act
+    # the director's sample is SB3 predict()'s: the same draws give the same (clipped) actions
+    torch.manual_seed(7)
+    fast = threat.perturb(x, victim, BatchRNG([episode_generator(0, k, "threat") for k in range(16)]))
+    torch.manual_seed(7)
+    expected, _ = adversary.predict(x.to(torch.float32).numpy(), deterministic=False)
+    slow = actor.perturb(x, victim, torch.as_tensor(expected), BatchRNG([episode_generator(0, k, "threat")
+                                                                         for k in range(16)]))
+    torch.testing.assert_close(fast, slow)
 
 
 def test_the_adversarys_budget_ramps_over_the_stated_fraction(tiny_presets, tmp_path):

@@ -38,6 +38,7 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
+from gymnasium import spaces
 
 from rlgauntlet.common.seeding import BatchRNG
 from rlgauntlet.errors import UserError
@@ -103,9 +104,16 @@ class LiveAdversary(Threat):
         self.adversary, self.actor = adversary, actor
 
     def perturb(self, x: torch.Tensor, victim: Victim, rng: BatchRNG) -> torch.Tensor:
-        obs = x.detach().to(torch.float32).cpu().numpy().reshape(len(x), *self.adversary.observation_space.shape)
-        actions, _ = self.adversary.predict(obs, deterministic=False)
-        return self.actor.perturb(x, victim, torch.as_tensor(np.asarray(actions)), rng)
+        policy = self.adversary.policy
+        obs = x.detach().to(torch.float32).reshape(len(x), *self.adversary.observation_space.shape)
+        # SB3's predict() minus its per-call checks and array round trips (1.4 ms a step, 8% of a
+        # PA-ATLA step): the same sample from the same draws, clipped to the box as predict() does
+        with torch.no_grad():
+            actions = policy._predict(obs.to(policy.device), deterministic=False).cpu()
+        space = self.adversary.action_space
+        if isinstance(space, spaces.Box):
+            actions = torch.clamp(actions, torch.as_tensor(space.low), torch.as_tensor(space.high))
+        return self.actor.perturb(x, victim, actions, rng)
 
 
 def _global_schedule(model, total_steps: int) -> None:
