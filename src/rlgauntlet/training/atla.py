@@ -106,8 +106,8 @@ class LiveAdversary(Threat):
     def perturb(self, x: torch.Tensor, victim: Victim, rng: BatchRNG) -> torch.Tensor:
         policy = self.adversary.policy
         obs = x.detach().to(torch.float32).reshape(len(x), *self.adversary.observation_space.shape)
-        # SB3's predict() minus its per-call checks and array round trips (1.4 ms a step, 8% of a
-        # PA-ATLA step): the same sample from the same draws, clipped to the box as predict() does
+        # SB3's predict() minus its per-call checks and array round trips (0.12 of 0.63 ms a call,
+        # A/B timed; 3% of a PA-ATLA step): the same sample from the same draws, clipped as predict() does
         with torch.no_grad():
             actions = policy._predict(obs.to(policy.device), deterministic=False).cpu()
         space = self.adversary.action_space
