@@ -227,3 +227,17 @@ def test_pa_ad_breaks_vanilla_ppo_but_not_the_atla_agents(tmp_path):
         strength[agent] = manifest["strength"]["attacked_mean"]
     assert strength["zoo:cartpole-ppo"] < 100, strength
     assert all(strength[agent] >= 400 for agent in robust), strength
+
+
+def test_each_checkpoint_records_the_clean_greedy_return_of_the_agent_it_saves(tiny_presets, tmp_path):
+    from rlgauntlet.envs.presets import make_train_vec_env
+    from rlgauntlet.training.greedy_eval import greedy_returns
+    from rlgauntlet.training.sb3_train import GREEDY_SEED_OFFSET
+
+    ckpt = train_atla("tiny-pa_atla", tmp_path / "run", log=lambda line: None)
+    history = json.loads((ckpt / "progress.json").read_text())["history"]
+    assert len(history) == 3 and all(h["clean_greedy_return"] > 0 for h in history)
+    saved = PPO.load(ckpt / "agent" / "model.zip", device="cpu")  # our own file, written by this test
+    games = make_train_vec_env("CartPole-v1", atla.CLEAN_GAMES, 0 + GREEDY_SEED_OFFSET)
+    replayed = greedy_returns(saved, games, 0 + GREEDY_SEED_OFFSET)  # the same games, no perturbation
+    assert history[-1]["clean_greedy_return"] == pytest.approx(sum(replayed) / len(replayed))

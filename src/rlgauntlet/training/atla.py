@@ -44,6 +44,7 @@ from rlgauntlet.common.seeding import BatchRNG
 from rlgauntlet.errors import UserError
 from rlgauntlet.threats.base import Threat, ThreatParams
 from rlgauntlet.threats.learned.actor import AttackActor, default_variant
+from rlgauntlet.training.greedy_eval import greedy_returns
 from rlgauntlet.victims.base import Victim
 
 METHODS = ("atla", "pa_atla")
@@ -209,6 +210,35 @@ def _restore(folder: Path, agent, adversary, progress: dict) -> None:
     agent._n_updates = adversary._n_updates = 0  # logging only
 
 
+#: greedy clean games played at each checkpoint (history's ``clean_greedy_return``): an agent
+#: trained only on perturbed observations can score more under its adversary than clean, and its
+#: clean return swings between checkpoints, so the run records it, not just the attacked return
+CLEAN_GAMES = 5
+
+
+def _clean_games(recipe, agent_env):
+    """The envs of the checkpoints' clean games, seeded apart from training and evaluation
+    (SEED + GREEDY_SEED_OFFSET + i); normalised with the agent's statistics (:func:`_clean_return`)."""
+    from rlgauntlet.envs.presets import make_train_vec_env
+    from rlgauntlet.training.sb3_train import GREEDY_SEED_OFFSET
+
+    games = make_train_vec_env(recipe.env_id, CLEAN_GAMES, recipe.seed + GREEDY_SEED_OFFSET)
+    if recipe.normalize:
+        from stable_baselines3.common.vec_env import VecNormalize
+
+        games = VecNormalize(games, norm_obs=True, norm_reward=False, training=False)
+    return games
+
+
+def _clean_return(agent, games, agent_env, seed: int) -> float:
+    """Mean return of the clean greedy games, with the agent's statistics as they are now."""
+    from rlgauntlet.training.sb3_train import GREEDY_SEED_OFFSET
+
+    if hasattr(games, "obs_rms"):
+        games.obs_rms = agent_env.obs_rms  # read each time: a resume replaces the object
+    return float(np.mean(greedy_returns(agent, games, seed + GREEDY_SEED_OFFSET)))
+
+
 def _config(preset: ATLAPreset, seed: int) -> dict:
     return {"preset": preset.name, "method": preset.method, "eps": preset.eps, "eps_ramp": preset.eps_ramp, "seed": seed,
             "agent_preset": preset.agent_preset, "sa_kappa": preset.sa_kappa, "init_from": preset.init_from,
@@ -268,6 +298,7 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
     # the adversary's env needs the agent, and the agent's env needs the adversary: build the
     # agent on its plain envs first, then wrap both envs around the live models
     agent = _build_model(recipe, agent_env, device)
+    clean_games = _clean_games(recipe, agent_env)
     live_agent = SB3Victim.from_model(agent)
     actor = AttackActor(variant or default_variant(live_agent), preset.eps)
     adversary_env = AttackVecEnv(adversary_base, live_agent, actor, seed=adversary_recipe.seed)
@@ -326,11 +357,15 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
                                             "adversary_steps": progress["adversary_steps"],
                                             "eps": threat_env.threat.actor.eps,
                                             "recent_return_attacked": float(np.mean(recent)) if recent else None,
+                                            "clean_greedy_return": _clean_return(agent, clean_games, agent_env,
+                                                                                 recipe.seed),
                                             "applied": _applied(threat_env, adversary_env)})
                 progress["train_seconds"] = round(base_seconds + time.perf_counter() - started, 1)
                 _save(ckpt, agent, adversary, progress)
+                point = progress["history"][-1]
                 log(f"[{name}] iteration {progress['iteration']}: {progress['agent_steps']} agent steps, recent "
-                    f"return under the adversary {progress['history'][-1]['recent_return_attacked']}")
+                    f"return under the adversary {point['recent_return_attacked']}, clean (greedy, "
+                    f"{CLEAN_GAMES} games) {point['clean_greedy_return']:.1f}")
             if bar is not None:
                 recent = [e["r"] for e in agent.ep_info_buffer]
                 bar.update(task, completed=progress["agent_steps"], ret=f"{np.mean(recent):.1f}" if recent else "-")
@@ -342,6 +377,7 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
             bar.stop()
         agent_env.close()
         adversary_base.close()
+        clean_games.close()
     progress["finished"] = progress["agent_steps"] >= preset.total_agent_steps
     (ckpt / "progress.json").write_text(json.dumps(progress, indent=2))
     return ckpt
