@@ -191,6 +191,10 @@ def test_zoo_export_gives_a_zip_sb3_loads_that_acts_like_the_zoo_agent(tmp_path,
             norm = pickle.load(f)
         expected, _ = model.predict(norm.normalize_obs(obs), deterministic=True)
         np.testing.assert_allclose(expected, victim.act(obs), atol=1e-5)  # float32 SB3 vs float64 victim
+        with pytest.raises(UserError, match="has VecNormalize statistics beside it"):  # not raw, silently
+            load_victim(f"sb3:{tmp_path / 'agent.zip'}")
+        exported = load_victim(f"sb3:{tmp_path / 'agent.zip'}", vecnormalize=written[1])
+        np.testing.assert_allclose(exported.act(obs), victim.act(obs), atol=1e-5)
     else:
         expected, _ = model.predict(obs, deterministic=True)
         np.testing.assert_array_equal(expected, victim.act(obs))

@@ -18,15 +18,16 @@ AGENT_FORMS = "zoo:NAME, sb3:PATH.zip, sb3:PATH.zip:ALGO or torchscript:PATH"
 
 def _vecnormalize_for(path: Path, given: str | Path | None) -> str | Path | None:
     """The VecNormalize statistics to load with the SB3 agent file ``path``: ``given``; ``none``
-    for none at all; refused when none is given but a ``vecnormalize.pkl`` lies beside the agent
-    (SB3's convention, and our checkpoints'): an agent trained on normalised observations and
+    for none at all; refused when none is given but statistics lie beside the agent, as
+    ``vecnormalize.pkl`` (SB3's convention, our checkpoints') or ``NAME.vecnormalize.pkl`` (what
+    ``zoo export`` writes beside ``NAME.zip``): an agent trained on normalised observations and
     fed raw ones still acts, and its numbers would be silently wrong."""
     if given is not None:
         return None if str(given).lower() == "none" else given
-    beside = path.parent / "vecnormalize.pkl"
-    if beside.is_file():
-        raise UserError(f"{path} has VecNormalize statistics beside it ({beside}); pass --vecnormalize {beside} "
-                        "(or --vecnormalize none if the agent saw raw observations)")
+    for beside in (path.parent / "vecnormalize.pkl", path.with_name(f"{path.stem}.vecnormalize.pkl")):
+        if beside.is_file():
+            raise UserError(f"{path} has VecNormalize statistics beside it ({beside}); pass --vecnormalize {beside} "
+                            "(or --vecnormalize none if the agent saw raw observations)")
     return None
 
 
