@@ -24,6 +24,8 @@ def _vecnormalize_for(path: Path, given: str | Path | None) -> str | Path | None
     fed raw ones still acts, and its numbers would be silently wrong."""
     if given is not None:
         return None if str(given).lower() == "none" else given
+    if not path.is_file():
+        return None  # missing, or a folder: load_sb3 says which
     for beside in (path.parent / "vecnormalize.pkl", path.with_name(f"{path.stem}.vecnormalize.pkl")):
         if beside.is_file():
             raise UserError(f"{path} has VecNormalize statistics beside it ({beside}); pass --vecnormalize {beside} "
