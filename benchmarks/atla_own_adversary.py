@@ -32,7 +32,6 @@ def main() -> None:
     from stable_baselines3.common.vec_env import VecNormalize
 
     from rlgauntlet.envs.presets import make_train_vec_env
-    from rlgauntlet.threats.learned.actor import AttackActor, default_variant
     from rlgauntlet.training import atla
     from rlgauntlet.training.greedy_eval import greedy_returns
     from rlgauntlet.training.sb3_train import _build_model
@@ -55,7 +54,7 @@ def main() -> None:
     agent_env = normalised(args.seed)
     agent = _build_model(recipe, agent_env, "cpu")
     live = SB3Victim.from_model(agent)
-    actor = AttackActor("sarl" if preset.method == "atla" else default_variant(live), preset.eps)
+    actor = atla.adversary_actor(preset, live)
     adversary = _build_model(adversary_recipe, AttackVecEnv(make_train_vec_env(recipe.env_id, recipe.n_envs, 1), live,
                                                              actor, seed=1), "cpu")
     atla._restore(ckpt, agent, adversary, progress)

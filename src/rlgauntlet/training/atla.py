@@ -239,6 +239,12 @@ def _clean_return(agent, games, agent_env, seed: int) -> float:
     return float(np.mean(greedy_returns(agent, games, seed + GREEDY_SEED_OFFSET)))
 
 
+def adversary_actor(preset: ATLAPreset, agent: Victim) -> AttackActor:
+    """The actor that turns the adversary's actions into perturbed inputs of ``agent``: SA-RL's
+    (the action is the perturbation) for ATLA, the PA-AD actor of the agent's kind for PA-ATLA."""
+    return AttackActor("sarl" if preset.method == "atla" else default_variant(agent), preset.eps)
+
+
 def _config(preset: ATLAPreset, seed: int) -> dict:
     return {"preset": preset.name, "method": preset.method, "eps": preset.eps, "eps_ramp": preset.eps_ramp, "seed": seed,
             "agent_preset": preset.agent_preset, "sa_kappa": preset.sa_kappa, "init_from": preset.init_from,
@@ -284,7 +290,6 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
     ckpt = run_dir / "checkpoint"
     config = _config(preset, recipe.seed)
 
-    variant = "sarl" if preset.method == "atla" else None
     agent_env = make_train_vec_env(recipe.env_id, recipe.n_envs, recipe.seed)
     if recipe.normalize:
         # the agent's normaliser: its envs update it while the agent trains; the adversary's
@@ -300,7 +305,7 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
     agent = _build_model(recipe, agent_env, device)
     clean_games = _clean_games(recipe, agent_env)
     live_agent = SB3Victim.from_model(agent)
-    actor = AttackActor(variant or default_variant(live_agent), preset.eps)
+    actor = adversary_actor(preset, live_agent)
     adversary_env = AttackVecEnv(adversary_base, live_agent, actor, seed=adversary_recipe.seed)
     adversary = _build_model(adversary_recipe, adversary_env, device)
     threat_env = ThreatVecEnv(agent_env, LiveAdversary(adversary, actor), seed=recipe.seed)
