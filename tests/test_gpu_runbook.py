@@ -166,3 +166,41 @@ def test_paad_pong_chunk_resumes_the_committed_checkpoint(tmp_path):
     threat = parse_threat(f"paad:attacker={folder},eps=0.0005")  # the director the manifest names: checkpoint/model.zip
     threat.check_victim(load_victim("zoo:pong-ppo"))
     assert threat.director.kind == "gaussian"
+
+
+def test_a_refused_chunk_can_be_forced_later_while_it_is_the_last(tmp_path):
+    from rlgauntlet.common.hashing import sha256_file
+
+    sys.path.insert(0, str(REPO / "tools" / "gpu"))
+    try:
+        import place
+    finally:
+        sys.path.remove(str(REPO / "tools" / "gpu"))
+    files, root = tmp_path / "files", tmp_path / "root"
+    files.mkdir()
+    for name in ("policy.pt", "optimizer.pt", "progress.json"):
+        (files / name).write_bytes(name.encode())
+    names = ("policy.pt", "optimizer.pt", "progress.json")
+    record = {"job": "radial-pong", "steps_before": 1768488, "steps_after": 2000936, "finished": "then",
+              "evaluation": {"clean_mean": 7.4}, "files": {n: sha256_file(files / n) for n in names}}
+    (files / "chunk.json").write_text(json.dumps(record))
+    folder = root / "checkpoints" / "pong-radial-ppo"
+    assert place.place("radial-pong", files, root=root)["placed"] is False
+    with pytest.raises(SystemExit, match="already in place"):  # without --force it stays refused
+        place.place("radial-pong", files, root=root)
+    forced = place.place("radial-pong", files, root=root, force=True)
+    chunks = json.loads((folder / "chunks.json").read_text())
+    assert len(chunks) == 1 and chunks[0]["forced"] is True and "placed" not in chunks[0]  # replaced, not doubled
+    assert forced["forced"] is True and (folder / "checkpoint" / "policy.pt").read_bytes() == b"policy.pt"
+    with pytest.raises(SystemExit, match="already in place"):  # placed now: a second time is refused
+        place.place("radial-pong", files, root=root, force=True)
+    # a refused chunk with a later chunk recorded after it cannot be forced: it would drop that one
+    record.update(finished="refused-again", steps_after=2100000)
+    (files / "chunk.json").write_text(json.dumps(record))
+    assert place.place("radial-pong", files, root=root)["placed"] is False
+    later = dict(record, finished="later", steps_after=2200000, evaluation={"clean_mean": 18.0})
+    (files / "chunk.json").write_text(json.dumps(later))
+    place.place("radial-pong", files, root=root)
+    (files / "chunk.json").write_text(json.dumps(record))
+    with pytest.raises(SystemExit, match="a later chunk has been recorded"):
+        place.place("radial-pong", files, root=root, force=True)

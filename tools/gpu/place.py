@@ -9,7 +9,8 @@ checkpoint into ``checkpoints/<job folder>/checkpoint/`` (an attacker's manifest
 
 A trained agent whose evaluation on the machine fell below its preset's target return (a RADIAL
 run that collapsed) is recorded in ``chunks.json`` with ``placed: false`` and its weights are
-left out: the next chunk resumes from the last healthy checkpoint (``--force`` places it anyway).
+left out: the next chunk resumes from the last healthy checkpoint (``--force`` places it anyway,
+then or later: a refused chunk that is still the last one recorded can be forced afterwards).
 """
 
 from __future__ import annotations
@@ -62,8 +63,15 @@ def place(job: str, files: Path, root: Path = REPO, force: bool = False) -> dict
     folder = root / spec["folder"]
     log = folder / "chunks.json"
     chunks = json.loads(log.read_text()) if log.exists() else []
-    if any(c.get("finished") == record["finished"] and c.get("steps_after") == record["steps_after"] for c in chunks):
+    same = [i for i, c in enumerate(chunks)
+            if c.get("finished") == record["finished"] and c.get("steps_after") == record["steps_after"]]
+    if same and not (force and chunks[same[0]].get("placed") is False):
         raise SystemExit(f"this chunk ({record['steps_after']} steps) is already in place")
+    if same:  # a chunk refused earlier, placed now on second thought: its record is replaced
+        if chunks[-1] is not chunks[same[0]]:
+            raise SystemExit(f"a later chunk has been recorded since this one ({record['steps_after']} steps); "
+                             "placing this one now would throw that one's training away")
+        chunks.pop(same[0])
     refused = _unhealthy(spec, record)
     if refused is not None and force:  # placed anyway: the record keeps what the check said
         record.update(forced=True, placed_despite=refused)
