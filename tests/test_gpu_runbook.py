@@ -204,3 +204,50 @@ def test_a_refused_chunk_can_be_forced_later_while_it_is_the_last(tmp_path):
     (files / "chunk.json").write_text(json.dumps(record))
     with pytest.raises(SystemExit, match="a later chunk has been recorded"):
         place.place("radial-pong", files, root=root, force=True)
+
+
+def test_ood_pong_jobs_keep_their_weights_out_of_git():
+    sys.path.insert(0, str(REPO / "tools" / "gpu"))
+    try:
+        from chunk import JOBS
+    finally:
+        sys.path.remove(str(REPO / "tools" / "gpu"))
+    from rlgauntlet.training.presets import PRESETS
+
+    ood = {name: spec for name, spec in JOBS.items() if name.startswith("ood-pong")}
+    assert sorted(ood) == sorted([*(f"ood-pong-member-{k}" for k in range(5)), "ood-pong-dropconnect",
+                                  "ood-pong-mcdropout"])
+    assert [ood[f"ood-pong-member-{k}"]["seed"] for k in range(5)] == [0, 1, 2, 3, 4]
+    assert PRESETS["pong-ppo-ensemble"].members == 5
+    for spec in ood.values():
+        assert PRESETS[spec["preset"]].init_from == "zoo:pong-ppo"
+        weights = [f"{spec['folder']}/{source}" for source in spec["returns"] if source.endswith(".pt")]
+        ignored = subprocess.run(["git", "check-ignore", *weights], capture_output=True, text=True, cwd=REPO)
+        assert ignored.stdout.split() == weights  # every weights file ignored: 7 × 13.5 MB stay out of the tree
+
+
+@pytest.mark.slow
+def test_ood_pong_chunks_fine_tune_zoo_pong_ppo_with_their_seed_and_dropout(tmp_path):
+    from rlgauntlet.victims.sb3_files import read_sb3_zip
+    from rlgauntlet.zoo import load_manifest, zoo_entry, zoo_file
+
+    root = tmp_path / "root"
+    root.mkdir()
+    _, zoo_state = read_sb3_zip(zoo_file(zoo_entry("pong-ppo")))
+    runs = {}
+    for job in ("ood-pong-member-1", "ood-pong-member-2", "ood-pong-dropconnect"):
+        out = tmp_path / job
+        _run([*CHUNK, job, "--minutes", "0.05", "--out", str(out), "--root", str(root), "--device", "cpu",
+              "--eval-episodes", "1", "--total-steps", "2048"], REPO)
+        progress = json.loads((out / "progress.json").read_text())
+        assert progress["init_from"]["sha256"] == load_manifest()["pong-ppo"]["sha256"]
+        runs[job] = (progress, torch.load(out / "policy.pt", weights_only=True))
+        _run([*PLACE, job, str(out), "--root", str(root)], REPO)
+    assert [runs[j][0]["seed"] for j in ("ood-pong-member-1", "ood-pong-member-2")] == [1, 2]
+    assert runs["ood-pong-dropconnect"][0]["preset"] == "pong-ppo-dropconnect"
+    key = "features_extractor.linear.0.weight"
+    for progress, policy in runs.values():
+        moved = (policy[key] - zoo_state[key]).abs().max().item()
+        assert 0 < moved < 0.05  # started from the zoo agent (a fresh init is ~0.03 away on average, max ~0.1)
+    member1, member2 = runs["ood-pong-member-1"][1], runs["ood-pong-member-2"][1]
+    assert not torch.equal(member1[key], member2[key])  # their seeds drew different rollouts and minibatches

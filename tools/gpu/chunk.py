@@ -8,8 +8,9 @@ the next chunk and the zoo need into ``--out`` (at most 8 files, each under 16 M
     python tools/gpu/chunk.py radial-pong --minutes 8 --out $OUT --device cuda --subproc-envs
 
 Jobs (:data:`JOBS`): ``radial-pong`` (RADIAL-PPO fine-tune of zoo:pong-ppo, preset
-``pong-radial-ppo``) and ``paad-pong`` (the PA-AD director against zoo:pong-ppo at ε = 0.0005,
-resumed from the committed checkpoint towards the paper's budget). ``tools/gpu/place.py`` puts
+``pong-radial-ppo``), ``paad-pong`` (the PA-AD director against zoo:pong-ppo at ε = 0.0005,
+resumed from the committed checkpoint towards the paper's budget) and the OOD Pong agents
+(``ood-pong-member-0`` … ``-4``, ``ood-pong-mcdropout``, ``ood-pong-dropconnect``). ``tools/gpu/place.py`` puts
 the returned files back into ``checkpoints/``. The same script runs on the CPU for the dry run
 (``--device cpu``, a budget of seconds), which is the slow test ``tests/test_gpu_runbook.py``.
 """
@@ -50,6 +51,18 @@ JOBS = {
                     "manifest.json": "manifest.json"},
     },
 }
+# OOD Pong (paper 002): the five ensemble members and the two dropout agents, fine-tunes of
+# zoo:pong-ppo that each finish in one chunk; their weights stay out of git (checkpoints/ood-pong/,
+# policy and optimizer ignored), their records (chunks.json) are committed
+_PARTS = {"checkpoint/policy.pt": "policy.pt", "checkpoint/optimizer.pt": "optimizer.pt",
+          "checkpoint/progress.json": "progress.json"}
+for _k in range(5):
+    JOBS[f"ood-pong-member-{_k}"] = {"kind": "preset", "preset": "pong-ppo-ensemble", "seed": _k,
+                                     "folder": f"checkpoints/ood-pong/member-{_k}", "env": "PongNoFrameskip-v4",
+                                     "returns": dict(_PARTS)}
+for _kind in ("mcdropout", "dropconnect"):
+    JOBS[f"ood-pong-{_kind}"] = {"kind": "preset", "preset": f"pong-ppo-{_kind}", "folder": f"checkpoints/ood-pong/{_kind}",
+                                 "env": "PongNoFrameskip-v4", "returns": dict(_PARTS)}
 #: what comes back from the machine, per file (its limit is 16 MiB)
 MAX_FILE_BYTES = 16 * 2**20
 
@@ -160,7 +173,8 @@ def run_chunk(job: str, minutes: float, out: Path, root: Path = REPO, device: st
         from rlgauntlet.training.sb3_train import train_preset
 
         train_preset(spec["preset"], folder, device=device, total_timesteps=total_steps, threads=1,
-                     stop_at_target=False, log=log, deadline=started + 60.0 * minutes, subproc_envs=subproc_envs)
+                     stop_at_target=False, log=log, deadline=started + 60.0 * minutes, subproc_envs=subproc_envs,
+                     seed=spec.get("seed"))
     else:
         from rlgauntlet.experiments.attackers import train_attacker
 
