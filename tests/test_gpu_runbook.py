@@ -251,3 +251,54 @@ def test_ood_pong_chunks_fine_tune_zoo_pong_ppo_with_their_seed_and_dropout(tmp_
         assert 0 < moved < 0.05  # started from the zoo agent (a fresh init is ~0.03 away on average, max ~0.1)
     member1, member2 = runs["ood-pong-member-1"][1], runs["ood-pong-member-2"][1]
     assert not torch.equal(member1[key], member2[key])  # their seeds drew different rollouts and minibatches
+
+
+@pytest.mark.slow
+def test_ood_pong_zoo_and_its_evaluation_resume_across_calls(tmp_path, monkeypatch):
+    import gzip
+    import sqlite3
+
+    from rlgauntlet.training import register
+
+    sys.path.insert(0, str(REPO / "tools" / "gpu"))
+    try:
+        import ood_pong
+    finally:
+        sys.path.remove(str(REPO / "tools" / "gpu"))
+    root = tmp_path / "root"
+    root.mkdir()
+    for job in ("ood-pong-member-0", "ood-pong-member-1", "ood-pong-mcdropout"):
+        out = tmp_path / job
+        _run([*CHUNK, job, "--minutes", "0.05", "--out", str(out), "--root", str(root), "--device", "cpu",
+              "--eval-episodes", "0", "--total-steps", "1024"], REPO)
+        _run([*PLACE, job, str(out), "--root", str(root)], REPO)
+    monkeypatch.setattr(register, "ZOO_EVAL_EPISODES", 2)  # the zoo's 20 clean episodes, cut for the dry run
+    work = tmp_path / "work"  # a checkout's layout, as the machine receives it
+    work.mkdir()
+    for name in ("src", "tools"):
+        (work / name).symlink_to(REPO / name)
+    manifest = ood_pong.build_zoo(work / "ood-pong", root, force=True, members=2,
+                                  names=["pong-ppo-ensemble", "pong-ppo-mcdropout"])
+    assert sorted(manifest) == ["pong-ppo-ensemble", "pong-ppo-mcdropout"]
+    assert [m["seed"] for m in manifest["pong-ppo-ensemble"]["members"]] == [0, 1]
+    assert manifest["pong-ppo-mcdropout"]["uncertainty"]["method"] == "mc_dropout"
+    assert not list(root.glob("checkpoints/ood-pong/*/checkpoint/model.zip"))  # nothing written beside the parts
+
+    def call(out: Path) -> int:
+        out.mkdir()
+        env = {**__import__("os").environ, "OUT": str(out), "WHEELS": "0", "DEVICE": "cpu", "N_ENVS": "4",
+               "PYTHON": sys.executable}
+        subprocess.run(["bash", str(REPO / "tools" / "gpu" / "ood_bench.sh"), "1.2", "pong-ppo-mcdropout"], cwd=work,
+                       env=env, capture_output=True, text=True, check=True)
+        store = out / "pong-ppo-mcdropout.sqlite.gz"
+        (tmp_path / "store.sqlite").write_bytes(gzip.decompress(store.read_bytes()))
+        with sqlite3.connect(tmp_path / "store.sqlite") as db:
+            rows = db.execute("select run_id, episode, count(*) from episodes group by run_id, episode").fetchall()
+        assert all(n == 1 for *_, n in rows)  # no episode stored twice
+        return len(rows)
+
+    first = call(tmp_path / "out1")
+    log = (tmp_path / "out1" / "pong-ppo-mcdropout.log").read_text()
+    assert first >= 1 and "kept" in log  # interrupted at its budget, every finished episode stored
+    second = call(tmp_path / "out2")  # the store stayed in ood-pong/ (on the machine: placed back from the .gz)
+    assert second > first

@@ -1,16 +1,26 @@
 #!/usr/bin/env bash
-# Make the working tree small enough to travel to a lent machine (64 MiB with the wheels; see
-# docs/gpu.md): remove from the WORKING TREE ONLY the tracked files no chunk reads (the report
-# example, plots). Git keeps them; restore them after the call with
+# Make the working tree small enough to travel to a lent machine (64 MiB with what a call carries;
+# see docs/gpu.md): remove from the WORKING TREE ONLY the tracked files no chunk reads (the report
+# example, plots); with --ood also the zoo and the PA-AD checkpoint, which the OOD Pong evaluation
+# (its agents in the carried ood-pong/) does not read. Git keeps them; restore them all after the call:
 #   bash tools/gpu/slim.sh --restore
 # Refuses while any of them has changes that are not committed, so nothing is lost.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 mapfile -t files < <(git ls-files -- 'docs/*.html' 'docs/*.png' 'docs/results/*.png' 'benchmarks/results/*.png')
+mapfile -t ood < <(git ls-files -- 'zoo/*' 'checkpoints/paad-pong-ppo-eps0.0005/*')
 if [ "${1:-}" = "--restore" ]; then
-  git checkout -- "${files[@]}"
-  echo "restored ${#files[@]} files"
+  git checkout -- "${files[@]}" "${ood[@]}"
+  echo "restored ${#files[@]} + ${#ood[@]} files"
   exit 0
+fi
+carried=.whl
+if [ "${1:-}" = "--ood" ]; then
+  files+=("${ood[@]}")
+  carried=".whl ood-pong"
+elif [ -n "${1:-}" ]; then
+  echo "slim.sh: unknown option ${1}; use --ood or --restore" >&2
+  exit 2
 fi
 if [ -n "$(git status --porcelain -- "${files[@]}")" ]; then
   echo "slim.sh: some of these files have uncommitted changes; commit them first" >&2
@@ -19,5 +29,6 @@ fi
 rm -f -- "${files[@]}"
 travelling=$(git ls-files -co --exclude-standard | while read -r f; do if [ -f "$f" ]; then stat -c %s "$f"; fi; done \
   | awk '{s += $1} END {print s + 0}')
-wheels=$(du -sb .whl 2>/dev/null | cut -f1); wheels=${wheels:-0}
-echo "removed ${#files[@]} files from the working tree; it travels at $(( (travelling + wheels) / 1000000 )) MB with the wheels (limit 67 MB)"
+# shellcheck disable=SC2086
+extra=$( (du -scb $carried 2>/dev/null || true) | tail -n 1 | cut -f1); extra=${extra:-0}
+echo "removed ${#files[@]} files from the working tree; it travels at $(( (travelling + extra) / 1000000 )) MB with $carried (limit 67 MB)"

@@ -1,0 +1,102 @@
+"""OOD Pong (paper 002) on a lent machine, after its training jobs (see docs/gpu.md).
+
+    python tools/gpu/ood_pong.py zoo [--dir ood-pong]       (here, after placing the seven jobs)
+
+turns the placed checkpoints under ``checkpoints/ood-pong/`` into a zoo folder of their own
+(``ood-pong/``, ignored by git): the ensemble of the five members as ``pong-ppo-ensemble`` and the
+two dropout agents as ``pong-ppo-mcdropout`` and ``pong-ppo-dropconnect``, each with its sha256,
+command, seed and clean return over the zoo's 20 episodes, exactly as the shipped zoo records its
+agents (the same registration code; ``RLGAUNTLET_ZOO`` points it at this folder). The lent
+machine then evaluates them from that folder:
+
+    RLGAUNTLET_ZOO=$PWD/ood-pong bash tools/gpu/ood_bench.sh MINUTES pong-ppo-ensemble ...
+
+An agent below its preset's target (15) is refused, as the zoo refuses it (``--force`` for the
+CPU dry run, whose agents have trained for seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from chunk import JOBS  # noqa: E402
+
+#: the zoo names the evaluation takes, and the jobs whose checkpoints make each
+AGENTS = {
+    "pong-ppo-ensemble": [f"ood-pong-member-{k}" for k in range(5)],
+    "pong-ppo-mcdropout": ["ood-pong-mcdropout"],
+    "pong-ppo-dropconnect": ["ood-pong-dropconnect"],
+}
+
+
+def build_zoo(target: Path, root: Path = REPO, force: bool = False, members: int | None = None,
+              names: list[str] | None = None) -> dict:
+    """Write the OOD Pong agents placed under ``root`` into the zoo folder ``target``; returns its
+    manifest. ``members`` keeps the first N ensemble members (the dry run's shortcut)."""
+    from rlgauntlet.training.register import register_zoo_agent, register_zoo_ensemble
+    from rlgauntlet.training.sb3_train import checkpoint_to_zip
+    from rlgauntlet.zoo import load_manifest
+
+    target.mkdir(parents=True, exist_ok=True)
+    previous = os.environ.get("RLGAUNTLET_ZOO")
+    os.environ["RLGAUNTLET_ZOO"] = str(target.resolve())
+    try:
+        for name in names or list(AGENTS):
+            jobs = AGENTS[name][:members] if name.endswith("ensemble") else AGENTS[name]
+            folders = [root / JOBS[job]["folder"] for job in jobs]
+            missing = [str(f) for f in folders if not (f / "checkpoint" / "policy.pt").exists()]
+            if missing:
+                raise SystemExit(f"{name}: no placed checkpoint in {', '.join(missing)}; run and place its jobs first")
+            if name in load_manifest(target):
+                print(f"{name}: already in {target}")
+                continue
+            preset = JOBS[jobs[0]]["preset"]
+            with tempfile.TemporaryDirectory() as work:
+                checkpoints = []
+                for job, folder in zip(jobs, folders):  # each as the model.zip and progress.json the zoo takes
+                    checkpoint = Path(work) / job
+                    checkpoint.mkdir()
+                    checkpoint_to_zip(preset, folder, checkpoint / "model.zip")
+                    shutil.copyfile(folder / "checkpoint" / "progress.json", checkpoint / "progress.json")
+                    checkpoints.append(checkpoint)
+                if name.endswith("ensemble"):
+                    commands = "; ".join(f"bash tools/gpu/run_chunk.sh 5 {job}" for job in jobs)
+                    entry = register_zoo_ensemble(preset, checkpoints, force=force, zoo_name=name, command=commands)
+                else:
+                    entry = register_zoo_agent(preset, checkpoints[0], force=force, zoo_name=name,
+                                               command=f"bash tools/gpu/run_chunk.sh 5 {jobs[0]}")
+            print(f"{name}: clean {entry['clean_return']['mean']:.1f} over {entry['clean_return']['episodes']} "
+                  f"episodes, into {target}")
+        return load_manifest(target)
+    finally:
+        if previous is None:
+            os.environ.pop("RLGAUNTLET_ZOO", None)
+        else:
+            os.environ["RLGAUNTLET_ZOO"] = previous
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=["zoo"])
+    parser.add_argument("--dir", type=Path, default=REPO / "ood-pong", help="the zoo folder to write")
+    parser.add_argument("--root", type=Path, default=REPO, help="the checkout whose checkpoints/ood-pong is read")
+    parser.add_argument("--force", action="store_true", help="register agents below their target (dry runs)")
+    parser.add_argument("--members", type=int, default=None, help="keep the first N ensemble members (dry runs)")
+    parser.add_argument("--only", nargs="+", choices=list(AGENTS), help="only these agents")
+    args = parser.parse_args()
+    manifest = build_zoo(args.dir, args.root, args.force, args.members, args.only)
+    print(json.dumps({name: entry.get("sha256") for name, entry in manifest.items()}))
+
+
+if __name__ == "__main__":
+    main()
