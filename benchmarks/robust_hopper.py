@@ -42,7 +42,8 @@ from rlgauntlet.zoo import load_manifest
 
 EPS = 0.075
 ROWS = {"vanilla": "hopper-ppo", "sa-ppo": "hopper-sa-ppo", "atla-ppo": "hopper-atla-ppo",
-        "pa-atla-ppo": "hopper-pa-atla-ppo", "pa-atla-ppo-advlr": "hopper-pa-atla-ppo-advlr"}
+        "pa-atla-ppo": "hopper-pa-atla-ppo", "pa-atla-ppo-advlr": "hopper-pa-atla-ppo-advlr",
+        "pa-atla-ppo-official": "hopper-pa-atla-ppo-official"}
 ATTACKS = ("random", "maxdiff", "robust_sarsa", "sarl", "paad")
 #: the paper's Hopper rows at ε = 0.075: Table 3 (5M steps) and Table 6 (2M steps), mean ± std
 PAPER = {

@@ -42,3 +42,24 @@ def test_the_official_lr_pa_atla_preset_builds_its_adversary_with_two_rates(tmp_
     plain = atla._adversary_recipe(atla.get_atla_preset("hopper-pa-atla-ppo"),
                                    atla.agent_recipe(atla.get_atla_preset("hopper-pa-atla-ppo")))
     assert plain.algo == "ppo"  # the seed-0 run's recipe is unchanged
+
+
+def test_the_official_config_pa_atla_preset_carries_every_official_hopper_setting():
+    from rlgauntlet.training import atla
+    from rlgauntlet.training.algorithms import algorithm_class
+    from rlgauntlet.training.sa_ppo import SAPPO
+
+    preset = atla.get_atla_preset("hopper-pa-atla-ppo-official")
+    agent = atla.agent_recipe(preset)
+    adversary = atla._adversary_recipe(preset, agent)
+    # the official config_hopper_pa_atla_ppo.json: entropy_coeff 0.01, robust_ppo_pgd_steps 2, robust_ppo_reg 0.3,
+    # robust_ppo_eps 0.075 ramped over 1831 of 2441 iterations; adversary 1e-2 / 1e-3, clip 0.4, entropy 3e-4
+    assert algorithm_class(agent.algo) is SAPPO
+    hyper = agent.hyperparams
+    assert (hyper["ent_coef"], hyper["sa_steps"], hyper["sa_kappa"], hyper["sa_eps"]) == (0.01, 2, 0.3, 0.075)
+    assert hyper["ramp_fraction"] == 0.75 and round(1831 / 2441, 2) == 0.75
+    assert algorithm_class(adversary.algo) is SplitLRPPO
+    assert {k: adversary.hyperparams[k] for k in ("learning_rate", "value_learning_rate", "clip_range", "ent_coef")} \
+        == {"learning_rate": 1e-2, "value_learning_rate": 1e-3, "clip_range": 0.4, "ent_coef": 3e-4}
+    # and the seed-0 preset is left as its run was trained
+    assert atla.agent_recipe(atla.get_atla_preset("hopper-pa-atla-ppo")).hyperparams["ent_coef"] == 0.0

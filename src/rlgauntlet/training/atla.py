@@ -421,6 +421,17 @@ ATLA_PRESETS: dict[str, ATLAPreset] = {p.name: p for p in (
                checkpoint_every=10,
                notes="hopper-pa-atla-ppo with the official Hopper adversary's learning rates: its policy at 1e-2, "
                      "its value function at 1e-3 (one SB3 optimizer, two parameter groups)"),
+    # every setting of the official Hopper PA-ATLA config that SB3's PPO can express: the two-rate adversary
+    # above, and on the agent's side an entropy bonus of 0.01 (hopper-ppo has 0), 2 SGLD steps for the SA
+    # regulariser (SA-PPO's 10), its ε ramped over 1831 of 2441 iterations (0.75; SA-PPO's 0.5)
+    ATLAPreset("hopper-pa-atla-ppo-official", "hopper-ppo", "pa_atla", eps=0.075, total_agent_steps=2_000_000,
+               sa_kappa=0.3, agent_overrides={"ent_coef": 0.01, "sa_steps": 2, "ramp_fraction": 0.75},
+               adversary={"learning_rate": 1e-2, "value_learning_rate": 1e-3, "clip_range": 0.4,
+                          "ent_coef": 3e-4, "batch_size": 64},
+               checkpoint_every=10,
+               notes="the official Hopper PA-ATLA-PPO config, as far as SB3's PPO expresses it: agent entropy 0.01, "
+                     "SA regulariser with 2 SGLD steps and its ε ramped over 75% of training, the adversary's "
+                     "policy at 1e-2 and value at 1e-3"),
 )}
 
 
