@@ -1,12 +1,12 @@
 """What a defence costs per agent step on Hopper: plain PPO (hopper-ppo), SA-PPO
 (hopper-sa-ppo, SGLD-10 inner loop), ATLA-PPO and PA-ATLA-PPO (hopper-atla-ppo,
 hopper-pa-atla-ppo: the agent's iteration with the SA regulariser, then the adversary's of
-the same length), each trained from scratch for ``--steps`` agent steps with one torch thread
+the same length; hopper-pa-atla-ppo-official: the official config's 2 SGLD steps), each trained from scratch for ``--steps`` agent steps with one torch thread
 (the thread policy), on an idle machine and beside one CPU-bound competing process. The
 issue's targets: SA-PPO within 2× plain PPO's time per agent step, the ATLA variants within 3×.
 Each figure is the median of ``--repeats`` runs. Writes benchmarks/results/defence_cost.json.
 
-Run: python benchmarks/defence_cost.py [--steps 8192] [--repeats 1] [--idle-only]
+Run: python benchmarks/defence_cost.py [--steps 8192] [--repeats 1] [--idle-only] [--methods ppo pa_atla ...]
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ from rlgauntlet.training.sb3_train import train_preset
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "results" / "defence_cost.json"
-METHODS = {"ppo": "hopper-ppo", "sa_ppo": "hopper-sa-ppo", "atla": "hopper-atla-ppo", "pa_atla": "hopper-pa-atla-ppo"}
-TARGETS = {"sa_ppo": 2.0, "atla": 3.0, "pa_atla": 3.0}
+METHODS = {"ppo": "hopper-ppo", "sa_ppo": "hopper-sa-ppo", "atla": "hopper-atla-ppo", "pa_atla": "hopper-pa-atla-ppo",
+           "pa_atla_official": "hopper-pa-atla-ppo-official"}
+TARGETS = {"sa_ppo": 2.0, "atla": 3.0, "pa_atla": 3.0, "pa_atla_official": 3.0}
 
 
 def _quiet(*_args) -> None:
@@ -38,16 +39,16 @@ def seconds_per_agent_step(method: str, steps: int) -> float:
     """Wall seconds per agent step of one fresh run of ``steps`` agent steps (set-up included)."""
     with tempfile.TemporaryDirectory() as folder:
         started = time.perf_counter()
-        if method in ("atla", "pa_atla"):
+        if method.startswith(("atla", "pa_atla")):
             train_atla(METHODS[method], folder, total_agent_steps=steps, log=_quiet, threads=1)
         else:
             train_preset(METHODS[method], folder, total_timesteps=steps, threads=1, stop_at_target=False, log=_quiet)
         return (time.perf_counter() - started) / steps
 
 
-def measure(steps: int, repeats: int) -> dict:
+def measure(steps: int, repeats: int, methods: list[str] = list(METHODS)) -> dict:
     out = {}
-    for method in METHODS:
+    for method in ["ppo", *(m for m in methods if m != "ppo")]:
         runs = [seconds_per_agent_step(method, steps) for _ in range(repeats)]
         out[method] = {"seconds_per_agent_step": statistics.median(runs), "agent_steps_per_second":
                        1.0 / statistics.median(runs), "runs": runs}
@@ -65,18 +66,22 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8192, help="agent steps per run (2048 per iteration)")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--idle-only", action="store_true")
+    parser.add_argument("--methods", nargs="+", choices=list(METHODS), default=list(METHODS),
+                        help="which to time (ppo is always timed: the others are ratios to it)")
+    parser.add_argument("--out", type=Path, default=OUT, help="where the JSON goes (a subset: another file, so "
+                        "the full table is not overwritten)")
     args = parser.parse_args()
     result = {"benchmark": "defence_cost", "env": "Hopper-v5", "agent_steps": args.steps, "repeats": args.repeats,
               "threads": 1, "machine": platform.processor() or platform.machine()}
     print("idle:")
-    result["idle"] = measure(args.steps, args.repeats)
+    result["idle"] = measure(args.steps, args.repeats, args.methods)
     if not args.idle_only:
         print("beside one competing CPU-bound process:")
         with Competitor():
-            result["loaded"] = measure(args.steps, args.repeats)
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {OUT}")
+            result["loaded"] = measure(args.steps, args.repeats, args.methods)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":
