@@ -284,21 +284,51 @@ def test_ood_pong_zoo_and_its_evaluation_resume_across_calls(tmp_path, monkeypat
     assert manifest["pong-ppo-mcdropout"]["uncertainty"]["method"] == "mc_dropout"
     assert not list(root.glob("checkpoints/ood-pong/*/checkpoint/model.zip"))  # nothing written beside the parts
 
+    (work / "benchmarks").symlink_to(REPO / "benchmarks")
+    local = tmp_path / "local"  # this machine's ood-pong/, where returned stores are placed
+
     def call(out: Path) -> int:
         out.mkdir()
         env = {**__import__("os").environ, "OUT": str(out), "WHEELS": "0", "DEVICE": "cpu", "N_ENVS": "4",
                "PYTHON": sys.executable}
-        subprocess.run(["bash", str(REPO / "tools" / "gpu" / "ood_bench.sh"), "1.2", "pong-ppo-mcdropout"], cwd=work,
+        subprocess.run(["bash", str(REPO / "tools" / "gpu" / "ood_bench.sh"), "1.2", "mcdropout"], cwd=work,
                        env=env, capture_output=True, text=True, check=True)
-        store = out / "pong-ppo-mcdropout.sqlite.gz"
-        (tmp_path / "store.sqlite").write_bytes(gzip.decompress(store.read_bytes()))
-        with sqlite3.connect(tmp_path / "store.sqlite") as db:
+        assert sorted(p.name for p in out.iterdir()) == ["mcdropout.tar"]  # one file per detector comes back
+        placed = ood_pong.place([out / "mcdropout.tar"], local, tmp_path / "results")["mcdropout"]
+        with sqlite3.connect(local / "mcdropout.sqlite") as db:
             rows = db.execute("select run_id, episode, count(*) from episodes group by run_id, episode").fetchall()
-        assert all(n == 1 for *_, n in rows)  # no episode stored twice
-        return len(rows)
+        assert all(n == 1 for *_, n in rows) and len(rows) == placed  # no episode stored twice
+        return placed
 
     first = call(tmp_path / "out1")
-    log = (tmp_path / "out1" / "pong-ppo-mcdropout.log").read_text()
-    assert first >= 1 and "kept" in log  # interrupted at its budget, every finished episode stored
-    second = call(tmp_path / "out2")  # the store stayed in ood-pong/ (on the machine: placed back from the .gz)
+    assert first >= 1  # interrupted at its budget, every finished episode kept and returned
+    second = call(tmp_path / "out2")  # the machine's store (carried back on a real machine) resumed
     assert second > first
+    with pytest.raises(SystemExit, match="an older call's"):  # the first call's store would lose episodes
+        ood_pong.place([tmp_path / "out1" / "mcdropout.tar"], local, tmp_path / "results")
+
+
+def test_ood_pong_place_merges_a_finished_detector_into_the_table(tmp_path):
+    import tarfile
+
+    sys.path.insert(0, str(REPO / "tools" / "gpu"))
+    try:
+        import ood_pong
+    finally:
+        sys.path.remove(str(REPO / "tools" / "gpu"))
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "ood_pong.json").write_text(json.dumps({"env": "PongNoFrameskip-v4", "detectors": {"ensemble": {"rows": [1]}}}))
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "ood_pong.json").write_text(json.dumps({"env": "PongNoFrameskip-v4", "detectors": {"dropconnect": {"rows": [2]}}}))
+    (run / "ood_pong_dropconnect.png").write_bytes(b"png")
+    with tarfile.open(tmp_path / "dropconnect.tar", "w") as archive:
+        for f in run.iterdir():
+            archive.add(f, arcname=f.name)
+    ood_pong.place([tmp_path / "dropconnect.tar"], tmp_path / "ood-pong", results)
+    table = json.loads((results / "ood_pong.json").read_text())
+    assert table["detectors"] == {"ensemble": {"rows": [1]}, "dropconnect": {"rows": [2]}}  # merged, none lost
+    assert (results / "ood_pong_dropconnect.png").read_bytes() == b"png"
+    with pytest.raises(SystemExit, match="expected ensemble.tar"):
+        ood_pong.place([tmp_path / "run" / "ood_pong.json"], tmp_path / "ood-pong", results)

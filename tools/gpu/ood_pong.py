@@ -7,9 +7,14 @@ turns the placed checkpoints under ``checkpoints/ood-pong/`` into a zoo folder o
 two dropout agents as ``pong-ppo-mcdropout`` and ``pong-ppo-dropconnect``, each with its sha256,
 command, seed and clean return over the zoo's 20 episodes, exactly as the shipped zoo records its
 agents (the same registration code; ``RLGAUNTLET_ZOO`` points it at this folder). The lent
-machine then evaluates them from that folder:
+machine then evaluates them from that folder (carrying it):
 
-    RLGAUNTLET_ZOO=$PWD/ood-pong bash tools/gpu/ood_bench.sh MINUTES pong-ppo-ensemble ...
+    bash tools/gpu/ood_bench.sh MINUTES ensemble mcdropout dropconnect
+    python tools/gpu/ood_pong.py place ensemble.tar mcdropout.tar dropconnect.tar      (here)
+
+``place`` puts each returned store back into ``ood-pong/`` (the next call resumes it; a store
+with fewer episodes than the one here is refused) and, once a detector's run has finished,
+merges its rows into ``benchmarks/results/ood_pong.json`` beside the paper's Table 5.
 
 An agent below its preset's target (15) is refused, as the zoo refuses it (``--force`` for the
 CPU dry run, whose agents have trained for seconds).
@@ -85,15 +90,70 @@ def build_zoo(target: Path, root: Path = REPO, force: bool = False, members: int
             os.environ["RLGAUNTLET_ZOO"] = previous
 
 
+def _episodes(store: Path) -> int:
+    import sqlite3
+
+    if not store.exists():
+        return 0
+    with sqlite3.connect(store) as db:
+        return int(db.execute("select count(*) from episodes").fetchone()[0])
+
+
+def place(files: list[Path], target: Path = REPO / "ood-pong", results: Path = REPO / "benchmarks" / "results") -> dict:
+    """Put returned ``DETECTOR.tar`` files back: each store into ``target``, each finished
+    detector's rows into ``results/ood_pong.json`` (and its plot beside it). Returns episodes
+    stored per detector."""
+    import gzip
+    import tarfile
+
+    detectors = ("ensemble", "mcdropout", "dropconnect")
+    placed = {}
+    for tar in files:
+        detector = tar.name.removesuffix(".tar")
+        if detector not in detectors:
+            raise SystemExit(f"{tar}: expected ensemble.tar, mcdropout.tar or dropconnect.tar (what ood_bench.sh returns)")
+        with tempfile.TemporaryDirectory() as folder, tarfile.open(tar) as archive:
+            archive.extractall(folder, filter="data")  # plain files under the folder only
+            folder = Path(folder)
+            returned = folder / "store.sqlite"
+            if (folder / "store.sqlite.gz").exists():
+                returned.write_bytes(gzip.decompress((folder / "store.sqlite.gz").read_bytes()))
+                store = target / f"{detector}.sqlite"
+                if _episodes(returned) < _episodes(store):
+                    raise SystemExit(f"{tar}: its store holds {_episodes(returned)} episodes, the one in {target} "
+                                     f"{_episodes(store)}: an older call's; place the latest one")
+                target.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(returned, store.with_suffix(".sqlite.tmp"))
+                store.with_suffix(".sqlite.tmp").replace(store)
+                placed[detector] = _episodes(store)
+            result = folder / "ood_pong.json"
+            if result.exists():  # the run finished: its rows join the table
+                table_path = results / "ood_pong.json"
+                table = json.loads(table_path.read_text()) if table_path.exists() else {"env": "PongNoFrameskip-v4",
+                                                                                          "detectors": {}}
+                table["detectors"].update(json.loads(result.read_text())["detectors"])
+                results.mkdir(parents=True, exist_ok=True)
+                table_path.write_text(json.dumps(table, indent=2) + "\n")
+                for plot in folder.glob("*.png"):
+                    shutil.copyfile(plot, results / plot.name)
+            print(f"{detector}: {placed.get(detector, 0)} episodes stored"
+                  + ("; finished, rows in " + str(results / "ood_pong.json") if result.exists() else ""))
+    return placed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["zoo"])
+    parser.add_argument("command", choices=["zoo", "place"])
+    parser.add_argument("files", nargs="*", type=Path, help="place: the returned DETECTOR.tar files")
     parser.add_argument("--dir", type=Path, default=REPO / "ood-pong", help="the zoo folder to write")
     parser.add_argument("--root", type=Path, default=REPO, help="the checkout whose checkpoints/ood-pong is read")
     parser.add_argument("--force", action="store_true", help="register agents below their target (dry runs)")
     parser.add_argument("--members", type=int, default=None, help="keep the first N ensemble members (dry runs)")
     parser.add_argument("--only", nargs="+", choices=list(AGENTS), help="only these agents")
     args = parser.parse_args()
+    if args.command == "place":
+        place(args.files, args.dir)
+        return
     manifest = build_zoo(args.dir, args.root, args.force, args.members, args.only)
     print(json.dumps({name: entry.get("sha256") for name, entry in manifest.items()}))
 
