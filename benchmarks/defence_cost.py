@@ -6,7 +6,7 @@ the same length; hopper-pa-atla-ppo-official: the official config's 2 SGLD steps
 issue's targets: SA-PPO within 2× plain PPO's time per agent step, the ATLA variants within 3×.
 Each figure is the median of ``--repeats`` runs. Writes benchmarks/results/defence_cost.json.
 
-Run: python benchmarks/defence_cost.py [--steps 8192] [--repeats 1] [--idle-only] [--methods ppo pa_atla ...]
+Run: python benchmarks/defence_cost.py [--steps 8192] [--repeats 1] [--idle-only] [--methods ppo pa_atla ...] [--pair]
 """
 
 from __future__ import annotations
@@ -61,6 +61,26 @@ def measure(steps: int, repeats: int, methods: list[str] = list(METHODS)) -> dic
     return out
 
 
+def measure_pair(steps: int, methods: list[str], alone: dict) -> dict:
+    """Two runs of each method at once, in two processes (two trainings on the two cores, as
+    ``rlgauntlet train --seeds 0 1 --workers 2`` runs them): each run's rate over the rate alone.
+    The busy-machine benchmark's bar is 0.5 (benchmarks/contention.py)."""
+    from concurrent.futures import ProcessPoolExecutor
+    import multiprocessing
+
+    out = {}
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+        for method in methods:
+            pair = list(pool.map(seconds_per_agent_step, [method, method], [steps, steps]))
+            rates = [1.0 / s for s in pair]
+            ratio = min(rates) / alone[method]["agent_steps_per_second"]
+            out[method] = {"agent_steps_per_second": rates, "slowest_over_alone": ratio, "target": 0.5,
+                           "meets_target": ratio >= 0.5}
+            print(f"  {method:8s} two at once: {rates[0]:7.1f} and {rates[1]:7.1f} agent steps/s "
+                  f"({ratio:.2f} of alone)", flush=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=8192, help="agent steps per run (2048 per iteration)")
@@ -68,6 +88,7 @@ def main() -> None:
     parser.add_argument("--idle-only", action="store_true")
     parser.add_argument("--methods", nargs="+", choices=list(METHODS), default=list(METHODS),
                         help="which to time (ppo is always timed: the others are ratios to it)")
+    parser.add_argument("--pair", action="store_true", help="also time two runs of each method at once")
     parser.add_argument("--out", type=Path, default=OUT, help="where the JSON goes (a subset: another file, so "
                         "the full table is not overwritten)")
     args = parser.parse_args()
@@ -75,6 +96,9 @@ def main() -> None:
               "threads": 1, "machine": platform.processor() or platform.machine()}
     print("idle:")
     result["idle"] = measure(args.steps, args.repeats, args.methods)
+    if args.pair:
+        print("two runs at once, one per core:")
+        result["pair"] = measure_pair(args.steps, ["ppo", *(m for m in args.methods if m != "ppo")], result["idle"])
     if not args.idle_only:
         print("beside one competing CPU-bound process:")
         with Competitor():
