@@ -44,6 +44,12 @@ AGENTS = {
 }
 
 
+def _command(job: str) -> str:
+    """What trained a job's agent, for its zoo entry: the chunk command, its chunks on record."""
+    return (f"python tools/gpu/chunk.py {job} --device cuda --subproc-envs (chunks: "
+            f"{JOBS[job]['folder']}/chunks.json)")
+
+
 def build_zoo(target: Path, root: Path = REPO, force: bool = False, members: int | None = None,
               names: list[str] | None = None) -> dict:
     """Write the OOD Pong agents placed under ``root`` into the zoo folder ``target``; returns its
@@ -75,11 +81,11 @@ def build_zoo(target: Path, root: Path = REPO, force: bool = False, members: int
                     shutil.copyfile(folder / "checkpoint" / "progress.json", checkpoint / "progress.json")
                     checkpoints.append(checkpoint)
                 if name.endswith("ensemble"):
-                    commands = "; ".join(f"bash tools/gpu/run_chunk.sh 5 {job}" for job in jobs)
+                    commands = "; ".join(_command(job) for job in jobs)
                     entry = register_zoo_ensemble(preset, checkpoints, force=force, zoo_name=name, command=commands)
                 else:
                     entry = register_zoo_agent(preset, checkpoints[0], force=force, zoo_name=name,
-                                               command=f"bash tools/gpu/run_chunk.sh 5 {jobs[0]}")
+                                               command=_command(jobs[0]))
             print(f"{name}: clean {entry['clean_return']['mean']:.1f} over {entry['clean_return']['episodes']} "
                   f"episodes, into {target}")
         return load_manifest(target)
