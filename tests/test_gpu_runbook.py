@@ -15,12 +15,34 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 CHUNK = [sys.executable, str(REPO / "tools" / "gpu" / "chunk.py")]
 PLACE = [sys.executable, str(REPO / "tools" / "gpu" / "place.py")]
+PARTS = ("policy.pt", "optimizer.pt", "progress.json")
 
 
 def _run(command: list[str], cwd: Path) -> subprocess.CompletedProcess:
     done = subprocess.run(command, capture_output=True, text=True, cwd=cwd)
     assert done.returncode == 0, done.stderr[-3000:]
     return done
+
+
+def _tool(name: str):
+    """A runbook script of tools/gpu/, imported as a module."""
+    import importlib
+
+    sys.path.insert(0, str(REPO / "tools" / "gpu"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(REPO / "tools" / "gpu"))
+
+
+def _returned_parts(files: Path) -> dict:
+    """Stand-ins for a chunk's returned parts in ``files``; their sha256 as chunk.json records them."""
+    from rlgauntlet.common.hashing import sha256_file
+
+    files.mkdir()
+    for name in PARTS:
+        (files / name).write_bytes(name.encode())
+    return {name: sha256_file(files / name) for name in PARTS}
 
 
 def test_compact_optimizer_state_halves_the_moments_and_loads_back_as_float32(tmp_path):
@@ -95,11 +117,7 @@ def test_radial_pong_chunks_resume_from_placed_parts(tmp_path, monkeypatch):
 def test_a_placed_tar_is_checked_and_extracted_as_plain_files(tmp_path):
     import tarfile
 
-    sys.path.insert(0, str(REPO / "tools" / "gpu"))
-    try:
-        import place
-    finally:
-        sys.path.remove(str(REPO / "tools" / "gpu"))
+    place = _tool("place")
     files = tmp_path / "files"
     files.mkdir()
     (files / "chunk.json").write_text(json.dumps({"job": "paad-pong", "files": {}}))
@@ -115,20 +133,10 @@ def test_a_placed_tar_is_checked_and_extracted_as_plain_files(tmp_path):
 
 
 def test_a_collapsed_agent_is_recorded_and_not_placed(tmp_path):
-    from rlgauntlet.common.hashing import sha256_file
-
-    sys.path.insert(0, str(REPO / "tools" / "gpu"))
-    try:
-        import place
-    finally:
-        sys.path.remove(str(REPO / "tools" / "gpu"))
+    place = _tool("place")
     files, root = tmp_path / "files", tmp_path / "root"
-    files.mkdir()
-    for name in ("policy.pt", "optimizer.pt", "progress.json"):
-        (files / name).write_bytes(name.encode())
     record = {"job": "radial-pong", "steps_before": 854040, "steps_after": 1322016, "finished": "then",
-              "evaluation": {"clean_mean": -21.0}, "files": {n: sha256_file(files / n) for n in
-                                                             ("policy.pt", "optimizer.pt", "progress.json")}}
+              "evaluation": {"clean_mean": -21.0}, "files": _returned_parts(files)}
     (files / "chunk.json").write_text(json.dumps(record))
     placed = place.place("radial-pong", files, root=root)
     folder = root / "checkpoints" / "pong-radial-ppo"
@@ -169,20 +177,10 @@ def test_paad_pong_chunk_resumes_the_committed_checkpoint(tmp_path):
 
 
 def test_a_refused_chunk_can_be_forced_later_while_it_is_the_last(tmp_path):
-    from rlgauntlet.common.hashing import sha256_file
-
-    sys.path.insert(0, str(REPO / "tools" / "gpu"))
-    try:
-        import place
-    finally:
-        sys.path.remove(str(REPO / "tools" / "gpu"))
+    place = _tool("place")
     files, root = tmp_path / "files", tmp_path / "root"
-    files.mkdir()
-    for name in ("policy.pt", "optimizer.pt", "progress.json"):
-        (files / name).write_bytes(name.encode())
-    names = ("policy.pt", "optimizer.pt", "progress.json")
     record = {"job": "radial-pong", "steps_before": 1768488, "steps_after": 2000936, "finished": "then",
-              "evaluation": {"clean_mean": 7.4}, "files": {n: sha256_file(files / n) for n in names}}
+              "evaluation": {"clean_mean": 7.4}, "files": _returned_parts(files)}
     (files / "chunk.json").write_text(json.dumps(record))
     folder = root / "checkpoints" / "pong-radial-ppo"
     assert place.place("radial-pong", files, root=root)["placed"] is False
@@ -207,11 +205,7 @@ def test_a_refused_chunk_can_be_forced_later_while_it_is_the_last(tmp_path):
 
 
 def test_ood_pong_jobs_keep_their_weights_out_of_git():
-    sys.path.insert(0, str(REPO / "tools" / "gpu"))
-    try:
-        from chunk import JOBS
-    finally:
-        sys.path.remove(str(REPO / "tools" / "gpu"))
+    JOBS = _tool("chunk").JOBS
     from rlgauntlet.training.presets import PRESETS
 
     ood = {name: spec for name, spec in JOBS.items() if name.startswith("ood-pong")}
@@ -250,7 +244,18 @@ def test_ood_pong_chunks_fine_tune_zoo_pong_ppo_with_their_seed_and_dropout(tmp_
         moved = (policy[key] - zoo_state[key]).abs().max().item()
         assert 0 < moved < 0.05  # started from the zoo agent (a fresh init is ~0.03 away on average, max ~0.1)
     member1, member2 = runs["ood-pong-member-1"][1], runs["ood-pong-member-2"][1]
-    assert not torch.equal(member1[key], member2[key])  # their seeds drew different rollouts and minibatches
+    # their seeds drew different rollouts and minibatches: apart by far more than float rounding
+    assert (member1[key] - member2[key]).abs().max().item() > 1e-6
+    # the DropConnect job trained the dropout policy, not a plain one: its agent carries MC DropConnect
+    from rlgauntlet.training.sb3_train import checkpoint_to_zip
+    from rlgauntlet.victims import load_sb3
+
+    placed = root / "checkpoints" / "ood-pong" / "dropconnect"
+    agent = load_sb3(checkpoint_to_zip("pong-ppo-dropconnect", placed, tmp_path / "dropconnect.zip"), "ppo")
+    assert agent.uncertainty_method == "mc_dropconnect"
+    plain = load_sb3(checkpoint_to_zip("pong-ppo-ensemble", root / "checkpoints" / "ood-pong" / "member-1",
+                                       tmp_path / "member.zip"), "ppo")
+    assert plain.uncertainty_method is None
 
 
 @pytest.mark.slow
@@ -260,11 +265,7 @@ def test_ood_pong_zoo_and_its_evaluation_resume_across_calls(tmp_path, monkeypat
 
     from rlgauntlet.training import register
 
-    sys.path.insert(0, str(REPO / "tools" / "gpu"))
-    try:
-        import ood_pong
-    finally:
-        sys.path.remove(str(REPO / "tools" / "gpu"))
+    ood_pong = _tool("ood_pong")
     root = tmp_path / "root"
     root.mkdir()
     for job in ("ood-pong-member-0", "ood-pong-member-1", "ood-pong-mcdropout"):
@@ -311,11 +312,7 @@ def test_ood_pong_zoo_and_its_evaluation_resume_across_calls(tmp_path, monkeypat
 def test_ood_pong_place_merges_a_finished_detector_into_the_table(tmp_path):
     import tarfile
 
-    sys.path.insert(0, str(REPO / "tools" / "gpu"))
-    try:
-        import ood_pong
-    finally:
-        sys.path.remove(str(REPO / "tools" / "gpu"))
+    ood_pong = _tool("ood_pong")
     results = tmp_path / "results"
     results.mkdir()
     (results / "ood_pong.json").write_text(json.dumps({"env": "PongNoFrameskip-v4", "detectors": {"ensemble": {"rows": [1]}}}))
@@ -332,3 +329,31 @@ def test_ood_pong_place_merges_a_finished_detector_into_the_table(tmp_path):
     assert (results / "ood_pong_dropconnect.png").read_bytes() == b"png"
     with pytest.raises(SystemExit, match="expected ensemble.tar"):
         ood_pong.place([tmp_path / "run" / "ood_pong.json"], tmp_path / "ood-pong", results)
+
+
+def test_the_pong_table_names_shifts_of_the_ood_pong_grid_and_the_papers_detectors():
+    from rlgauntlet.threats.suites import ood_suite
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        from ood_tables import PAPER
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    pong = PAPER["pong"]
+    grid = ood_suite(pong["suite"], pong["env"])
+    assert set(pong["shifts"]) <= set(grid) and len(pong["shifts"]) == 11  # Table 5's eleven configurations
+    # each configuration's severity is the paper's parameter (digest of paper 002, Table 5's rows)
+    from rlgauntlet.threats import corruptions
+
+    paper_rows = {"gaussian_noise": (corruptions.GAUSSIAN_STD, (0.18, 0.26, 0.38)),
+                  "impulse_noise": (corruptions.IMPULSE_AMOUNT, (0.09, 0.17, 0.27)),
+                  "motion_blur": (corruptions.MOTION_BLUR, ((15, 8), (15, 12), (20, 15))),
+                  "pixelate": (corruptions.PIXELATE_FACTOR, (0.4, 0.3))}
+    for name, (levels, paper_values) in paper_rows.items():
+        severities = sorted(int(spec.split("=")[1]) for spec in pong["shifts"] if spec.startswith(name + ":"))
+        # exact: literals of the corruption table, compared with the digest's literals
+        assert [levels[k - 1] for k in severities] == list(paper_values), name
+    for paper in pong["shifts"].values():
+        assert set(paper) <= {"mc_dropconnect", "ensemble"}  # the paper did not run MC Dropout on Pong
+        for mean, std, best in paper.values():
+            assert 0.5 <= mean <= best <= 1.0 and 0 <= std < 0.05

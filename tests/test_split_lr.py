@@ -38,6 +38,7 @@ def test_the_official_lr_pa_atla_preset_builds_its_adversary_with_two_rates(tmp_
     preset = atla.get_atla_preset("hopper-pa-atla-ppo-advlr")
     adversary = atla._adversary_recipe(preset, atla.agent_recipe(preset))
     assert algorithm_class(adversary.algo) is SplitLRPPO
+    # exact: the preset's literals, passed through
     assert adversary.hyperparams["learning_rate"] == 1e-2 and adversary.hyperparams["value_learning_rate"] == 1e-3
     plain = atla._adversary_recipe(atla.get_atla_preset("hopper-pa-atla-ppo"),
                                    atla.agent_recipe(atla.get_atla_preset("hopper-pa-atla-ppo")))
@@ -54,12 +55,30 @@ def test_the_official_config_pa_atla_preset_carries_every_official_hopper_settin
     adversary = atla._adversary_recipe(preset, agent)
     # the official config_hopper_pa_atla_ppo.json: entropy_coeff 0.01, robust_ppo_pgd_steps 2, robust_ppo_reg 0.3,
     # robust_ppo_eps 0.075 ramped over 1831 of 2441 iterations; adversary 1e-2 / 1e-3, clip 0.4, entropy 3e-4
+    # exact: these are the preset's literals passed through, nothing is computed from them
     assert algorithm_class(agent.algo) is SAPPO
     hyper = agent.hyperparams
     assert (hyper["ent_coef"], hyper["sa_steps"], hyper["sa_kappa"], hyper["sa_eps"]) == (0.01, 2, 0.3, 0.075)
-    assert hyper["ramp_fraction"] == 0.75 and round(1831 / 2441, 2) == 0.75
+    assert hyper["ramp_fraction"] == 0.75 and 1831 / 2441 == pytest.approx(0.75, abs=0.005)
     assert algorithm_class(adversary.algo) is SplitLRPPO
     assert {k: adversary.hyperparams[k] for k in ("learning_rate", "value_learning_rate", "clip_range", "ent_coef")} \
         == {"learning_rate": 1e-2, "value_learning_rate": 1e-3, "clip_range": 0.4, "ent_coef": 3e-4}
-    # and the seed-0 preset is left as its run was trained
+    # and the seed-0 preset is left as its run was trained (a literal again: exact)
     assert atla.agent_recipe(atla.get_atla_preset("hopper-pa-atla-ppo")).hyperparams["ent_coef"] == 0.0
+
+
+def test_the_official_configs_sgld_steps_reach_the_regulariser(monkeypatch):
+    """An ignored ``sa_steps`` would silently run SA-PPO's 10: the inner loop sees the 2."""
+    import torch
+
+    from rlgauntlet.training import atla, sa_ppo
+
+    hyper = atla.agent_recipe(atla.get_atla_preset("hopper-pa-atla-ppo-official")).hyperparams
+    settings = {k: hyper[k] for k in ("sa_eps", "sa_kappa", "sa_steps", "ramp_fraction", "ent_coef")}
+    model = sa_ppo.SAPPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=32, seed=0, **settings)
+    seen = []
+    real = sa_ppo.sgld_perturbation
+    monkeypatch.setattr(sa_ppo, "sgld_perturbation",
+                        lambda victim, x, eps, steps=10, **kw: seen.append(steps) or real(victim, x, eps, steps, **kw))
+    model.regulariser(torch.zeros(4, 3), 0.075)
+    assert seen == [2] and model.ent_coef == 0.01 and model.ramp_fraction == 0.75  # literals passed through: exact

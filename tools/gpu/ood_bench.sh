@@ -13,15 +13,10 @@ minutes=${1:?give the minutes, then the detectors}
 shift
 [ $# -ge 1 ] || { echo "give at least one detector: ensemble, mcdropout or dropconnect" >&2; exit 2; }
 out=${OUT:?OUT is the folder whose files come back}
-python=${PYTHON:-python3}
 [ -f ood-pong/manifest.json ] || { echo "ood-pong/manifest.json is missing: carry ood-pong (python tools/gpu/ood_pong.py zoo)" >&2; exit 2; }
-site=$(mktemp -d)
-if [ "${WHEELS:-1}" = 1 ]; then
-  "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl \
-    || exit 2
-fi
-export PYTHONPATH="$site:$PWD/src" PYTHONUNBUFFERED=1 RLGAUNTLET_THREADS=1 RLGAUNTLET_ZOO="$PWD/ood-pong"
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
+# shellcheck source=tools/gpu/_wheels.sh
+. tools/gpu/_wheels.sh
+export RLGAUNTLET_ZOO="$PWD/ood-pong"
 work=$(mktemp -d)
 for detector in "$@"; do
   mkdir -p "$work/$detector"

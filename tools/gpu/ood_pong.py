@@ -125,13 +125,14 @@ def place(files: list[Path], target: Path = REPO / "ood-pong", results: Path = R
             if (folder / "store.sqlite.gz").exists():
                 returned.write_bytes(gzip.decompress((folder / "store.sqlite.gz").read_bytes()))
                 store = target / f"{detector}.sqlite"
-                if _episodes(returned) < _episodes(store):
-                    raise SystemExit(f"{tar}: its store holds {_episodes(returned)} episodes, the one in {target} "
-                                     f"{_episodes(store)}: an older call's; place the latest one")
+                coming, here = _episodes(returned), _episodes(store)
+                if coming < here:
+                    raise SystemExit(f"{tar}: its store holds {coming} episodes, the one in {target} {here}: an "
+                                     "older call's; place the latest one")
                 target.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(returned, store.with_suffix(".sqlite.tmp"))
                 store.with_suffix(".sqlite.tmp").replace(store)
-                placed[detector] = _episodes(store)
+                placed[detector] = coming
             result = folder / "ood_pong.json"
             if result.exists():  # the run finished: its rows join the table
                 table_path = results / "ood_pong.json"

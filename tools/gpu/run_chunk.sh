@@ -9,14 +9,8 @@ minutes=${1:?give the minutes of training per chunk, then the jobs}
 shift
 [ $# -ge 1 ] || { echo "give at least one job: radial-pong, radial-pong-linear or paad-pong" >&2; exit 2; }
 out=${OUT:?OUT is the folder whose files come back}
-python=${PYTHON:-python3}
-site=$(mktemp -d)  # the carried wheels, installed for this command only (WHEELS=0: the rehearsal here)
-if [ "${WHEELS:-1}" = 1 ]; then
-  "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl \
-    || exit 2
-fi
-export PYTHONPATH="$site:$PWD/src" PYTHONUNBUFFERED=1 RLGAUNTLET_THREADS=1
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
+# shellcheck source=tools/gpu/_wheels.sh
+. tools/gpu/_wheels.sh
 work=$(mktemp -d)
 for job in "$@"; do
   mkdir -p "$work/$job"
