@@ -580,9 +580,10 @@ def test_a_robust_sarsa_q_function_already_trained_is_not_trained_again(tmp_path
     assert "already holds" not in said[-1]
 
 
-def test_a_pamdp_step_runs_the_victim_three_times_and_matches_the_actor_alone():
-    """One clean forward serves the actor's reference and the change count: clean, the FGSM
-    gradient's forward, the victim's action on x̃. The perturbation is the actor's own."""
+def test_a_pamdp_step_runs_the_victim_twice_and_its_vjp_once_and_matches_the_actor_alone():
+    """One clean forward serves the change count; the FGSM is one hand-walked VJP of the MLP
+    (victims/mlp_vjp.py); one forward gives the victim's action on x̃. The perturbation is the
+    actor's own."""
     from rlgauntlet.threats.learned.actor import AttackActor
     from rlgauntlet.training.attack_mdp import AttackCore
 
@@ -592,13 +593,14 @@ def test_a_pamdp_step_runs_the_victim_three_times_and_matches_the_actor_alone():
     x = victim.preprocess(np.array([[0.01, 0.2, -0.03, -0.3], [0.0, -0.1, 0.02, 0.25]], np.float32))
     director = np.array([[0.7], [-0.4]], np.float32)
     calls = []
-    forward = victim.forward
-    victim.forward = lambda z: calls.append(1) or forward(z)
+    forward, vjp = victim.forward, victim.output_and_vjp
+    victim.forward = lambda z: calls.append("forward") or forward(z)
+    victim.output_and_vjp = lambda z, g: calls.append("vjp") or vjp(z, g)
     try:
         chosen = core.victim_actions(x, director, _rng(2))
     finally:
-        victim.forward = forward
-    assert len(calls) == 3
+        victim.forward, victim.output_and_vjp = forward, vjp
+    assert sorted(calls) == ["forward", "forward", "vjp"]
     expected = actor.perturb(x, victim, torch.as_tensor(director), _rng(2))
     # exact on purpose: the same operations on the same inputs in one process (the shared clean
     # forward must change nothing), so any difference is a changed computation, not rounding

@@ -90,3 +90,28 @@ def test_sa_ppo_learns_with_its_term_and_ramps_eps(method):
     model.learn(512)
     assert terms and all(eps > 0 for eps, _ in terms) and all(float(t) > 0 for _, t in terms)
     assert terms[-1][0] == pytest.approx(0.1)  # past the ramp by the last update
+
+
+@pytest.mark.parametrize("env_id", ["Pendulum-v1", "CartPole-v1"])
+def test_the_sgld_gradient_through_the_hand_walked_vjp_equals_autograd(env_id):
+    """Known answer: autograd's gradient of R(x, ·) at a point of the ball, for a Gaussian and
+    a categorical SB3 MLP policy (the live victim SA-PPO trains). SGLD takes the sign of the
+    gradient plus tiny noise, so its magnitude matters too: compared, not just its sign."""
+    from rlgauntlet.training.sa_ppo import shift_gradient
+    from rlgauntlet.victims.sb3 import SB3Victim
+
+    model = SAPPO("MlpPolicy", env_id, seed=0, device="cpu", n_steps=64, batch_size=32)
+    with torch.no_grad():  # SB3 starts the head at gain 0.01: a trained policy's gradients are larger
+        model.policy.action_net.weight.mul_(100)
+    victim = SB3Victim.from_model(model)
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(32, *model.observation_space.shape, generator=g)
+    x_adv = x + (torch.rand(x.shape, generator=g) * 2 - 1) * 0.3
+    with torch.no_grad():
+        clean = victim.forward(x)
+    assert victim.output_and_vjp(x_adv, torch.ones_like) is not None
+    fast = shift_gradient(victim, clean, x_adv)
+    victim.output_and_vjp = lambda *_: None
+    slow = shift_gradient(victim, clean, x_adv)
+    assert float(slow.abs().max()) > 1e-2
+    torch.testing.assert_close(fast, slow, rtol=1e-4, atol=1e-6)

@@ -103,6 +103,14 @@ class Victim(ABC):
     def forward(self, x: torch.Tensor) -> PolicyOutput:
         """Network input ``x`` (B, *input_shape) to a :class:`PolicyOutput`, differentiable in ``x``."""
 
+    def output_and_vjp(self, x: torch.Tensor, cotangent_of) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The primary output at ``x`` (Q-values, logits, mean or action: :meth:`layer_chain`'s)
+        and its vector-Jacobian product ``gᵀ·∂out/∂x`` for ``g = cotangent_of(out)``, computed
+        without autograd where the victim's network is a small MLP (``victims.mlp_vjp``); None
+        where it does not offer one (callers then use autograd on :meth:`forward`). Victims whose
+        ``forward`` is not exactly their chain (the delegating ones) keep None."""
+        return None
+
     def layer_chain(self) -> list[nn.Module]:
         """Layers whose composition maps ``x`` to the primary output (Q, logits, mean or action).
 

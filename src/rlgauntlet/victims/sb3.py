@@ -26,6 +26,7 @@ import torch.nn as nn
 from rlgauntlet.common.hashing import sha256_file  # noqa: F401 - re-exported for callers
 from rlgauntlet.errors import UserError
 from rlgauntlet.victims.conv_input_grad import use_fast_input_gradients
+from rlgauntlet.victims.mlp_vjp import output_and_vjp, plain_mlp
 from rlgauntlet.victims.base import Affine, PolicyOutput, Victim, as_tensor, choose_dtype, flatten_chain
 
 SB3_ALGORITHMS = ("ppo", "a2c", "dqn", "sac", "td3", "ddpg")
@@ -247,6 +248,14 @@ class SB3Victim(Victim):
         if self.kind == "categorical":
             return PolicyOutput("categorical", logits=head)
         return PolicyOutput("gaussian", mean=head, log_std=p.log_std.expand_as(head))
+
+    def output_and_vjp(self, x: torch.Tensor, cotangent_of) -> tuple[torch.Tensor, torch.Tensor] | None:
+        if self.is_image or self.algorithm in ("td3", "ddpg"):  # convolutions; an unscaling step
+            return None
+        chain = self.layer_chain()
+        if not plain_mlp(chain):  # dropout layers included: they are not in the handled set
+            return None
+        return output_and_vjp(chain, x.to(self.dtype), cotangent_of)
 
     def layer_chain(self) -> list[nn.Module]:
         p = self.policy

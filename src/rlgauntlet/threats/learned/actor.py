@@ -155,12 +155,38 @@ class AttackActor:
             return self._solve(x, victim, director_actions.reshape(-1).long().to(x.device), rng)
         if self.variant == "continuous":
             return self._solve(x, victim, director_actions.to(x), rng)
+        if self.solver.params.steps == 1 and self.solver.params.lam > 0:
+            x_adv = self._fgsm_at_clean(x, victim, director_actions)
+            if x_adv is not None:
+                return x_adv
         with torch.no_grad():
             clean = policy_vector(clean_out if clean_out is not None else victim.forward(x))
         direction = director_actions.to(clean)
         if self.variant == "stochastic":
             direction = zero_sum_direction(direction)
         return self._solve(x, victim, (clean, direction), rng)
+
+    def _fgsm_at_clean(self, x: torch.Tensor, victim: Victim, director_actions: torch.Tensor) -> torch.Tensor | None:
+        """The directional FGSM in one forward pass and one hand-walked VJP, where the victim
+        offers them (:meth:`Victim.output_and_vjp`; None otherwise).
+
+        FGSM starts at x, where the change v(x̃) − v(x) is 0: there the norm term's gradient is
+        0 and the cosine term's is d/(c·‖d‖) per row (c > 0, cosine_similarity's clamp), so
+        sign(∇J) = sign(∇ₓ⟨v(x), d⟩), the gradient of a linear function of v. For a Gaussian
+        victim v is its mean (the cotangent is d); for a discrete one v = softmax(s) of its
+        scores, whose VJP is p ⊙ (d − ⟨p, d⟩)."""
+        direction = director_actions.to(device=x.device, dtype=victim.dtype)
+        if self.variant == "stochastic":
+            direction = zero_sum_direction(direction)
+
+        def cotangent(out: torch.Tensor) -> torch.Tensor:
+            if not victim.is_discrete:
+                return direction
+            p = torch.softmax(out, dim=-1)
+            return p * (direction - (p * direction).sum(dim=-1, keepdim=True))
+
+        found = victim.output_and_vjp(x, cotangent)
+        return None if found is None else self._fgsm_step(x, victim, found[1])
 
     def _solve(self, x: torch.Tensor, victim: Victim, ref: Any, rng: BatchRNG) -> torch.Tensor:
         """FGSM exactly as the paper's Algorithm 1 (x + ε·sign(∇J), always on the boundary
@@ -169,6 +195,10 @@ class AttackActor:
             if self.solver.params.steps > 1:
                 return self.solver.ascend(x, victim, ref, rng)
             _, grad = self.solver.loss_and_gradient(x, victim, ref)
+        return self._fgsm_step(x, victim, grad)
+
+    def _fgsm_step(self, x: torch.Tensor, victim: Victim, grad: torch.Tensor) -> torch.Tensor:
+        """x + ε·sign(grad), projected onto the ball and the input range."""
         if not torch.isfinite(grad).all():
             raise UserError("the attacker's actor gradient became non-finite; use a smaller eps")
         ball = EpsBall(x, self.eps, "linf", victim)
