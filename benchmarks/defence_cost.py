@@ -4,7 +4,8 @@ hopper-pa-atla-ppo: the agent's iteration with the SA regulariser, then the adve
 the same length; hopper-pa-atla-ppo-official: the official config's 2 SGLD steps), each trained from scratch for ``--steps`` agent steps with one torch thread
 (the thread policy), on an idle machine and beside one CPU-bound competing process. The
 issue's targets: SA-PPO within 2× plain PPO's time per agent step, the ATLA variants within 3×.
-Each figure is the median of ``--repeats`` runs. Writes benchmarks/results/defence_cost.json.
+Each figure is the median of ``--repeats`` runs, the methods interleaved within each repeat;
+a cost is the median of the per-repeat ratios to PPO. Writes benchmarks/results/defence_cost.json.
 
 Run: python benchmarks/defence_cost.py [--steps 8192] [--repeats 1] [--idle-only] [--methods ppo pa_atla ...] [--pair]
 """
@@ -47,17 +48,24 @@ def seconds_per_agent_step(method: str, steps: int) -> float:
 
 
 def measure(steps: int, repeats: int, methods: list[str] = list(METHODS)) -> dict:
+    """Rates of each method, the repeats interleaved (PPO, then each method, then PPO again, ...),
+    so a drift of the machine's speed moves the ratio's two terms alike: each method's cost is
+    the median over repeats of its time over the same repeat's PPO time."""
+    order = ["ppo", *(m for m in methods if m != "ppo")]
+    runs: dict[str, list[float]] = {method: [] for method in order}
+    for _ in range(repeats):
+        for method in order:
+            runs[method].append(seconds_per_agent_step(method, steps))
     out = {}
-    for method in ["ppo", *(m for m in methods if m != "ppo")]:
-        runs = [seconds_per_agent_step(method, steps) for _ in range(repeats)]
-        out[method] = {"seconds_per_agent_step": statistics.median(runs), "agent_steps_per_second":
-                       1.0 / statistics.median(runs), "runs": runs}
-        print(f"  {method:8s} {out[method]['agent_steps_per_second']:7.1f} agent steps/s", flush=True)
-    base = out["ppo"]["seconds_per_agent_step"]
-    for method, row in out.items():
-        row["cost_vs_ppo"] = row["seconds_per_agent_step"] / base
+    for method in order:
+        median = statistics.median(runs[method])
+        out[method] = {"seconds_per_agent_step": median, "agent_steps_per_second": 1.0 / median, "runs": runs[method],
+                       "cost_vs_ppo": statistics.median(t / base for t, base in zip(runs[method], runs["ppo"]))}
         if method in TARGETS:
+            row = out[method]
             row["target"], row["meets_target"] = TARGETS[method], row["cost_vs_ppo"] <= TARGETS[method]
+        print(f"  {method:8s} {out[method]['agent_steps_per_second']:7.1f} agent steps/s, "
+              f"{out[method]['cost_vs_ppo']:.2f}× PPO", flush=True)
     return out
 
 
