@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -114,6 +115,31 @@ def training_cost(progress: dict) -> dict:
     return cost
 
 
+def write_record(path: Path, meta: dict, row: str | None = None, seed: int | None = None,
+                 record: dict | None = None) -> dict:
+    """Read the results file as it is now, put one agent's record in (and its method's median
+    seed), and replace the file atomically: two table processes (other rows or seeds, run side
+    by side on two cores) each add their agents without dropping the other's. Returns the
+    table as written."""
+    out = json.loads(path.read_text()) if path.exists() else {}
+    out.update(meta)
+    rows = out.setdefault("rows", {})
+    if row is not None:
+        method = rows.setdefault(row, {"seeds": {}})
+        if "seeds" not in method:  # a row written before seeds were kept apart: measured again (the store has it)
+            method = rows[row] = {"seeds": {}}
+        method["seeds"][str(seed)] = record
+        if any("worst" in r for r in method["seeds"].values()):
+            chosen = median_seed(method["seeds"])
+            method.update(median_seed=int(chosen), **{k: method["seeds"][chosen][k] for k in
+                                                      ("columns", "avg", "avg_learned", "worst", "worst_attack")})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(out, indent=2) + "\n")
+    os.replace(tmp, path)
+    return out
+
+
 def median_seed(seeds: dict[str, dict]) -> str:
     """The seed with the median robustness (worst column; the lower middle one of an even count)."""
     ranked = sorted((record["worst"], seed) for seed, record in seeds.items() if "worst" in record)
@@ -147,28 +173,19 @@ def main() -> None:
     parser.add_argument("--register", action="store_true", help="put each method's median seed into the zoo")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/robust_hopper.json"))
     args = parser.parse_args()
-    out = json.loads(args.out.read_text()) if args.out.exists() else {}
-    out.update({"benchmark": "robust_hopper", "eps": EPS, "budget_space": "normalized", "episodes": args.episodes,
-                "attack_steps": args.attack_steps, "rs": args.rs, "rs_steps": args.rs_steps, "paper": PAPER})
-    rows = out.setdefault("rows", {})
+    meta = {"benchmark": "robust_hopper", "eps": EPS, "budget_space": "normalized", "episodes": args.episodes,
+            "attack_steps": args.attack_steps, "rs": args.rs, "rs_steps": args.rs_steps, "paper": PAPER}
+    out = write_record(args.out, meta)
     for row in args.rows:
         for seed in [0] if row == "vanilla" else args.seeds:
             record = measure(row, seed, args)
-            if record is None:
-                continue
-            method = rows.setdefault(row, {"seeds": {}})
-            if "seeds" not in method:  # a row written before seeds were kept apart: measured again (the store has it)
-                method = rows[row] = {"seeds": {}}
-            method["seeds"][str(seed)] = record
-            if any("worst" in r for r in method["seeds"].values()):
-                chosen = median_seed(method["seeds"])
-                method.update(median_seed=int(chosen), **{k: method["seeds"][chosen][k] for k in
-                                                          ("columns", "avg", "avg_learned", "worst", "worst_attack")})
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps(out, indent=2) + "\n")  # after every agent: nothing computed is lost
-    if args.register:
-        register(rows, args)
-        args.out.write_text(json.dumps(out, indent=2) + "\n")
+            if record is not None:
+                out = write_record(args.out, meta, row, seed, record)  # after every agent: nothing computed is lost
+    if args.register:  # on the table as it is now (another process may have added agents)
+        out = write_record(args.out, meta)
+        register(out["rows"], args)
+        out = write_record(args.out, {**meta, "rows": out["rows"]})
+    rows = out.setdefault("rows", {})
     print(f"{'agent':12s} {'seeds':>5s} " + " ".join(f"{c:>12s}" for c in ("natural", *ATTACKS, "avg", "worst")))
     for row, method in rows.items():
         if "columns" in method:

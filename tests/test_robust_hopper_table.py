@@ -103,3 +103,23 @@ def test_register_puts_the_median_seed_into_the_zoo_with_every_seeds_numbers(tmp
     fewer = {"sa-ppo": {"seeds": {"0": seeds["0"]}, "median_seed": 0}}
     robust_hopper.register(fewer, argparse.Namespace(seeds=[0]))
     assert calls == []  # one seed is not a median: nothing registered
+
+
+def test_two_table_processes_each_add_their_agents_without_dropping_the_others(tmp_path):
+    """Known answer: process A starts (reads the table), process B records seed 1, then A
+    records seed 0: both seeds are in the file, the median seed is chosen over both, and no
+    temporary file is left behind."""
+    path = tmp_path / "robust_hopper.json"
+    meta = {"benchmark": "robust_hopper", "eps": 0.075}
+    columns = {name: {"mean": 0.0} for name in ("natural", *robust_hopper.ATTACKS)}
+    record = lambda worst: {"columns": columns, "avg": worst, "avg_learned": worst, "worst": worst,  # noqa: E731
+                            "worst_attack": "paad"}
+    robust_hopper.write_record(path, meta)  # A starts
+    robust_hopper.write_record(path, meta, "pa-atla-ppo", 1, record(900.0))  # B
+    robust_hopper.write_record(path, meta, "pa-atla-ppo", 0, record(300.0))  # A
+    robust_hopper.write_record(path, meta, "atla-ppo", 0, record(500.0))
+    table = json.loads(path.read_text())
+    assert set(table["rows"]["pa-atla-ppo"]["seeds"]) == {"0", "1"}
+    assert table["rows"]["pa-atla-ppo"]["median_seed"] == 0 and table["rows"]["pa-atla-ppo"]["worst"] == 300.0
+    assert set(table["rows"]) == {"pa-atla-ppo", "atla-ppo"} and table["eps"] == 0.075
+    assert [f.name for f in tmp_path.iterdir()] == ["robust_hopper.json"]
