@@ -18,7 +18,8 @@ on seed k, as the paper does.
 
 Resumable: attackers resume from their folders and evaluations from the results store
 (``--store``). Writes benchmarks/results/robust_hopper.json (with the paper's rows beside ours)
-and prints the table.
+and prints the table. Two processes on other rows or seeds can run side by side (one per core):
+each merges its agents into the file as it stands when it writes.
 
 Run: python benchmarks/robust_hopper.py [--rows vanilla sa-ppo atla-ppo pa-atla-ppo] [--seeds 0 1 2]
          [--attack-steps 300000] [--episodes 50] [--only-train] [--allow-unfinished] [--register]
