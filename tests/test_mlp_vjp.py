@@ -122,3 +122,38 @@ def test_victims_that_do_not_offer_the_vjp_keep_autograd():
 
     td3 = SB3Victim.from_model(TD3("MlpPolicy", gym.make("Pendulum-v1"), device="cpu"))
     assert td3.output_and_vjp(torch.zeros(1, 3), torch.ones_like) is None
+
+
+@pytest.mark.parametrize("kind", ["q", "categorical", "deterministic"])
+def test_a_torch_sequential_victim_offers_the_vjp_and_the_actor_lands_where_autograd_does(kind):
+    """A user's nn.Sequential MLP (its output is the primary one) gets the hand-walked path; the
+    PA-AD actor's FGSM through it equals the autograd objective's. Gaussian modules return
+    (mean, log_std) and keep autograd."""
+    from rlgauntlet.victims import TorchVictim
+
+    torch.manual_seed(4)
+    discrete = kind != "deterministic"
+    action_space = gym.spaces.Discrete(3) if discrete else gym.spaces.Box(-2.0, 2.0, (3,), np.float32)
+    net = nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 3))
+    with torch.no_grad():
+        net[-1].weight.mul_(10)
+    victim = TorchVictim(net, kind, gym.spaces.Box(-5.0, 5.0, (4,), np.float32), action_space)
+    actor = AttackActor("stochastic" if discrete else "directional", 0.05)
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(16, 4, generator=g).to(victim.dtype)
+    director = torch.rand(16, 2 if discrete else 3, generator=g) * 2 - 1
+    assert victim.output_and_vjp(x, torch.ones_like) is not None
+    fast = actor.perturb(x, victim, director, _rng(16))
+    victim.output_and_vjp = lambda *_: None
+    slow = actor.perturb(x, victim, director, _rng(16))
+    moved = (slow - x).abs() > 0.025
+    assert moved.float().mean() > 0.95
+    torch.testing.assert_close(fast[moved], slow[moved], rtol=0, atol=1e-6)
+
+    class MeanAndLogStd(nn.Module):
+        def forward(self, z):
+            return z[:, :3], torch.zeros(3)
+
+    gaussian = TorchVictim(nn.Sequential(MeanAndLogStd()), "gaussian", gym.spaces.Box(-5.0, 5.0, (4,), np.float32),
+                           gym.spaces.Box(-2.0, 2.0, (3,), np.float32))
+    assert gaussian.output_and_vjp(x, torch.ones_like) is None

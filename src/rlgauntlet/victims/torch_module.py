@@ -31,6 +31,7 @@ import torch.nn as nn
 
 from rlgauntlet.errors import UserError
 from rlgauntlet.victims.base import KINDS, PolicyOutput, Victim, as_tensor, choose_dtype, flatten_chain
+from rlgauntlet.victims.mlp_vjp import output_and_vjp, plain_mlp
 
 
 class TorchVictim(Victim):
@@ -96,6 +97,13 @@ class TorchVictim(Victim):
         if self.kind == "deterministic":
             return PolicyOutput("deterministic", action=y)
         return PolicyOutput(self.kind, **{"q" if self.kind == "q" else "logits": y})
+
+    def output_and_vjp(self, x: torch.Tensor, cotangent_of) -> tuple[torch.Tensor, torch.Tensor] | None:
+        # the module's output is the primary one except for Gaussian modules, which return (mean, log_std)
+        if self.kind == "gaussian" or not isinstance(self.module, nn.Sequential):
+            return None
+        chain = flatten_chain(self.module)
+        return output_and_vjp(chain, x.to(self.dtype), cotangent_of) if plain_mlp(chain) else None
 
     def layer_chain(self) -> list[nn.Module]:
         if isinstance(self.module, nn.Sequential):
