@@ -605,3 +605,28 @@ def test_a_pamdp_step_runs_the_victim_twice_and_its_vjp_once_and_matches_the_act
     # exact on purpose: the same operations on the same inputs in one process (the shared clean
     # forward must change nothing), so any difference is a changed computation, not rounding
     assert np.array_equal(chosen, victim.actions(victim.forward(expected)).numpy())
+
+
+def test_an_attacker_with_a_value_learning_rate_trains_its_critic_at_that_rate(tmp_path):
+    """The official MuJoCo adversaries train policy and value at rates of their own (Hopper:
+    1e-2 and 1e-3): such settings give a SplitLRPPO director whose saved optimizer holds the two
+    rates, and the director still loads as an ordinary PPO for evaluation."""
+    import torch
+    from stable_baselines3 import PPO
+
+    from rlgauntlet.training.attack_train import attacker_config, learn_attacker
+
+    victim, _ = load_for_env("zoo:cartpole-ppo", "CartPole-v1")
+    config = attacker_config("paad", "CartPole-v1", 0.05, 0, None, victim)
+    settings = dict(n_envs=2, policy="MlpPolicy", n_steps=64, batch_size=64, n_epochs=1, learning_rate=1e-2,
+                    value_learning_rate=1e-3, policy_kwargs=dict(net_arch=[16]))
+    ckpt, progress = learn_attacker(victim, config, 128, tmp_path / "paad", hyperparams=settings, log=lambda s: None)
+    assert progress["hyperparams"]["value_learning_rate"] == 1e-3
+    groups = torch.load(ckpt / "optimizer.pt", weights_only=True)["param_groups"] if (ckpt / "optimizer.pt").exists() \
+        else PPO.load(ckpt / "model.zip").policy.optimizer.state_dict()["param_groups"]
+    assert [g["lr"] for g in groups] == pytest.approx([1e-2, 1e-3])
+    from rlgauntlet.experiments.attackers import train_attacker
+
+    manifest = train_attacker("zoo:cartpole-ppo", "CartPole-v1", "paad", eps=0.05, steps=128,
+                              run_dir=tmp_path / "folder", hyperparams=settings, eval_episodes=1, log=lambda s: None)
+    assert manifest["strength"]["episodes"] == 1  # the director evaluates through the threat, loaded as data

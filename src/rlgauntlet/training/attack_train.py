@@ -102,7 +102,8 @@ def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str 
     n_envs = settings.pop("n_envs")
     normalize_reward = settings.pop("normalize_reward", False)
     every = checkpoint_every or max(10_000, total_steps // 10)
-    preset = TrainPreset(name=f"{config['method']}-attacker", env_id=config["env"], algo="ppo",
+    algo = "ppo_split_lr" if "value_learning_rate" in settings else "ppo"  # the critic at a rate of its own
+    preset = TrainPreset(name=f"{config['method']}-attacker", env_id=config["env"], algo=algo,
                          total_timesteps=total_steps, n_envs=n_envs, seed=config["seed"],
                          hyperparams=_with_classes(settings),
                          target_return=0.0, checkpoint_every=every, stop_at_target=False)
