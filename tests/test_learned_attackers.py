@@ -464,6 +464,10 @@ def test_cli_attack_train_and_mismatched_attacker_exit_2_with_one_line(paad_dqn,
           "--steps", "100", "--run-dir", "x"], "choose paad, sarl or robust-sarsa"),
         (["attack-train", "--method", "robust-sarsa", "--agent", "zoo:cartpole-dqn", "--env", "CartPole-v1", "--eps",
           "0.1", "--steps", "100", "--run-dir", "x"], "continuous-action agents"),
+        (["attack-train", "--method", "paad", "--agent", "zoo:cartpole-dqn", "--env", "CartPole-v1", "--eps", "0.1",
+          "--steps", "100", "--run-dir", "x", "--setting", "official"], "exist for Hopper, Walker2d"),
+        (["attack-train", "--method", "paad", "--agent", "zoo:cartpole-dqn", "--env", "CartPole-v1", "--eps", "0.1",
+          "--steps", "100", "--run-dir", "x", "--setting", "best"], "choose one of default, official"),
     ]:
         res = run(*args)
         assert res.returncode == 2, res.stderr
@@ -630,3 +634,24 @@ def test_an_attacker_with_a_value_learning_rate_trains_its_critic_at_that_rate(t
     manifest = train_attacker("zoo:cartpole-ppo", "CartPole-v1", "paad", eps=0.05, steps=128,
                               run_dir=tmp_path / "folder", hyperparams=settings, eval_episodes=1, log=lambda s: None)
     assert manifest["strength"]["episodes"] == 1  # the director evaluates through the threat, loaded as data
+
+
+def test_the_official_director_settings_are_the_official_codes_per_env_adversaries():
+    """Known answer: the PA-AD authors' MuJoCo adversary settings (digest 001 §5): Hopper's policy
+    at 1e-2, value at 1e-3, clip 0.4, entropy 3e-4; Walker2d's 1e-3, 1e-4, 0.2, 1e-5; one env of
+    2048 steps per update. The default setting is the family's, unchanged (so the attackers
+    trained before resume)."""
+    from rlgauntlet.training.attack_train import ATTACKER_HYPERPARAMS, director_settings
+
+    hopper = director_settings("Hopper-v5", "official")
+    # exact on purpose: literals copied from the official configs, passed through unchanged
+    assert (hopper["learning_rate"], hopper["value_learning_rate"], hopper["clip_range"], hopper["ent_coef"]) == \
+        (1e-2, 1e-3, 0.4, 3e-4)
+    assert (hopper["n_envs"], hopper["n_steps"], hopper["batch_size"], hopper["n_epochs"]) == (1, 2048, 64, 10)
+    walker = director_settings("Walker2d-v5", "official")
+    assert (walker["learning_rate"], walker["value_learning_rate"], walker["clip_range"], walker["ent_coef"]) == \
+        (1e-3, 1e-4, 0.2, 1e-5)
+    assert director_settings("Hopper-v5") == ATTACKER_HYPERPARAMS["mujoco"]
+    assert director_settings("CartPole-v1") == ATTACKER_HYPERPARAMS["classic"]
+    with pytest.raises(UserError, match="not CartPole-v1"):
+        director_settings("CartPole-v1", "official")

@@ -38,7 +38,7 @@ def train_attacker(agent: str | AgentSpec, env: str, method: str, eps: float, st
                    threads: int | None = None, checkpoint_every: int | None = None, hyperparams: dict | None = None,
                    log: Callable[[str], None] = print, show_progress: bool = False, sarsa_eps: float = 0.02,
                    sarsa_reg: float = 0.1, allow_pickle: bool = False, deadline: float | None = None,
-                   subproc_envs: bool = False) -> dict:
+                   subproc_envs: bool = False, setting: str = "default") -> dict:
     """Train (or resume) an attacker and write its folder; returns the manifest.
 
     Args:
@@ -59,8 +59,10 @@ def train_attacker(agent: str | AgentSpec, env: str, method: str, eps: float, st
             first rollout end after it (a chunk of a longer run); the folder is then written and
             evaluated as usual, and the next call resumes.
         subproc_envs: step the training envs in worker processes.
+        setting: the director's PPO settings by name (``default``, or ``official`` for MuJoCo:
+            ``training.attack_train.director_settings``) when ``hyperparams`` is not given.
     """
-    from rlgauntlet.training.attack_train import attacker_config, learn_attacker
+    from rlgauntlet.training.attack_train import attacker_config, director_settings, learn_attacker
 
     if method not in METHODS:
         raise UserError(f"--method {method}: choose {', '.join(METHODS[:-1])} or {METHODS[-1]}")
@@ -81,6 +83,7 @@ def train_attacker(agent: str | AgentSpec, env: str, method: str, eps: float, st
             manifest = _train_q_function(victim, identity, env, steps, run_dir, seed, sarsa_eps, sarsa_reg, log)
             spec = _threat_spec(method, run_dir, eps)
         else:
+            hyperparams = hyperparams or director_settings(env, setting)
             config = attacker_config(method, env, eps, seed, variant, victim, actor_steps, lam, loss)
             config["victim"] = identity
             ckpt, progress = learn_attacker(victim, config, steps, run_dir, device=device,

@@ -8,7 +8,8 @@ attack after each chunk); started again on the same folder it resumes.
 
 Default PPO settings per env family (``ATTACKER_HYPERPARAMS``): the paper tunes its
 attackers per env and reports the best of many; ours are one documented setting per family
-(docs/decisions.md), overridable from Python.
+(docs/decisions.md), overridable from Python. For MuJoCo a second named setting,
+``official`` (:func:`director_settings`), is the official code's adversary PPO for that env.
 """
 
 from __future__ import annotations
@@ -50,6 +51,34 @@ ATTACKER_HYPERPARAMS: dict[str, dict[str, Any]] = {
                     gamma=0.99, gae_lambda=0.95, ent_coef=0.01, clip_range=0.1,
                     policy_kwargs=dict(normalize_images=False, features_extractor_class="MinAtarCNN")),
 }
+
+
+#: the official MuJoCo adversaries' PPO per env (the PA-AD authors' configs, digest 001 §5): policy and
+#: value learning rates, clip range, entropy coefficient; one env, 2048 steps per update, 10 epochs,
+#: minibatch 64, as their code runs every MuJoCo adversary
+OFFICIAL_MUJOCO: dict[str, tuple[float, float, float, float]] = {
+    "Hopper": (1e-2, 1e-3, 0.4, 3e-4), "Walker2d": (1e-3, 1e-4, 0.2, 1e-5), "HalfCheetah": (1e-2, 1e-2, 0.2, 3e-4),
+    "Ant": (1e-3, 3e-4, 0.2, 1e-3)}
+#: the named director settings :func:`director_settings` knows
+SETTINGS = ("default", "official")
+
+
+def director_settings(env_id: str, setting: str = "default") -> dict[str, Any]:
+    """The director's PPO settings for ``env_id``: ``default`` is the family's
+    (``ATTACKER_HYPERPARAMS``); ``official`` the official code's adversary for that MuJoCo env
+    (``OFFICIAL_MUJOCO``), whose policy and value train at rates of their own."""
+    if setting == "default":
+        return dict(ATTACKER_HYPERPARAMS.get(resolve_preset(env_id), ATTACKER_HYPERPARAMS["classic"]))
+    if setting != "official":
+        raise UserError(f"--setting {setting}: choose one of {', '.join(SETTINGS)}")
+    base = env_id.split("-")[0]
+    if base not in OFFICIAL_MUJOCO:
+        raise UserError(f"--setting official: the official adversary settings exist for "
+                        f"{', '.join(OFFICIAL_MUJOCO)} (MuJoCo), not {env_id}; use --setting default")
+    policy_lr, value_lr, clip, entropy = OFFICIAL_MUJOCO[base]
+    return dict(n_envs=1, policy="MlpPolicy", n_steps=2048, batch_size=64, n_epochs=10, learning_rate=policy_lr,
+                value_learning_rate=value_lr, gamma=0.99, gae_lambda=0.95, ent_coef=entropy, clip_range=clip,
+                normalize_reward=False, policy_kwargs=dict(net_arch=[64, 64]))
 
 
 def _with_classes(settings: dict[str, Any]) -> dict[str, Any]:
@@ -96,8 +125,7 @@ def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str 
 
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    family = resolve_preset(config["env"])
-    settings = dict(hyperparams or ATTACKER_HYPERPARAMS.get(family, ATTACKER_HYPERPARAMS["classic"]))
+    settings = dict(hyperparams or director_settings(config["env"]))
     recorded = json.loads(json.dumps(settings))
     n_envs = settings.pop("n_envs")
     normalize_reward = settings.pop("normalize_reward", False)
