@@ -44,10 +44,11 @@ class Competitor:
 
 
 def train_hopper_attackers(agent, methods: list[str], steps: int, rs_steps: int, runs, episodes: int, seed: int = 0,
-                           eps: float = 0.075, prefix: str = "hopper") -> dict[str, dict]:
+                           eps: float = 0.075, prefix: str = "hopper", setting: str = "default") -> dict[str, dict]:
     """Train (or resume) each learned attacker of ``methods`` against Hopper ``agent`` at ``eps``
     (normalized) in ``runs/{prefix}-{label}-eps{eps}``: ``paad:VARIANT`` and ``sarl`` for
-    ``steps`` director steps, ``robust-sarsa:SARSA_EPS:SARSA_REG`` as a Q function of the agent on
+    ``steps`` director steps with the director ``setting`` (its name joins the label unless it is
+    ``default``), ``robust-sarsa:SARSA_EPS:SARSA_REG`` as a Q function of the agent on
     ``rs_steps`` transitions. Returns, per label, the folder, the threat spec that uses it, the
     training wall time, the learning curve and the attacker's own strength evaluation."""
     from pathlib import Path
@@ -57,7 +58,8 @@ def train_hopper_attackers(agent, methods: list[str], steps: int, rs_steps: int,
     attackers = {}
     for entry in methods:
         method, _, variant = entry.partition(":")
-        label = f"{method}{'-' + variant.replace(':', '-') if variant else ''}-seed{seed}"
+        named = "" if setting == "default" or method == "robust-sarsa" else f"-{setting}"
+        label = f"{method}{'-' + variant.replace(':', '-') if variant else ''}{named}-seed{seed}"
         run_dir = Path(runs) / f"{prefix}-{label}-eps{eps}"
         if method == "robust-sarsa":
             sarsa_eps, sarsa_reg = (float(v) for v in variant.split(":"))
@@ -66,10 +68,10 @@ def train_hopper_attackers(agent, methods: list[str], steps: int, rs_steps: int,
             spec = f"robust_sarsa:q={run_dir},eps={eps}"
         else:
             manifest = train_attacker(agent, "Hopper-v5", method, eps, steps, run_dir, seed=seed,
-                                      variant=variant or None, eval_episodes=episodes, log=print)
+                                      variant=variant or None, eval_episodes=episodes, log=print, setting=setting)
             spec = f"{method}:attacker={run_dir},eps={eps}"
         attackers[label] = {"run_dir": str(run_dir), "spec": spec, "method": method, "variant": manifest["variant"],
-                            "seed": seed, "steps": rs_steps if method == "robust-sarsa" else steps,
+                            "seed": seed, "setting": None if method == "robust-sarsa" else setting, "steps": rs_steps if method == "robust-sarsa" else steps,
                             "train_seconds": manifest["train_seconds"], "strength": manifest["strength"],
                             "learning_curve": manifest.get("learning_curve", [])}
     return attackers

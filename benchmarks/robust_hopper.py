@@ -164,6 +164,9 @@ def main() -> None:
     parser.add_argument("--rs-steps", type=int, default=30 * 2048, help="transitions per Robust Sarsa Q (official)")
     parser.add_argument("--attack-seeds", type=int, nargs="+", default=[0, 1],
                         help="PA-AD and SA-RL are trained with each seed; the strongest is reported")
+    parser.add_argument("--attack-settings", nargs="+", default=["default", "official"], choices=["default", "official"],
+                        help="director PPO settings of SA-RL and PA-AD (each trained with every --attack-seeds); "
+                             "a learned column is the strongest of all of them")
     parser.add_argument("--episodes", type=int, default=50)
     parser.add_argument("--runs", type=Path, default=Path("runs"), help="where the presets' training runs are")
     parser.add_argument("--attackers", type=Path, default=Path("runs/attackers/robust-hopper"))
@@ -207,9 +210,11 @@ def measure(row: str, seed: int, args) -> dict | None:
     folder = args.attackers / f"{row}-{sha[:12]}"
     attackers = train_hopper_attackers(spec, [f"robust-sarsa:{rs}" for rs in args.rs], args.attack_steps,
                                        args.rs_steps, folder, 5, eps=EPS)
-    for attack_seed in args.attack_seeds:
-        attackers.update(train_hopper_attackers(spec, ["paad:directional", "sarl"], args.attack_steps, args.rs_steps,
-                                                folder, 5, seed=attack_seed, eps=EPS))
+    for setting in args.attack_settings:
+        for attack_seed in args.attack_seeds:
+            attackers.update(train_hopper_attackers(spec, ["paad:directional", "sarl"], args.attack_steps,
+                                                    args.rs_steps, folder, 5, seed=attack_seed, eps=EPS,
+                                                    setting=setting))
     record = {**found, "sha256": sha, "attackers": attackers}
     if args.only_train:
         return record
