@@ -44,11 +44,13 @@ class Competitor:
 
 
 def train_hopper_attackers(agent, methods: list[str], steps: int, rs_steps: int, runs, episodes: int, seed: int = 0,
-                           eps: float = 0.075, prefix: str = "hopper", setting: str = "default") -> dict[str, dict]:
+                           eps: float = 0.075, prefix: str = "hopper", setting: str = "default",
+                           select: str = "last") -> dict[str, dict]:
     """Train (or resume) each learned attacker of ``methods`` against Hopper ``agent`` at ``eps``
     (normalized) in ``runs/{prefix}-{label}-eps{eps}``: ``paad:VARIANT`` and ``sarl`` for
     ``steps`` director steps with the director ``setting`` (its name joins the label unless it is
-    ``default``), ``robust-sarsa:SARSA_EPS:SARSA_REG`` as a Q function of the agent on
+    ``default``) and the director ``select``-ed (``last`` or ``best`` checkpoint),
+    ``robust-sarsa:SARSA_EPS:SARSA_REG`` as a Q function of the agent on
     ``rs_steps`` transitions. Returns, per label, the folder, the threat spec that uses it, the
     training wall time, the learning curve and the attacker's own strength evaluation."""
     from pathlib import Path
@@ -68,10 +70,13 @@ def train_hopper_attackers(agent, methods: list[str], steps: int, rs_steps: int,
             spec = f"robust_sarsa:q={run_dir},eps={eps}"
         else:
             manifest = train_attacker(agent, "Hopper-v5", method, eps, steps, run_dir, seed=seed,
-                                      variant=variant or None, eval_episodes=episodes, log=print, setting=setting)
+                                      variant=variant or None, eval_episodes=episodes, log=print, setting=setting,
+                                      select=select)
             spec = f"{method}:attacker={run_dir},eps={eps}"
         attackers[label] = {"run_dir": str(run_dir), "spec": spec, "method": method, "variant": manifest["variant"],
-                            "seed": seed, "setting": None if method == "robust-sarsa" else setting, "steps": rs_steps if method == "robust-sarsa" else steps,
+                            "seed": seed, "setting": None if method == "robust-sarsa" else setting,
+                            "selected": manifest.get("selected"),
+                            "steps": rs_steps if method == "robust-sarsa" else steps,
                             "train_seconds": manifest["train_seconds"], "strength": manifest["strength"],
                             "learning_curve": manifest.get("learning_curve", [])}
     return attackers

@@ -167,6 +167,9 @@ def main() -> None:
     parser.add_argument("--attack-settings", nargs="+", default=["default", "official"], choices=["default", "official"],
                         help="director PPO settings of SA-RL and PA-AD (each trained with every --attack-seeds); "
                              "a learned column is the strongest of all of them")
+    parser.add_argument("--select", default="best", choices=["best", "last"],
+                        help="each director's checkpoint: the best of its training (lowest victim return in its "
+                             "training episodes) or the last")
     parser.add_argument("--episodes", type=int, default=50)
     parser.add_argument("--runs", type=Path, default=Path("runs"), help="where the presets' training runs are")
     parser.add_argument("--attackers", type=Path, default=Path("runs/attackers/robust-hopper"))
@@ -214,7 +217,7 @@ def measure(row: str, seed: int, args) -> dict | None:
         for attack_seed in args.attack_seeds:
             attackers.update(train_hopper_attackers(spec, ["paad:directional", "sarl"], args.attack_steps,
                                                     args.rs_steps, folder, 5, seed=attack_seed, eps=EPS,
-                                                    setting=setting))
+                                                    setting=setting, select=args.select))
     record = {**found, "sha256": sha, "attackers": attackers}
     if args.only_train:
         return record

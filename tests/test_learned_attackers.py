@@ -655,3 +655,48 @@ def test_the_official_director_settings_are_the_official_codes_per_env_adversari
     assert director_settings("CartPole-v1") == ATTACKER_HYPERPARAMS["classic"]
     with pytest.raises(UserError, match="not CartPole-v1"):
         director_settings("CartPole-v1", "official")
+
+
+def test_an_attacker_keeps_its_best_checkpoint_and_selects_it_on_request(tmp_path):
+    """Known answer: the kept director is the checkpoint with the lowest recent training return
+    of the run's learning curve (its steps and return in best/point.json, its weights those of
+    that checkpoint), `select=best` makes it the attacker, `select=last` the end of training; a
+    run that did not track its best from the start falls back to the last, and says so."""
+    import hashlib
+    import shutil
+
+    from rlgauntlet.experiments.attackers import train_attacker
+    from rlgauntlet.training.attack_train import best_director
+
+    run_dir = tmp_path / "paad"
+    snapshots = {}
+    import rlgauntlet.training.attack_train as attack_train
+
+    real_save = attack_train._TimedCheckpoint.save
+
+    def save_and_remember(self):  # every checkpoint's model.zip, to check the kept one against
+        real_save(self)
+        snapshots[self.progress["history"][-1]["steps"]] = hashlib.sha256(
+            (run_dir / "checkpoint" / "model.zip").read_bytes()).hexdigest()
+
+    small = dict(attack_train.ATTACKER_HYPERPARAMS["classic"], n_envs=2, n_steps=128, batch_size=128)
+    common = dict(eps=0.1, steps=2048, run_dir=run_dir, eval_episodes=1, hyperparams=small, log=lambda s: None)
+    attack_train._TimedCheckpoint.save = save_and_remember
+    try:
+        manifest = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", checkpoint_every=256, select="best",
+                                  **common)
+    finally:
+        attack_train._TimedCheckpoint.save = real_save
+    curve = [(p["recent_return"], p["steps"]) for p in manifest["learning_curve"] if p["recent_return"] is not None]
+    assert len(curve) == 8
+    lowest, at = min(curve)
+    best = best_director(run_dir)
+    assert (best["recent_return"], best["steps"]) == (lowest, at)
+    assert manifest["selected"] == {"by": "best", "steps": at, "recent_return": lowest}
+    assert hashlib.sha256((run_dir / "best" / "model.zip").read_bytes()).hexdigest() == snapshots[at]
+    assert manifest["director_sha256"] == snapshots[at]
+    last = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", select="last", **common)
+    assert last["selected"]["by"] == "last" and last["director_sha256"] == snapshots[max(snapshots)]
+    shutil.rmtree(run_dir / "best")  # as a run from before best checkpoints were kept
+    old = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", select="best", **common)
+    assert old["selected"]["by"] == "last" and "did not keep" in old["selected"]["note"]

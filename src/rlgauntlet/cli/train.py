@@ -85,6 +85,7 @@ def attack_train(
     sarsa_reg: float = typer.Option(0.1, min=0.0, callback=finite_number, help="robust-sarsa: weight of the robustness regulariser. Example: --sarsa-reg 1.0"),
     checkpoint_every: Optional[int] = typer.Option(None, min=1, help="director steps between resumable checkpoints (default: a tenth of --steps, at least 10000). Example: --checkpoint-every 20000"),
     setting: str = typer.Option("default", help="the director's PPO settings: default (one per env family) or official (MuJoCo: the official code's adversary for that env; docs/decisions.md). Example: --setting official"),
+    select: str = typer.Option("last", help="the director the attacker uses: last (the end of training) or best (the checkpoint whose training episodes left the agent lowest). Example: --select best"),
     allow_pickle: bool = ALLOW_PICKLE,
 ) -> None:
     """Train a learned attacker (PA-AD, SA-RL, Robust Sarsa) against an agent and measure it.
@@ -103,7 +104,8 @@ def attack_train(
                               actor_steps=actor_steps, lam=lam, loss=loss, eval_episodes=eval_episodes, device=device,
                               vecnormalize=vecnormalize, threads=threads, log=lambda s: console.print(s),
                               show_progress=console.is_terminal, sarsa_eps=sarsa_eps, sarsa_reg=sarsa_reg,
-                              checkpoint_every=checkpoint_every, allow_pickle=allow_pickle, setting=setting)
+                              checkpoint_every=checkpoint_every, allow_pickle=allow_pickle, setting=setting,
+                              select=select)
     spec = f"robust_sarsa:q={run_dir},eps={eps}" if method == "robust-sarsa" else f"{method}:attacker={run_dir},eps={eps}"
     console.print(f"wrote {run_dir}; use it with --threat {spec}  (strength: {manifest['strength']['attacked_mean']:.1f})")
 

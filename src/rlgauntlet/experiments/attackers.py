@@ -38,7 +38,7 @@ def train_attacker(agent: str | AgentSpec, env: str, method: str, eps: float, st
                    threads: int | None = None, checkpoint_every: int | None = None, hyperparams: dict | None = None,
                    log: Callable[[str], None] = print, show_progress: bool = False, sarsa_eps: float = 0.02,
                    sarsa_reg: float = 0.1, allow_pickle: bool = False, deadline: float | None = None,
-                   subproc_envs: bool = False, setting: str = "default") -> dict:
+                   subproc_envs: bool = False, setting: str = "default", select: str = "last") -> dict:
     """Train (or resume) an attacker and write its folder; returns the manifest.
 
     Args:
@@ -61,11 +61,16 @@ def train_attacker(agent: str | AgentSpec, env: str, method: str, eps: float, st
         subproc_envs: step the training envs in worker processes.
         setting: the director's PPO settings by name (``default``, or ``official`` for MuJoCo:
             ``training.attack_train.director_settings``) when ``hyperparams`` is not given.
+        select: which director the folder's attacker is: ``last`` (the end of training) or
+            ``best`` (the checkpoint whose training episodes left the victim lowest; the last
+            one where the run did not keep its best from the start). The manifest says which.
     """
-    from rlgauntlet.training.attack_train import attacker_config, director_settings, learn_attacker
+    from rlgauntlet.training.attack_train import attacker_config, best_director, director_settings, learn_attacker
 
     if method not in METHODS:
         raise UserError(f"--method {method}: choose {', '.join(METHODS[:-1])} or {METHODS[-1]}")
+    if select not in ("last", "best"):
+        raise UserError(f"--select {select}: choose last or best")
     if loss not in ("hinge", "ce"):
         raise UserError(f"--loss {loss}: choose hinge or ce")
     if not (isinstance(eps, (int, float)) and not isinstance(eps, bool) and math.isfinite(eps) and eps > 0):
@@ -90,8 +95,14 @@ def train_attacker(agent: str | AgentSpec, env: str, method: str, eps: float, st
                                             checkpoint_every=checkpoint_every, hyperparams=hyperparams, log=log,
                                             show_progress=show_progress, deadline=deadline,
                                             subproc_envs=subproc_envs)
-            shutil.copyfile(ckpt / "model.zip", run_dir / ATTACKER_FILE)
-            manifest = {**config, "director_sha256": sha256_file(run_dir / ATTACKER_FILE),
+            best = best_director(run_dir) if select == "best" else None
+            last = progress["history"][-1] if progress["history"] else {"steps": 0, "recent_return": None}
+            selected = ({"by": "best", "steps": best["steps"], "recent_return": best["recent_return"]} if best else
+                        {"by": "last", "steps": last["steps"], "recent_return": last["recent_return"]} | (
+                            {"note": "the run did not keep its best checkpoint from its start"}
+                            if select == "best" else {}))
+            shutil.copyfile(best["path"] if best else ckpt / "model.zip", run_dir / ATTACKER_FILE)
+            manifest = {**config, "director_sha256": sha256_file(run_dir / ATTACKER_FILE), "selected": selected,
                         "steps": int(progress["history"][-1]["steps"]) if progress["history"] else 0,
                         "train_seconds": round(progress.get("train_seconds", 0.0), 1),
                         "learning_curve": progress["history"], "applied_in_training": progress.get("applied"),
