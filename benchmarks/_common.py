@@ -49,7 +49,8 @@ def train_hopper_attackers(agent, methods: list[str], steps: int, rs_steps: int,
     """Train (or resume) each learned attacker of ``methods`` against Hopper ``agent`` at ``eps``
     (normalized) in ``runs/{prefix}-{label}-eps{eps}``: ``paad:VARIANT`` and ``sarl`` for
     ``steps`` director steps with the director ``setting`` (its name joins the label unless it is
-    ``default``) and the director ``select``-ed (``last`` or ``best`` checkpoint),
+    ``default``) and the director ``select``-ed (``last``, or ``best`` checkpoint: ``-best`` in the
+    label, a folder of its own, since a run kept its best only if it did from its start),
     ``robust-sarsa:SARSA_EPS:SARSA_REG`` as a Q function of the agent on
     ``rs_steps`` transitions. Returns, per label, the folder, the threat spec that uses it, the
     training wall time, the learning curve and the attacker's own strength evaluation."""
@@ -60,7 +61,8 @@ def train_hopper_attackers(agent, methods: list[str], steps: int, rs_steps: int,
     attackers = {}
     for entry in methods:
         method, _, variant = entry.partition(":")
-        named = "" if setting == "default" or method == "robust-sarsa" else f"-{setting}"
+        named = "" if method == "robust-sarsa" else (
+            ("" if setting == "default" else f"-{setting}") + ("-best" if select == "best" else ""))
         label = f"{method}{'-' + variant.replace(':', '-') if variant else ''}{named}-seed{seed}"
         run_dir = Path(runs) / f"{prefix}-{label}-eps{eps}"
         if method == "robust-sarsa":
