@@ -9,8 +9,8 @@ entry (once ``--seeds`` are all evaluated). Columns: natural, Random, MaxDiff (w
 Robust Sarsa (the strongest of the Q functions of ``--rs``, as the official scan reports it),
 SA-RL and PA-AD (the ``directional`` variant, the official MuJoCo form), each the strongest of
 its directors: one per ``--attack-settings`` (our MuJoCo PPO setting and the official code's
-Hopper adversary) and ``--attack-seeds``, each the best checkpoint of its training
-(``--select``). Attacker training is neither monotone nor one-setting-fits-all: 300k-step PA-AD
+Hopper adversary) and ``--attack-seeds``, each the stronger of its last and its best-in-training
+checkpoint (``--select best``). Attacker training is neither monotone nor one-setting-fits-all: 300k-step PA-AD
 runs of one setting have left the vanilla agent anywhere from 111 to 2813; the official setting
 took SA-PPO to 1920 where ours left it at 3244, ours took it to 1703 with SA-RL where the
 official left 2634 (docs/reproduction.md).
@@ -173,8 +173,8 @@ def main() -> None:
                         help="director PPO settings of SA-RL and PA-AD (each trained with every --attack-seeds); "
                              "a learned column is the strongest of all of them")
     parser.add_argument("--select", default="best", choices=["best", "last"],
-                        help="each director's checkpoint: the best of its training (lowest victim return in its "
-                             "training episodes) or the last")
+                        help="each director's checkpoint: best (the stronger of the last and the one whose "
+                             "training episodes left the victim lowest) or last")
     parser.add_argument("--episodes", type=int, default=50)
     parser.add_argument("--runs", type=Path, default=Path("runs"), help="where the presets' training runs are")
     parser.add_argument("--attackers", type=Path, default=Path("runs/attackers/robust-hopper"))

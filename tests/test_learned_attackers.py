@@ -660,8 +660,9 @@ def test_the_official_director_settings_are_the_official_codes_per_env_adversari
 def test_an_attacker_keeps_its_best_checkpoint_and_selects_it_on_request(tmp_path):
     """Known answer: the kept director is the checkpoint with the lowest recent training return
     of the run's learning curve (its steps and return in best/point.json, its weights those of
-    that checkpoint), `select=best` makes it the attacker, `select=last` the end of training; a
-    run that did not track its best from the start falls back to the last, and says so."""
+    that checkpoint); `select=best` makes the stronger of it and the last checkpoint on the
+    selection episodes the attacker, `select=last` the end of training; a run that did not track
+    its best from the start falls back to the last, and says so."""
     import hashlib
     import shutil
 
@@ -692,9 +693,14 @@ def test_an_attacker_keeps_its_best_checkpoint_and_selects_it_on_request(tmp_pat
     lowest, at = min(curve)
     best = best_director(run_dir)
     assert (best["recent_return"], best["steps"]) == (lowest, at)
-    assert manifest["selected"] == {"by": "best", "steps": at, "recent_return": lowest}
     assert hashlib.sha256((run_dir / "best" / "model.zip").read_bytes()).hexdigest() == snapshots[at]
-    assert manifest["director_sha256"] == snapshots[at]
+    selected = manifest["selected"]
+    if at != max(snapshots):  # two candidates: the one with the lower return on the selection episodes
+        trials = selected["selection"]["attacked_mean"]
+        assert selected["selection"]["best_steps"] == at and set(trials) == {"best", "last"}
+        assert selected["by"] == min(trials, key=trials.get)
+    chosen_steps = at if selected["by"] == "best" else max(snapshots)
+    assert selected["steps"] == chosen_steps and manifest["director_sha256"] == snapshots[chosen_steps]
     last = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", select="last", **common)
     assert last["selected"]["by"] == "last" and last["director_sha256"] == snapshots[max(snapshots)]
     shutil.rmtree(run_dir / "best")  # as a run from before best checkpoints were kept

@@ -62,10 +62,11 @@ def train_attacker(agent: str | AgentSpec, env: str, method: str, eps: float, st
         setting: the director's PPO settings by name (``default``, or ``official`` for MuJoCo:
             ``training.attack_train.director_settings``) when ``hyperparams`` is not given.
         select: which director the folder's attacker is: ``last`` (the end of training) or
-            ``best`` (the checkpoint whose training episodes left the victim lowest; the last
-            one where the run did not keep its best from the start). The manifest says which.
+            ``best`` (the stronger of the last and the checkpoint whose training episodes left
+            the victim lowest, on selection episodes of their own: :func:`_select_director`;
+            the last where the run did not keep its best from the start). The manifest says which.
     """
-    from rlgauntlet.training.attack_train import attacker_config, best_director, director_settings, learn_attacker
+    from rlgauntlet.training.attack_train import attacker_config, director_settings, learn_attacker
 
     if method not in METHODS:
         raise UserError(f"--method {method}: choose {', '.join(METHODS[:-1])} or {METHODS[-1]}")
@@ -95,24 +96,65 @@ def train_attacker(agent: str | AgentSpec, env: str, method: str, eps: float, st
                                             checkpoint_every=checkpoint_every, hyperparams=hyperparams, log=log,
                                             show_progress=show_progress, deadline=deadline,
                                             subproc_envs=subproc_envs)
-            best = best_director(run_dir) if select == "best" else None
-            last = progress["history"][-1] if progress["history"] else {"steps": 0, "recent_return": None}
-            selected = ({"by": "best", "steps": best["steps"], "recent_return": best["recent_return"]} if best else
-                        {"by": "last", "steps": last["steps"], "recent_return": last["recent_return"]} | (
-                            {"note": "the run did not keep its best checkpoint from its start"}
-                            if select == "best" else {}))
-            shutil.copyfile(best["path"] if best else ckpt / "model.zip", run_dir / ATTACKER_FILE)
-            manifest = {**config, "director_sha256": sha256_file(run_dir / ATTACKER_FILE), "selected": selected,
-                        "steps": int(progress["history"][-1]["steps"]) if progress["history"] else 0,
-                        "train_seconds": round(progress.get("train_seconds", 0.0), 1),
-                        "learning_curve": progress["history"], "applied_in_training": progress.get("applied"),
-                        "hyperparams": progress.get("hyperparams"), "input_shape": progress["input_shape"],
-                        "input_bounds": progress["input_bounds"]}
-            (run_dir / MANIFEST).write_text(json.dumps(manifest, indent=2))
+            manifest = _select_director(victim, env, run_dir, ckpt, config, progress, select, eps, seed, device, log)
             spec = _threat_spec(method, run_dir, eps)
         if eval_episodes == 0:  # the caller evaluates the attacker itself (the gauntlet's sweep)
             return manifest
         return _strength(victim, env, spec, eps, run_dir, manifest, eval_episodes, seed, device, log)
+
+
+#: episodes (on seeds SELECTION_SEED + k, apart from every evaluation's) that decide between a
+#: director's best and last checkpoints
+SELECTION_EPISODES, SELECTION_SEED = 5, 10_000
+
+
+def _write_director(run_dir: Path, source: Path, config: dict, progress: dict, selected: dict) -> dict:
+    """Make ``source`` (a director's model.zip) the folder's attacker, with its manifest."""
+    shutil.copyfile(source, run_dir / ATTACKER_FILE)
+    manifest = {**config, "director_sha256": sha256_file(run_dir / ATTACKER_FILE), "selected": selected,
+                "steps": int(progress["history"][-1]["steps"]) if progress["history"] else 0,
+                "train_seconds": round(progress.get("train_seconds", 0.0), 1),
+                "learning_curve": progress["history"], "applied_in_training": progress.get("applied"),
+                "hyperparams": progress.get("hyperparams"), "input_shape": progress["input_shape"],
+                "input_bounds": progress["input_bounds"]}
+    (run_dir / MANIFEST).write_text(json.dumps(manifest, indent=2))
+    return manifest
+
+
+def _select_director(victim, env: str, run_dir: Path, ckpt: Path, config: dict, progress: dict, select: str,
+                     eps: float, seed: int, device: str, log: Callable[[str], None]) -> dict:
+    """Write the folder's attacker: the last checkpoint's director, or for ``select="best"`` the
+    stronger of the last and the best-in-training one (:func:`best_director`), played with its
+    mean action on ``SELECTION_EPISODES`` episodes of seeds of their own: the training return
+    that picks the best comes from the director's sampled actions, and its mean action is what
+    attacks (a director early in training can be strong sampled and weak deterministic)."""
+    from rlgauntlet.training.attack_train import best_director
+
+    last = progress["history"][-1] if progress["history"] else {"steps": 0, "recent_return": None}
+    candidates = {"last": (ckpt / "model.zip", last)}
+    best = best_director(run_dir) if select == "best" else None
+    if best is not None and best["steps"] != last["steps"]:
+        candidates["best"] = (Path(best["path"]), best)
+    trials: dict[str, float] = {}
+    if len(candidates) > 1:
+        spec = _threat_spec(config["method"], run_dir, eps)
+        for name, (source, point) in candidates.items():
+            trial = _write_director(run_dir, source, config, progress, {"by": name})
+            trial = _strength(victim, env, spec, eps, run_dir, trial, SELECTION_EPISODES, SELECTION_SEED + seed,
+                              device, lambda line: None)
+            trials[name] = trial["strength"]["attacked_mean"]
+        log(f"[{config['method']}] best-in-training checkpoint ({best['steps']} steps) against the last: "
+            f"{trials['best']:.1f} and {trials['last']:.1f} on the selection episodes")
+    chosen = min(trials, key=trials.get) if trials else "last"  # a tie keeps the last
+    source, point = candidates[chosen]
+    selected = {"by": chosen, "steps": point["steps"], "recent_return": point["recent_return"]}
+    if trials:
+        selected["selection"] = {"episodes": SELECTION_EPISODES, "seed": SELECTION_SEED + seed,
+                                 "attacked_mean": trials, "best_steps": best["steps"]}
+    elif select == "best":
+        selected["note"] = ("the run did not keep its best checkpoint from its start" if best is None
+                            else "the best checkpoint is the last")
+    return _write_director(run_dir, source, config, progress, selected)
 
 
 def attacker_strength(agent: str | AgentSpec, env: str, run_dir: str | Path, eps: float, episodes: int = 20,
