@@ -186,12 +186,16 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/robust_hopper.json"))
     args = parser.parse_args()
     meta = {"benchmark": "robust_hopper", "eps": EPS, "budget_space": "normalized", "episodes": args.episodes,
-            "attack_steps": args.attack_steps, "rs": args.rs, "rs_steps": args.rs_steps, "paper": PAPER}
+            "attack_steps": args.attack_steps, "attack_settings": args.attack_settings,
+            "attack_seeds": args.attack_seeds, "select": args.select, "rs": args.rs, "rs_steps": args.rs_steps,
+            "paper": PAPER}
     out = write_record(args.out, meta)
     for row in args.rows:
         for seed in [0] if row == "vanilla" else args.seeds:
             record = measure(row, seed, args)
             if record is not None:
+                record["protocol"] = {"attack_settings": args.attack_settings, "attack_seeds": args.attack_seeds,
+                                      "select": args.select, "attack_steps": args.attack_steps}
                 out = write_record(args.out, meta, row, seed, record)  # after every agent: nothing computed is lost
     if args.register:  # on the table as it is now (another process may have added agents)
         out = write_record(args.out, meta)
