@@ -210,7 +210,9 @@ def test_ood_pong_jobs_keep_their_weights_out_of_git():
 
     ood = {name: spec for name, spec in JOBS.items() if name.startswith("ood-pong")}
     assert sorted(ood) == sorted([*(f"ood-pong-member-{k}" for k in range(5)), "ood-pong-dropconnect",
-                                  "ood-pong-mcdropout"])
+                                  "ood-pong-dropconnect-p0.05", "ood-pong-dropconnect-p0.025", "ood-pong-mcdropout"])
+    assert [PRESETS[ood[f"ood-pong-dropconnect{p}"]["preset"]].hyperparams["policy_kwargs"]["dropout"]
+            for p in ("", "-p0.05", "-p0.025")] == [0.1, 0.05, 0.025]
     assert [ood[f"ood-pong-member-{k}"]["seed"] for k in range(5)] == [0, 1, 2, 3, 4]
     assert PRESETS["pong-ppo-ensemble"].members == 5
     for spec in ood.values():
@@ -218,6 +220,46 @@ def test_ood_pong_jobs_keep_their_weights_out_of_git():
         weights = [f"{spec['folder']}/{source}" for source in spec["returns"] if source.endswith(".pt")]
         ignored = subprocess.run(["git", "check-ignore", *weights], capture_output=True, text=True, cwd=REPO)
         assert ignored.stdout.split() == weights  # every weights file ignored: 7 × 13.5 MB stay out of the tree
+
+
+def test_ood_pong_zoo_takes_the_largest_dropconnect_p_that_holds_its_target(tmp_path, monkeypatch, capsys):
+    ood_pong = _tool("ood_pong")
+    from rlgauntlet.errors import UserError
+    from rlgauntlet.training import register
+
+    jobs = ood_pong.AGENTS["pong-ppo-dropconnect"]
+    assert jobs == ["ood-pong-dropconnect", "ood-pong-dropconnect-p0.05", "ood-pong-dropconnect-p0.025"]
+    scores = {"pong-ppo-dropconnect": 4.2, "pong-ppo-dropconnect-p0.05": 17.0, "pong-ppo-dropconnect-p0.025": 19.0}
+    tried = []
+
+    def fake_register(preset, checkpoint, force=False, zoo_name=None, command=None):
+        tried.append(preset)
+        if scores[preset] < 15 and not force:
+            raise UserError(f"{preset} scores {scores[preset]}, below its target 15")
+        return {"preset": preset, "zoo_name": zoo_name, "command": command}
+
+    monkeypatch.setattr(register, "register_zoo_agent", fake_register)
+    monkeypatch.setattr(ood_pong, "_as_zoo_checkpoint", lambda job, work, root: work)
+
+    def place(*names):
+        for job in names:
+            policy = tmp_path / ood_pong.JOBS[job]["folder"] / "checkpoint" / "policy.pt"
+            policy.parent.mkdir(parents=True, exist_ok=True)
+            policy.write_bytes(b"w")
+
+    with pytest.raises(SystemExit, match="none of .* is placed"):
+        ood_pong._register_first_that_holds("pong-ppo-dropconnect", tmp_path, False)
+    place("ood-pong-dropconnect")
+    with pytest.raises(SystemExit, match="no placed candidate holds its target .*4.2"):
+        ood_pong._register_first_that_holds("pong-ppo-dropconnect", tmp_path, False)
+    place("ood-pong-dropconnect-p0.025", "ood-pong-dropconnect-p0.05")
+    tried.clear()
+    entry = ood_pong._register_first_that_holds("pong-ppo-dropconnect", tmp_path, False)
+    # p 0.1 refused, p 0.05 holds: taken before p 0.025, which scores higher but drops less
+    assert tried == ["pong-ppo-dropconnect", "pong-ppo-dropconnect-p0.05"]
+    assert entry["preset"] == "pong-ppo-dropconnect-p0.05" and entry["zoo_name"] == "pong-ppo-dropconnect"
+    assert "ood-pong-dropconnect-p0.05 --device cuda" in entry["command"]
+    assert "ood-pong-dropconnect refused" in capsys.readouterr().out
 
 
 @pytest.mark.slow

@@ -10,7 +10,8 @@ the next chunk and the zoo need into ``--out`` (at most 8 files, each under 16 M
 Jobs (:data:`JOBS`): ``radial-pong`` (RADIAL-PPO fine-tune of zoo:pong-ppo, preset
 ``pong-radial-ppo``), ``paad-pong`` (the PA-AD director against zoo:pong-ppo at ε = 0.0005,
 resumed from the committed checkpoint towards the paper's budget) and the OOD Pong agents
-(``ood-pong-member-0`` … ``-4``, ``ood-pong-mcdropout``, ``ood-pong-dropconnect``). ``tools/gpu/place.py`` puts
+(``ood-pong-member-0`` … ``-4``, ``ood-pong-mcdropout``, ``ood-pong-dropconnect`` and its smaller-p
+``-p0.05``, ``-p0.025``). ``tools/gpu/place.py`` puts
 the returned files back into ``checkpoints/``. The same script runs on the CPU for the dry run
 (``--device cpu``, a budget of seconds), which is the slow test ``tests/test_gpu_runbook.py``.
 """
@@ -60,7 +61,7 @@ for _k in range(5):
     JOBS[f"ood-pong-member-{_k}"] = {"kind": "preset", "preset": "pong-ppo-ensemble", "seed": _k,
                                      "folder": f"checkpoints/ood-pong/member-{_k}", "env": "PongNoFrameskip-v4",
                                      "returns": dict(_PARTS)}
-for _kind in ("mcdropout", "dropconnect"):
+for _kind in ("mcdropout", "dropconnect", "dropconnect-p0.05", "dropconnect-p0.025"):
     JOBS[f"ood-pong-{_kind}"] = {"kind": "preset", "preset": f"pong-ppo-{_kind}", "folder": f"checkpoints/ood-pong/{_kind}",
                                  "env": "PongNoFrameskip-v4", "returns": dict(_PARTS)}
 #: what comes back from the machine, per file (its limit is 16 MiB)

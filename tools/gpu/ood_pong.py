@@ -4,7 +4,8 @@
 
 turns the placed checkpoints under ``checkpoints/ood-pong/`` into a zoo folder of their own
 (``ood-pong/``, ignored by git): the ensemble of the five members as ``pong-ppo-ensemble`` and the
-two dropout agents as ``pong-ppo-mcdropout`` and ``pong-ppo-dropconnect``, each with its sha256,
+two dropout agents as ``pong-ppo-mcdropout`` and ``pong-ppo-dropconnect`` (the first of its placed
+candidates, p 0.1, 0.05, 0.025, that holds the target), each with its sha256,
 command, seed and clean return over the zoo's 20 episodes, exactly as the shipped zoo records its
 agents (the same registration code; ``RLGAUNTLET_ZOO`` points it at this folder). The lent
 machine then evaluates them from that folder (carrying it):
@@ -40,7 +41,9 @@ from chunk import JOBS  # noqa: E402
 AGENTS = {
     "pong-ppo-ensemble": [f"ood-pong-member-{k}" for k in range(5)],
     "pong-ppo-mcdropout": ["ood-pong-mcdropout"],
-    "pong-ppo-dropconnect": ["ood-pong-dropconnect"],
+    # candidates, largest p first: the first placed one that holds the target is registered (the
+    # paper's rule, p tuned until the agent still solves its task)
+    "pong-ppo-dropconnect": ["ood-pong-dropconnect", "ood-pong-dropconnect-p0.05", "ood-pong-dropconnect-p0.025"],
 }
 
 
@@ -50,12 +53,50 @@ def _command(job: str) -> str:
             f"{JOBS[job]['folder']}/chunks.json)")
 
 
+def _placed(folder: Path) -> bool:
+    return (folder / "checkpoint" / "policy.pt").exists()
+
+
+def _as_zoo_checkpoint(job: str, work: Path, root: Path = REPO) -> Path:
+    """A job's placed checkpoint as the model.zip and progress.json the zoo's registration takes."""
+    from rlgauntlet.training.sb3_train import checkpoint_to_zip
+
+    folder = root / JOBS[job]["folder"]
+    checkpoint = work / job
+    checkpoint.mkdir()
+    checkpoint_to_zip(JOBS[job]["preset"], folder, checkpoint / "model.zip")
+    shutil.copyfile(folder / "checkpoint" / "progress.json", checkpoint / "progress.json")
+    return checkpoint
+
+
+def _register_first_that_holds(name: str, root: Path, force: bool) -> dict:
+    """Register, as ``name``, the first of its candidate jobs whose placed agent holds its preset's
+    target over the zoo's episodes (each refusal printed); none placed, or none holding: exit."""
+    from rlgauntlet.errors import UserError
+    from rlgauntlet.training.register import register_zoo_agent
+
+    placed = [job for job in AGENTS[name] if _placed(root / JOBS[job]["folder"])]
+    if not placed:
+        raise SystemExit(f"{name}: none of {', '.join(AGENTS[name])} is placed; run and place one first")
+    refusals = []
+    for job in placed:
+        with tempfile.TemporaryDirectory() as work:
+            checkpoint = _as_zoo_checkpoint(job, Path(work), root)
+            try:
+                return register_zoo_agent(JOBS[job]["preset"], checkpoint, force=force, zoo_name=name,
+                                          command=_command(job))
+            except UserError as exc:
+                refusals.append(f"{job}: {exc}")
+                print(f"{name}: {job} refused ({exc})")
+    raise SystemExit(f"{name}: no placed candidate holds its target ({'; '.join(refusals)}); "
+                     f"train the next one of {', '.join(AGENTS[name])}")
+
+
 def build_zoo(target: Path, root: Path = REPO, force: bool = False, members: int | None = None,
               names: list[str] | None = None) -> dict:
     """Write the OOD Pong agents placed under ``root`` into the zoo folder ``target``; returns its
     manifest. ``members`` keeps the first N ensemble members (the dry run's shortcut)."""
-    from rlgauntlet.training.register import register_zoo_agent, register_zoo_ensemble
-    from rlgauntlet.training.sb3_train import checkpoint_to_zip
+    from rlgauntlet.training.register import register_zoo_ensemble
     from rlgauntlet.zoo import load_manifest
 
     target.mkdir(parents=True, exist_ok=True)
@@ -63,29 +104,22 @@ def build_zoo(target: Path, root: Path = REPO, force: bool = False, members: int
     os.environ["RLGAUNTLET_ZOO"] = str(target.resolve())
     try:
         for name in names or list(AGENTS):
-            jobs = AGENTS[name][:members] if name.endswith("ensemble") else AGENTS[name]
-            folders = [root / JOBS[job]["folder"] for job in jobs]
-            missing = [str(f) for f in folders if not (f / "checkpoint" / "policy.pt").exists()]
-            if missing:
-                raise SystemExit(f"{name}: no placed checkpoint in {', '.join(missing)}; run and place its jobs first")
             if name in load_manifest(target):
                 print(f"{name}: already in {target}")
                 continue
-            preset = JOBS[jobs[0]]["preset"]
-            with tempfile.TemporaryDirectory() as work:
-                checkpoints = []
-                for job, folder in zip(jobs, folders):  # each as the model.zip and progress.json the zoo takes
-                    checkpoint = Path(work) / job
-                    checkpoint.mkdir()
-                    checkpoint_to_zip(preset, folder, checkpoint / "model.zip")
-                    shutil.copyfile(folder / "checkpoint" / "progress.json", checkpoint / "progress.json")
-                    checkpoints.append(checkpoint)
-                if name.endswith("ensemble"):
+            if name.endswith("ensemble"):
+                jobs = AGENTS[name][:members]
+                folders = [root / JOBS[job]["folder"] for job in jobs]
+                missing = [str(f) for f in folders if not _placed(f)]
+                if missing:
+                    raise SystemExit(f"{name}: no placed checkpoint in {', '.join(missing)}; run and place its jobs first")
+                with tempfile.TemporaryDirectory() as work:
+                    checkpoints = [_as_zoo_checkpoint(job, Path(work), root) for job in jobs]
                     commands = "; ".join(_command(job) for job in jobs)
-                    entry = register_zoo_ensemble(preset, checkpoints, force=force, zoo_name=name, command=commands)
-                else:
-                    entry = register_zoo_agent(preset, checkpoints[0], force=force, zoo_name=name,
-                                               command=_command(jobs[0]))
+                    entry = register_zoo_ensemble(JOBS[jobs[0]]["preset"], checkpoints, force=force, zoo_name=name,
+                                                  command=commands)
+            else:
+                entry = _register_first_that_holds(name, root, force)
             print(f"{name}: clean {entry['clean_return']['mean']:.1f} over {entry['clean_return']['episodes']} "
                   f"episodes, into {target}")
         return load_manifest(target)

@@ -288,6 +288,8 @@ for _base, _short in (("cartpole-dqn", "cartpole-dqn"), ("pendulum-td3", "pendul
 #: (members from scratch would cost about 5 × 1.3M steps), 250k steps each with the recipe's
 #: schedules over that budget; dropout p 0.1, the low end of the paper's 0.05–0.2 (docs/gpu.md)
 OOD_PONG_STEPS = 250_000
+#: DropConnect p tried on Pong, largest first: p 0.1 (preset pong-ppo-dropconnect) lost its game
+OOD_PONG_DROPCONNECT_P = (0.1, 0.05, 0.025)
 for _preset in (
     _ood("pong-ppo", "pong-ppo-ensemble", "5 fine-tunes of zoo:pong-ppo with seeds 0–4 (members differ by their "
          "seeds' rollouts and minibatches, not by their initialisation: a weaker ensemble than the paper's "
@@ -297,8 +299,14 @@ for _preset in (
          "activation of the Nature CNN and its head", dropout=0.1, dropout_kind="activations",
          init_from="zoo:pong-ppo", total_timesteps=OOD_PONG_STEPS, stop_at_target=False),
     _ood("pong-ppo", "pong-ppo-dropconnect", "zoo:pong-ppo fine-tuned with MC DropConnect (p 0.1) on every "
-         "convolution and Linear weight", dropout=0.1, dropout_kind="weights", init_from="zoo:pong-ppo",
-         total_timesteps=OOD_PONG_STEPS, stop_at_target=False),
+         "convolution and Linear weight; measured: it lost its game (training return 12.9 -> 10.0 over the "
+         "250k steps, clean 4.2 over 5 games), so smaller p follow", dropout=0.1, dropout_kind="weights",
+         init_from="zoo:pong-ppo", total_timesteps=OOD_PONG_STEPS, stop_at_target=False),
+    # the paper tuned p "until the agents could still solve the task" (0.05-0.2): the same sweep
+    # downwards from 0.1, the largest p that holds the target becomes the zoo's DropConnect agent
+    *(_ood("pong-ppo", f"pong-ppo-dropconnect-p{_p}", f"zoo:pong-ppo fine-tuned with MC DropConnect (p {_p}) on "
+           "every convolution and Linear weight", dropout=_p, dropout_kind="weights", init_from="zoo:pong-ppo",
+           total_timesteps=OOD_PONG_STEPS, stop_at_target=False) for _p in OOD_PONG_DROPCONNECT_P[1:]),
 ):
     PRESETS[_preset.name] = _preset
 
