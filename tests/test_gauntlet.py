@@ -482,6 +482,53 @@ def test_the_pixel_protocol_fits_the_zoo_pong_agent(tmp_path):
     assert plan.learned == [f"{t.spec}" for t in plan.tasks]
 
 
+def test_the_mujoco_protocol_trains_each_director_with_both_settings_and_keeps_its_best(tmp_path):
+    """mujoco v2: PA-AD and SA-RL each trained with our director settings and the official
+    code's, best checkpoint kept; the two settings are two rows of the results (never pooled),
+    each in a folder of its own; Robust Sarsa has no director and stays one."""
+    from rlgauntlet.experiments.gauntlet import plan_gauntlet
+
+    plan = plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", level="quick", store=tmp_path / "g.sqlite")
+    assert plan.protocol.tag == "mujoco@v2" and plan.skipped == []
+    assert [(t.method, t.setting, t.select) for t in plan.tasks] == [
+        ("paad", "default", "best"), ("paad", "official", "best"), ("sarl", "default", "best"),
+        ("sarl", "official", "best"), ("robust-sarsa", "default", "last")]
+    assert len({t.folder for t in plan.tasks}) == 5 and "official-best" in plan.tasks[1].folder
+    assert sorted(plan.labels[s] for s in plan.learned) == [
+        "paad:eps=0.075", "paad@official:eps=0.075", "robust_sarsa:eps=0.075", "sarl:eps=0.075",
+        "sarl@official:eps=0.075"]
+
+
+def test_a_director_setting_an_env_lacks_is_skipped_with_its_reason():
+    from rlgauntlet.experiments.gauntlet import _director_settings
+
+    skipped: list[dict] = []
+    protocol = get_protocol("mujoco")
+    assert _director_settings(protocol, "Walker2d-v5", skipped) == ["default", "official"] and skipped == []
+    assert _director_settings(protocol, "Swimmer-v5", skipped) == ["default"]
+    assert _director_settings(protocol, "Swimmer-v5", skipped) == ["default"]
+    [row] = skipped  # once, however many methods and seeds asked
+    assert row["spec"] == "director setting official" and "Hopper, Walker2d, HalfCheetah, Ant" in row["reason"]
+
+
+def test_an_attacker_task_trains_with_its_setting_and_selection(monkeypatch):
+    from rlgauntlet.experiments import attackers
+    from rlgauntlet.experiments.gauntlet import AttackerTask, train_attacker_task
+
+    seen = {}
+
+    def fake_train(*args, **kwargs):
+        seen.update(kwargs)
+        return {"steps": 7, "train_seconds": 1.0}
+
+    monkeypatch.setattr(attackers, "train_attacker", fake_train)
+    task = AttackerTask((("agent", "zoo:hopper-ppo"),), "Hopper-v5", "paad", "0.075", 0.075, 1, 100, "/f",
+                        "official", "best")
+    assert train_attacker_task(task) == {"steps": 7, "train_seconds": 1.0}
+    assert (seen["setting"], seen["select"], seen["seed"], seen["steps"]) == ("official", "best", 1, 100)
+    assert task.label == "paad@official:eps=0.075"
+
+
 RAY_SCRIPT = """
 import json, sys
 from rlgauntlet.experiments import protocols

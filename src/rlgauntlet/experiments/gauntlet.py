@@ -66,6 +66,8 @@ class AttackerTask:
     seed: int
     steps: int
     folder: str
+    setting: str = "default"  # the director's PPO settings (Robust Sarsa has none)
+    select: str = "last"  # the director checkpoint the attacker is
 
     @property
     def spec(self) -> str:
@@ -77,7 +79,10 @@ class AttackerTask:
 
     @property
     def label(self) -> str:
-        return f"{THREAT_OF_METHOD[self.method]}:eps={self.eps}"
+        """How results name it: the threat and ε (its folder left out), and a setting other than
+        the default, so the attackers of two settings are two rows, never pooled."""
+        setting = "" if self.setting == "default" else f"@{self.setting}"
+        return f"{THREAT_OF_METHOD[self.method]}{setting}:eps={self.eps}"
 
     def done(self) -> bool:
         manifest = Path(self.folder) / "manifest.json"
@@ -96,7 +101,8 @@ def train_attacker_task(task: AttackerTask) -> dict:
 
     spec = AgentSpec(**dict(task.agent))
     manifest = train_attacker(spec, task.env, task.method, eps=task.eps_value, steps=task.steps, run_dir=task.folder,
-                              seed=task.seed, eval_episodes=0, log=lambda line: None, allow_pickle=spec.allow_pickle)
+                              seed=task.seed, eval_episodes=0, log=lambda line: None, allow_pickle=spec.allow_pickle,
+                              setting=task.setting, select=task.select)
     return {"steps": manifest.get("steps"), "train_seconds": manifest.get("train_seconds")}
 
 
@@ -214,6 +220,24 @@ class GauntletPlan:
                          impact=True)
 
 
+def _director_settings(protocol: Protocol, env: str, skipped: list[dict]) -> list[str]:
+    """The protocol's director settings that exist for ``env`` (the official code's adversary
+    settings exist for four MuJoCo envs); each one missing goes to ``skipped`` with the reason."""
+    from rlgauntlet.training.attack_train import director_settings
+
+    kept = []
+    for setting in protocol.director_settings:
+        try:
+            director_settings(env, setting)
+        except UserError as exc:
+            row = {"spec": f"director setting {setting}", "reason": str(exc)}
+            if row not in skipped:
+                skipped.append(row)
+            continue
+        kept.append(setting)
+    return kept
+
+
 def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None, level: str = "standard",
                   seeds: Sequence[int] | None = None, store: str | Path = "gauntlet.sqlite",
                   **load_options) -> GauntletPlan:
@@ -263,16 +287,22 @@ def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None,
     tasks = []
     for seed in seeds:
         for m in chosen.learned_methods(victim.is_discrete):
+            directors = [("default", "last")] if m == "robust-sarsa" else [
+                (setting, chosen.select) for setting in _director_settings(chosen, env, skipped)]
             for e in ([chosen.headline_eps] if m == "robust-sarsa" else learned_eps):
                 where = "q" if m == "robust-sarsa" else f"eps{_safe(e)}"
-                folder = cache / f"{m}-{where}-seed{seed}-{chosen.name}-v{chosen.version}-{settings.attacker_steps}steps"
-                tasks.append(AttackerTask(options, env, m, e, _eps_value(e), seed, settings.attacker_steps,
-                                          str(folder)))
+                for setting, select in directors:
+                    how = "".join(f"-{x}" for x in (setting, select) if x not in ("default", "last"))
+                    folder = cache / (f"{m}-{where}{how}-seed{seed}-{chosen.name}-v{chosen.version}-"
+                                      f"{settings.attacker_steps}steps")
+                    tasks.append(AttackerTask(options, env, m, e, _eps_value(e), seed, settings.attacker_steps,
+                                              str(folder), setting, select))
     # a Robust Sarsa Q function serves every ε: one training, one MinQ evaluation per learned ε
-    learned = list(dict.fromkeys(_with_eps(t.spec.rsplit(",eps=", 1)[0], e) for t in tasks
-                                 for e in (learned_eps if t.method == "robust-sarsa" else [t.eps])))
     labels = {s: s for s in heuristics + natural + shifts}
-    labels.update({s: f"{s.partition(':')[0]}:eps={s.rsplit('eps=', 1)[1]}" for s in learned})
+    for t in tasks:
+        for e in (learned_eps if t.method == "robust-sarsa" else [t.eps]):
+            labels[_with_eps(t.spec.rsplit(",eps=", 1)[0], e)] = t.label.rsplit(":eps=", 1)[0] + f":eps={e}"
+    learned = [s for s in labels if s not in heuristics + natural + shifts]
     return GauntletPlan(chosen, level, spec, env, preset, victim, sha, seeds, store_path, heuristics, natural, shifts,
                         skipped, tasks, learned, labels)
 
@@ -391,8 +421,8 @@ def _summary(plan: GauntletPlan, reports: list[dict], method: str | None) -> dic
                     "impact": "generalized impact (Daylight §2.5) where the env has a fixed minimum score, "
                               "impact against the argmin agent otherwise"},
         "shifts": {"rows": [{"spec": s, **r} for s, r in shift_rows.items()], "curves": _shift_curves(shift_rows)},
-        "learned_attackers": [{"method": t.method, "eps": t.eps, "seed": t.seed, "steps": t.steps, "folder": t.folder}
-                              for t in plan.tasks],
+        "learned_attackers": [{"method": t.method, "eps": t.eps, "seed": t.seed, "steps": t.steps, "folder": t.folder,
+                               "setting": t.setting, "select": t.select} for t in plan.tasks],
         "skipped": plan.skipped,
     }
 

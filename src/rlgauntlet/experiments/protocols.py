@@ -98,6 +98,12 @@ class Protocol:
     certify: bool = True
     unit: str = "raw"  # the budget unit in one word or two, for tables
     heuristics: dict[str, tuple[str, ...]] = field(default_factory=lambda: dict(HEURISTICS))
+    #: the director PPO settings PA-AD and SA-RL are each trained with (one attacker per setting,
+    #: all in the strongest-of); ``training.attack_train.director_settings``
+    director_settings: tuple[str, ...] = ("default",)
+    #: which checkpoint a director's attacker is: ``last``, or ``best`` (the stronger of the last
+    #: and the one whose training episodes left the victim lowest, on selection episodes of its own)
+    select: str = "last"
 
     @property
     def tag(self) -> str:
@@ -119,6 +125,7 @@ class Protocol:
                 "budget": self.budget_note,
                 "heuristics": {k: list(v) for k, v in self.heuristics.items()},
                 "learned": list(self.learned), "learned_continuous_only": list(self.learned_continuous),
+                "director_settings": list(self.director_settings), "select": self.select,
                 "natural_suite": self.natural, "certified": self.certify,
                 "levels": {k: vars(v) | {"seeds": list(v.seeds)} for k, v in self.levels.items()}}
 
@@ -134,13 +141,16 @@ PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
                 "standard": Level(20, 100_000, "grid", "full"),
                 "paper": Level(50, 500_000, "grid", "full", (0, 1, 2))}),
     Protocol(
-        name="mujoco", version=1, families=("mujoco",),
+        # v2: each director trained with both settings (ours and the official code's adversary
+        # PPO) and its best checkpoint kept; v1's one setting and last checkpoint left defended
+        # agents looking stronger than they are (docs/reproduction.md, the robust-agent table)
+        name="mujoco", version=2, families=("mujoco",),
         summary="MuJoCo locomotion (Hopper, Walker2d, HalfCheetah, Ant, ...)",
         eps_grid=("0.025", "0.05", "0.075", "0.1"), headline_eps="0.075",
         budget_note="normalized observation units when the agent has VecNormalize statistics (as in the PA-AD, "
                     "SA-PPO and ATLA papers), raw units otherwise; each result names its space",
         learned=("paad", "sarl"), learned_continuous=("robust-sarsa",), shifts=_mujoco_shifts,
-        unit="normalized or raw",
+        unit="normalized or raw", director_settings=("default", "official"), select="best",
         levels={"quick": Level(5, 50_000, "headline", "reduced"),
                 "standard": Level(10, 200_000, "headline", "full"),
                 "paper": Level(50, 2_000_000, "grid", "full", (0, 1, 2))}),
