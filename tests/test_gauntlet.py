@@ -460,6 +460,7 @@ def test_an_agent_counts_once_on_the_leaderboard_under_its_latest_method(tmp_pat
 
     path = tmp_path / "s.sqlite"
     store = ResultsStore(path)
+    # mujoco v1 results: a version before the current one, with the same headline ε, still ranked
     for method, value in (("zoo:hopper-ppo", 600.0), ("hopper-ppo", 640.0)):  # the same file, run twice
         meta = {"protocol": "mujoco", "version": 1, "level": "standard", "env": "Hopper-v5", "agent": "zoo:hopper-ppo",
                 "sha256": "same", "method": method}
@@ -467,6 +468,8 @@ def test_an_agent_counts_once_on_the_leaderboard_under_its_latest_method(tmp_pat
     store.close()
     [board] = leaderboard([path])["boards"]
     assert [(r["method"], r["iqm"]) for r in board["rows"]] == [("hopper-ppo", 640.0)]
+    assert get_protocol("mujoco").headline_of(1) == "0.075" and get_protocol("mujoco").headline_of(3) is None
+    assert get_protocol("classic").headline_of(0) is None
 
 
 def test_the_pixel_protocol_fits_the_zoo_pong_agent(tmp_path):

@@ -104,6 +104,9 @@ class Protocol:
     #: which checkpoint a director's attacker is: ``last``, or ``best`` (the stronger of the last
     #: and the one whose training episodes left the victim lowest, on selection episodes of its own)
     select: str = "last"
+    #: the first version whose headline ε is this one's: the leaderboard still ranks the stored
+    #: results of those earlier versions (each version on a board of its own)
+    headline_since: int = 1
 
     @property
     def tag(self) -> str:
@@ -114,6 +117,10 @@ class Protocol:
         if name not in self.levels:
             raise UserError(f"--level {name!r} is unknown; choose one of {', '.join(LEVELS)}")
         return self.levels[name]
+
+    def headline_of(self, version: object) -> str | None:
+        """The headline ε of this protocol's ``version`` (None: a version this code does not know)."""
+        return self.headline_eps if isinstance(version, int) and self.headline_since <= version <= self.version else None
 
     def learned_methods(self, discrete: bool) -> tuple[str, ...]:
         return self.learned if discrete else self.learned + self.learned_continuous

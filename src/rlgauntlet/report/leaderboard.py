@@ -50,7 +50,7 @@ def gauntlet_entries(paths: list[str | Path]) -> list[dict]:
             for run_id, meta in store.runs("gauntlet"):
                 metrics = store.metrics(run_id)
                 protocol = PROTOCOLS.get(meta.get("protocol"))
-                headline = protocol.headline_eps if protocol and protocol.version == meta.get("version") else None
+                headline = protocol.headline_of(meta.get("version")) if protocol else None
                 # one agent counts once: its latest result (and the method that result names)
                 key = (meta.get("protocol"), meta.get("version"), meta.get("level"), meta.get("env"),
                        meta.get("sha256"))
