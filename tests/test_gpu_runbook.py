@@ -247,12 +247,18 @@ def test_ood_pong_zoo_takes_the_largest_dropconnect_p_that_holds_its_target(tmp_
             policy.parent.mkdir(parents=True, exist_ok=True)
             policy.write_bytes(b"w")
 
-    with pytest.raises(SystemExit, match="none of .* is placed"):
+    with pytest.raises(SystemExit, match="ood-pong-dropconnect is not placed"):
         ood_pong._register_first_that_holds("pong-ppo-dropconnect", tmp_path, False)
-    place("ood-pong-dropconnect")
-    with pytest.raises(SystemExit, match="no placed candidate holds its target .*4.2"):
+    place("ood-pong-dropconnect", "ood-pong-dropconnect-p0.025")
+    # p 0.1 refused, p 0.05 never tried: p 0.025 holds, but is not taken before it
+    with pytest.raises(SystemExit, match="ood-pong-dropconnect-p0.05 is not placed .*refused: .*4.2"):
         ood_pong._register_first_that_holds("pong-ppo-dropconnect", tmp_path, False)
-    place("ood-pong-dropconnect-p0.025", "ood-pong-dropconnect-p0.05")
+    scores["pong-ppo-dropconnect-p0.025"] = 3.0
+    place("ood-pong-dropconnect-p0.05")
+    scores["pong-ppo-dropconnect-p0.05"] = 2.0
+    with pytest.raises(SystemExit, match="no candidate holds its target .*add a smaller p"):
+        ood_pong._register_first_that_holds("pong-ppo-dropconnect", tmp_path, False)
+    scores.update({"pong-ppo-dropconnect-p0.05": 17.0, "pong-ppo-dropconnect-p0.025": 19.0})
     tried.clear()
     entry = ood_pong._register_first_that_holds("pong-ppo-dropconnect", tmp_path, False)
     # p 0.1 refused, p 0.05 holds: taken before p 0.025, which scores higher but drops less

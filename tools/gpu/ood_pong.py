@@ -70,16 +70,17 @@ def _as_zoo_checkpoint(job: str, work: Path, root: Path = REPO) -> Path:
 
 
 def _register_first_that_holds(name: str, root: Path, force: bool) -> dict:
-    """Register, as ``name``, the first of its candidate jobs whose placed agent holds its preset's
-    target over the zoo's episodes (each refusal printed); none placed, or none holding: exit."""
+    """Register, as ``name``, the first of its candidate jobs (largest p first) whose placed agent
+    holds its preset's target over the zoo's episodes, each refusal printed. A candidate is taken
+    only after every one before it was placed and refused; otherwise, or when none holds: exit."""
     from rlgauntlet.errors import UserError
     from rlgauntlet.training.register import register_zoo_agent
 
-    placed = [job for job in AGENTS[name] if _placed(root / JOBS[job]["folder"])]
-    if not placed:
-        raise SystemExit(f"{name}: none of {', '.join(AGENTS[name])} is placed; run and place one first")
     refusals = []
-    for job in placed:
+    for job in AGENTS[name]:
+        if not _placed(root / JOBS[job]["folder"]):
+            raise SystemExit(f"{name}: {job} is not placed" + (f" (refused: {'; '.join(refusals)})" if refusals else "")
+                             + f"; run and place it first (a candidate is taken only once those before it failed)")
         with tempfile.TemporaryDirectory() as work:
             checkpoint = _as_zoo_checkpoint(job, Path(work), root)
             try:
@@ -88,8 +89,7 @@ def _register_first_that_holds(name: str, root: Path, force: bool) -> dict:
             except UserError as exc:
                 refusals.append(f"{job}: {exc}")
                 print(f"{name}: {job} refused ({exc})")
-    raise SystemExit(f"{name}: no placed candidate holds its target ({'; '.join(refusals)}); "
-                     f"train the next one of {', '.join(AGENTS[name])}")
+    raise SystemExit(f"{name}: no candidate holds its target ({'; '.join(refusals)}); add a smaller p")
 
 
 def build_zoo(target: Path, root: Path = REPO, force: bool = False, members: int | None = None,
