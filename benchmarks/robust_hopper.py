@@ -45,7 +45,7 @@ from rlgauntlet import evaluate
 from rlgauntlet.common.hashing import sha256_file
 from rlgauntlet.experiments.agents import AgentSpec
 from rlgauntlet.training.job import seed_run_dir
-from rlgauntlet.zoo import load_manifest
+from rlgauntlet.zoo import load_manifest, update_zoo_metadata
 
 EPS = 0.075
 ROWS = {"vanilla": "hopper-ppo", "sa-ppo": "hopper-sa-ppo", "atla-ppo": "hopper-atla-ppo",
@@ -249,29 +249,45 @@ def measure(row: str, seed: int, args) -> dict | None:
 
 def register(rows: dict, args) -> None:
     """Put each defended method's median seed into the zoo (``PRESET``), every seed's numbers in
-    its entry; a method needs every seed of ``--seeds`` evaluated first."""
+    its entry; a method needs every seed of ``--seeds`` evaluated first. A method already in the
+    zoo keeps its agent (a zoo agent is never replaced): when that agent is still the median
+    seed, its entry's numbers are refreshed to the table's; when it is not, the table says so."""
     from rlgauntlet.training.register import register_zoo_agent
 
     for row, method in rows.items():
-        if row == "vanilla" or ROWS[row] in load_manifest():
+        if row == "vanilla":
             continue
         evaluated = {s for s, r in method["seeds"].items() if "worst" in r}
         if not {str(s) for s in args.seeds} <= evaluated or len(args.seeds) < 3:
             print(f"robust_hopper: {row}: not registered; evaluate at least 3 seeds first (--seeds 0 1 2)",
                   file=sys.stderr)
             continue
-        chosen = method["seeds"][str(method["median_seed"])]
-        ckpt = Path(chosen["agent"].split(":", 1)[1]).parent
+        median = str(method["median_seed"])
+        chosen = method["seeds"][median]
         seeds = {s: {k: r[k] for k in ("avg", "avg_learned", "worst", "worst_attack")} |
                  {"natural": r["columns"]["natural"]["mean"], "paad": r["columns"]["paad"]["mean"],
-                  "agent_steps": r["agent_steps"], "sha256": r["sha256"]} for s, r in method["seeds"].items()}
+                  "agent_steps": r["agent_steps"], "sha256": r["sha256"], "protocol": r.get("protocol")}
+                 for s, r in method["seeds"].items()}
+        robustness = {"eps": EPS, "budget_space": "normalized", "selected": "the seed with the median worst-case return",
+                      "selected_seed": method["median_seed"], "seeds": seeds, "table": "benchmarks/robust_hopper.py"}
+        entry = load_manifest().get(ROWS[row])
+        if entry is not None:
+            if entry.get("source_sha256") == chosen["sha256"]:
+                update_zoo_metadata(ROWS[row], {"robustness": robustness})
+                method["zoo"] = {"name": ROWS[row], "sha256": entry["sha256"], "numbers": "refreshed"}
+                print(f"zoo {ROWS[row]}: still the median seed {median}; its robustness numbers refreshed")
+            else:
+                zoo_seed = next((s for s, r in method["seeds"].items() if r["sha256"] == entry.get("source_sha256")),
+                                None)
+                method["zoo"] = {"name": ROWS[row], "sha256": entry["sha256"], "zoo_seed": zoo_seed,
+                                 "note": f"the median seed is now {median}; the zoo agent (seed {zoo_seed}) is kept"}
+                print(f"zoo {ROWS[row]}: the median seed is now {median}, the zoo holds seed {zoo_seed}; kept "
+                      "(a zoo agent is never replaced)", file=sys.stderr)
+            continue
+        ckpt = Path(chosen["agent"].split(":", 1)[1]).parent
         command = f"rlgauntlet train --preset {ROWS[row]} --no-register" + (
             f" --seed {method['median_seed']} --run-dir {chosen['run']}" if method["median_seed"] else "")
-        entry = register_zoo_agent(ROWS[row], ckpt, command=command,
-                                   extra={"robustness": {"eps": EPS, "budget_space": "normalized",
-                                                         "selected": "the seed with the median worst-case return",
-                                                         "selected_seed": method["median_seed"], "seeds": seeds,
-                                                         "table": "benchmarks/robust_hopper.py"}})
+        entry = register_zoo_agent(ROWS[row], ckpt, command=command, extra={"robustness": robustness})
         method["zoo"] = {"name": ROWS[row], "sha256": entry["sha256"]}
         print(f"zoo {ROWS[row]}: seed {method['median_seed']} (median worst {chosen['worst']:.0f})")
 

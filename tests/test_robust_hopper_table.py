@@ -104,6 +104,32 @@ def test_register_puts_the_median_seed_into_the_zoo_with_every_seeds_numbers(tmp
     robust_hopper.register(fewer, argparse.Namespace(seeds=[0]))
     assert calls == []  # one seed is not a median: nothing registered
 
+    # already in the zoo: never replaced; its numbers are refreshed only while it is the median seed
+    refreshed = []
+    monkeypatch.setattr(robust_hopper, "update_zoo_metadata", lambda name, fields: refreshed.append((name, fields)))
+    monkeypatch.setattr(robust_hopper, "load_manifest",
+                        lambda: {"hopper-sa-ppo": {"sha256": "z" * 64, "source_sha256": "2" * 64}})
+    robust_hopper.register(rows, argparse.Namespace(seeds=[0, 1, 2]))
+    [(name, fields)] = refreshed
+    assert calls == [] and name == "hopper-sa-ppo" and fields["robustness"]["seeds"]["0"]["worst"] == 1900.0
+    assert rows["sa-ppo"]["zoo"] == {"name": "hopper-sa-ppo", "sha256": "z" * 64, "numbers": "refreshed"}
+    seeds["0"]["worst"] = 1000.0  # seed 0 is now the median (800 < 1000 < 1200)
+    rows["sa-ppo"]["median_seed"] = int(robust_hopper.median_seed(seeds))
+    refreshed.clear()
+    robust_hopper.register(rows, argparse.Namespace(seeds=[0, 1, 2]))
+    assert refreshed == [] and calls == []
+    assert rows["sa-ppo"]["zoo"]["zoo_seed"] == "2" and "median seed is now 0" in rows["sa-ppo"]["zoo"]["note"]
+
+
+def test_a_zoo_entry_s_identity_is_never_replaced(tmp_path):
+    from rlgauntlet.zoo import load_manifest, update_zoo_metadata, write_manifest
+
+    write_manifest({"a": {"sha256": "s", "file": "a.zip", "robustness": {"worst": 1}}}, tmp_path)
+    with pytest.raises(ValueError, match="sha256 identify the agent"):
+        update_zoo_metadata("a", {"sha256": "t"}, tmp_path)
+    update_zoo_metadata("a", {"robustness": {"worst": 2}}, tmp_path)
+    assert load_manifest(tmp_path)["a"] == {"sha256": "s", "file": "a.zip", "robustness": {"worst": 2}}
+
 
 def test_two_table_processes_each_add_their_agents_without_dropping_the_others(tmp_path):
     """Known answer: process A starts (reads the table), process B records seed 1, then A

@@ -53,6 +53,25 @@ def write_manifest(manifest: dict[str, dict], directory: Path | None = None) -> 
     path.write_text(json.dumps(dict(sorted(manifest.items())), indent=2) + "\n")
 
 
+#: what identifies an entry's agent: never changed after registration (a new agent is a new name)
+IDENTITY_FIELDS = frozenset({"env", "algorithm", "preset", "command", "seed", "file", "sha256", "source_sha256",
+                             "vecnormalize", "members", "clean_return", "total_timesteps", "trainer"})
+
+
+def update_zoo_metadata(name: str, fields: dict, directory: Path | None = None) -> dict:
+    """Replace descriptive fields of the existing entry ``name`` (a robustness table measured
+    again, say), never what identifies its agent (:data:`IDENTITY_FIELDS`). Returns the entry."""
+    touched = sorted(set(fields) & IDENTITY_FIELDS)
+    if touched:
+        raise ValueError(f"{', '.join(touched)} identify the agent of zoo entry {name!r} and are never replaced")
+    manifest = load_manifest(directory)
+    if name not in manifest:
+        raise UserError(f"the zoo has no agent {name!r}")
+    manifest[name] = {**manifest[name], **fields}
+    write_manifest(manifest, directory)
+    return manifest[name]
+
+
 def check_new_zoo_name(name: str) -> None:
     """Refuse a zoo name that would write outside the zoo or replace an agent it holds: a name
     is lower-case letters, digits and dashes, and new."""
