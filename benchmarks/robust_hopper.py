@@ -43,6 +43,7 @@ from _common import train_hopper_attackers
 
 from rlgauntlet import evaluate
 from rlgauntlet.common.hashing import sha256_file
+from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.agents import AgentSpec
 from rlgauntlet.training.job import seed_run_dir
 from rlgauntlet.zoo import load_manifest, update_zoo_metadata
@@ -287,7 +288,12 @@ def register(rows: dict, args) -> None:
         ckpt = Path(chosen["agent"].split(":", 1)[1]).parent
         command = f"rlgauntlet train --preset {ROWS[row]} --no-register" + (
             f" --seed {method['median_seed']} --run-dir {chosen['run']}" if method["median_seed"] else "")
-        entry = register_zoo_agent(ROWS[row], ckpt, command=command, extra={"robustness": robustness})
+        try:
+            entry = register_zoo_agent(ROWS[row], ckpt, command=command, extra={"robustness": robustness})
+        except UserError as exc:  # below its preset's clean target over the zoo's episodes: the table says so
+            method["zoo"] = {"name": ROWS[row], "refused": str(exc)}
+            print(f"zoo {ROWS[row]}: seed {median} not registered: {exc}", file=sys.stderr)
+            continue
         method["zoo"] = {"name": ROWS[row], "sha256": entry["sha256"]}
         print(f"zoo {ROWS[row]}: seed {method['median_seed']} (median worst {chosen['worst']:.0f})")
 

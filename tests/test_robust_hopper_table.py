@@ -73,6 +73,7 @@ def test_register_puts_the_median_seed_into_the_zoo_with_every_seeds_numbers(tmp
     import argparse
 
     import rlgauntlet.training.register as register_module
+    from rlgauntlet.errors import UserError
 
     calls = []
 
@@ -100,6 +101,14 @@ def test_register_puts_the_median_seed_into_the_zoo_with_every_seeds_numbers(tmp
     assert robustness["selected_seed"] == 2 and set(robustness["seeds"]) == {"0", "1", "2"}
     assert robustness["seeds"]["1"]["worst"] == 800.0 and rows["sa-ppo"]["zoo"]["name"] == "hopper-sa-ppo"
     calls.clear()
+
+    def below_target(name, checkpoint, command=None, extra=None):
+        raise UserError(f"{name} scores 2600.0 over 20 episodes, below its target 2800.0")
+
+    monkeypatch.setattr(register_module, "register_zoo_agent", below_target)
+    robust_hopper.register(rows, argparse.Namespace(seeds=[0, 1, 2]))
+    assert "below its target 2800" in rows["sa-ppo"]["zoo"]["refused"]  # said in the table, no crash
+    monkeypatch.setattr(register_module, "register_zoo_agent", fake_register)
     fewer = {"sa-ppo": {"seeds": {"0": seeds["0"]}, "median_seed": 0}}
     robust_hopper.register(fewer, argparse.Namespace(seeds=[0]))
     assert calls == []  # one seed is not a median: nothing registered
