@@ -50,7 +50,9 @@ def load_manifest(directory: Path | None = None) -> dict[str, dict]:
 
 def write_manifest(manifest: dict[str, dict], directory: Path | None = None) -> None:
     path = (directory or zoo_dir()) / "manifest.json"
-    path.write_text(json.dumps(dict(sorted(manifest.items())), indent=2) + "\n")
+    tmp = path.with_name(path.name + ".tmp")  # replaced in one step: a crash never leaves half a manifest
+    tmp.write_text(json.dumps(dict(sorted(manifest.items())), indent=2) + "\n")
+    tmp.replace(path)
 
 
 #: what identifies an entry's agent: never changed after registration (a new agent is a new name)

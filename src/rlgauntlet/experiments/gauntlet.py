@@ -78,11 +78,15 @@ class AttackerTask:
         return f"{THREAT_OF_METHOD[self.method]}:{key}={_quoted(Path(self.folder))},eps={self.eps}"
 
     @property
+    def name(self) -> str:
+        """The threat, and a director setting other than the default: the attackers of two
+        settings are two rows of the results, never pooled."""
+        return THREAT_OF_METHOD[self.method] + ("" if self.setting == "default" else f"@{self.setting}")
+
+    @property
     def label(self) -> str:
-        """How results name it: the threat and ε (its folder left out), and a setting other than
-        the default, so the attackers of two settings are two rows, never pooled."""
-        setting = "" if self.setting == "default" else f"@{self.setting}"
-        return f"{THREAT_OF_METHOD[self.method]}{setting}:eps={self.eps}"
+        """How results name it: :attr:`name` and ε (its folder left out)."""
+        return f"{self.name}:eps={self.eps}"
 
     def done(self) -> bool:
         manifest = Path(self.folder) / "manifest.json"
@@ -284,14 +288,13 @@ def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None,
     learned_eps = [chosen.headline_eps] if settings.learned_at == "headline" else list(chosen.eps_grid)
     cache = store_path.parent / CACHE_FOLDER / sha[:16] / _safe(env)
     options = tuple(sorted(spec.model_dump().items()))
+    directors = [(setting, chosen.select) for setting in _director_settings(chosen, env, skipped)]
     tasks = []
     for seed in seeds:
         for m in chosen.learned_methods(victim.is_discrete):
-            directors = [("default", "last")] if m == "robust-sarsa" else [
-                (setting, chosen.select) for setting in _director_settings(chosen, env, skipped)]
             for e in ([chosen.headline_eps] if m == "robust-sarsa" else learned_eps):
                 where = "q" if m == "robust-sarsa" else f"eps{_safe(e)}"
-                for setting, select in directors:
+                for setting, select in ([("default", "last")] if m == "robust-sarsa" else directors):
                     how = "".join(f"-{x}" for x in (setting, select) if x not in ("default", "last"))
                     folder = cache / (f"{m}-{where}{how}-seed{seed}-{chosen.name}-v{chosen.version}-"
                                       f"{settings.attacker_steps}steps")
@@ -299,10 +302,10 @@ def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None,
                                               str(folder), setting, select))
     # a Robust Sarsa Q function serves every ε: one training, one MinQ evaluation per learned ε
     labels = {s: s for s in heuristics + natural + shifts}
-    for t in tasks:
-        for e in (learned_eps if t.method == "robust-sarsa" else [t.eps]):
-            labels[_with_eps(t.spec.rsplit(",eps=", 1)[0], e)] = t.label.rsplit(":eps=", 1)[0] + f":eps={e}"
-    learned = [s for s in labels if s not in heuristics + natural + shifts]
+    learned_labels = {_with_eps(t.spec.rsplit(",eps=", 1)[0], e): f"{t.name}:eps={e}" for t in tasks
+                      for e in (learned_eps if t.method == "robust-sarsa" else [t.eps])}
+    labels.update(learned_labels)
+    learned = list(learned_labels)
     return GauntletPlan(chosen, level, spec, env, preset, victim, sha, seeds, store_path, heuristics, natural, shifts,
                         skipped, tasks, learned, labels)
 
