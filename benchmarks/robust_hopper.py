@@ -27,7 +27,10 @@ each merges its agents into the file as it stands when it writes.
 
 Run: python benchmarks/robust_hopper.py [--rows vanilla sa-ppo atla-ppo pa-atla-ppo] [--seeds 0 1 2]
          [--attack-steps 300000] [--attack-settings default official] [--attack-seeds 0] [--select best]
-         [--episodes 50] [--only-train] [--allow-unfinished] [--register]
+         [--episodes 50] [--only-train] [--allow-unfinished] [--register] [--card runs/robust_hopper_card.html]
+
+The report card (``--card``) shows each row's median seed with exactly the runs of its cells, its
+comparison view lining the agents up attack by attack.
 """
 
 from __future__ import annotations
@@ -185,6 +188,8 @@ def main() -> None:
     parser.add_argument("--only-train", action="store_true", help="train (or resume) the attackers and stop")
     parser.add_argument("--register", action="store_true", help="put each method's median seed into the zoo")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/robust_hopper.json"))
+    parser.add_argument("--card", type=Path, default=Path("runs/robust_hopper_card.html"),
+                        help="the report card of each row's median seed (HTML)")
     args = parser.parse_args()
     meta = {"benchmark": "robust_hopper", "eps": EPS, "budget_space": "normalized", "episodes": args.episodes,
             "attack_steps": args.attack_steps, "attack_settings": args.attack_settings,
@@ -210,6 +215,7 @@ def main() -> None:
             print(f"{row:12s} {len(method['seeds']):5d} " + " ".join(cells) + f" {method['avg']:12.0f} "
                   f"{method['worst']:12.0f}")
     print(f"wrote {args.out}")
+    render_card(rows, args.store, args.card)
 
 
 def measure(row: str, seed: int, args) -> dict | None:
@@ -232,10 +238,11 @@ def measure(row: str, seed: int, args) -> dict | None:
     if args.only_train:
         return record
     specs = [f"random:eps={EPS}", f"maxdiff:eps={EPS},restarts=3"] + [a["spec"] for a in attackers.values()]
+    # the strongest-of run (the worst column) is stored too: the report card ranks agents by it
     report = evaluate(spec, "Hopper-v5", specs, episodes=args.episodes, seed=0, n_envs=10, impact=False,
-                      store=args.store, resume=True)
+                      store=args.store, resume=True, strongest_of=specs)
     by_spec = {ev["spec"]: {"mean": ev["return_mean"], "std": ev["return_std"], "sem": ev["return_sem"],
-                            "linf_max": ev["linf_max"]} for ev in report.evaluations}
+                            "linf_max": ev["linf_max"], "run_id": ev["run_id"]} for ev in report.evaluations}
     def strongest(method: str) -> tuple[dict, dict]:
         """The strongest attacker of one kind (lowest mean return), and every one of them."""
         runs = {label: by_spec[a["spec"]] for label, a in attackers.items() if a["method"] == method}
@@ -245,7 +252,52 @@ def measure(row: str, seed: int, args) -> dict | None:
     (rs, rs_all), (sarl, sarl_all), (paad, paad_all) = (strongest(m) for m in ("robust-sarsa", "sarl", "paad"))
     columns = {"natural": by_spec["clean"], "random": by_spec[specs[0]], "maxdiff": by_spec[specs[1]],
                "robust_sarsa": rs, "sarl": sarl, "paad": paad}
-    return {**record, "columns": columns, "every_attacker": {**rs_all, **sarl_all, **paad_all}, **summarise(columns)}
+    return {**record, "columns": columns, "every_attacker": {**rs_all, **sarl_all, **paad_all}, **summarise(columns),
+            "strongest_run_id": report.strongest_of[0]["run_id"]}
+
+
+#: the report card's rows (the table's four methods; the PA-ATLA variants stay in the JSON) and names
+METHOD_NAMES = {"vanilla": "vanilla PPO", "sa-ppo": "SA-PPO", "atla-ppo": "ATLA-PPO", "pa-atla-ppo": "PA-ATLA-PPO"}
+
+
+def card_selection(rows: dict) -> tuple[set[tuple[int, int]], dict[str, str], list[str]]:
+    """What the report card shows: per row of the table its median seed's agent, named by method
+    and seed, with exactly the runs of its cells (natural, the five attack columns, and the
+    strongest-of run). Returns (the (store index, run id) pairs, the agents' labels, the rows left
+    out because they were measured before run ids were recorded)."""
+    from rlgauntlet.report.data import agent_label
+
+    runs, labels, stale = set(), {}, []
+    for row, method in rows.items():
+        if "median_seed" not in method or row not in METHOD_NAMES:
+            continue
+        seed = str(method["median_seed"])
+        chosen = method["seeds"][seed]
+        if "strongest_run_id" not in chosen:
+            stale.append(row)
+            continue
+        runs |= {(0, cell["run_id"]) for cell in chosen["columns"].values()} | {(0, chosen["strongest_run_id"])}
+        source, _, where = chosen["agent"].partition(":")
+        label = where if source == "zoo" else agent_label({"path": where})
+        evaluated = sorted(int(s) for s, r in method["seeds"].items() if "worst" in r)
+        labels[label] = METHOD_NAMES[row] + ("" if row == "vanilla" else
+                                             f", seed {seed} (median of {', '.join(map(str, evaluated))})")
+    return runs, labels, stale
+
+
+def render_card(rows: dict, store: Path, out: Path) -> None:
+    """The report card of the table's agents (see :func:`card_selection`), its comparison view
+    lining them up cell by cell."""
+    from rlgauntlet.report.html import render_report
+
+    runs, labels, stale = card_selection(rows)
+    if stale:
+        print(f"robust_hopper: the card leaves out {', '.join(stale)}: measured before run ids were recorded; "
+              f"measure again (--rows {' '.join(stale)}; every episode is reused from the store)", file=sys.stderr)
+    if len(labels) < 2:
+        return
+    render_report([store], out, runs=runs, labels=labels, title="Defences on Hopper at eps = 0.075 (normalized)")
+    print(f"wrote {out}: {', '.join(labels.values())}")
 
 
 def register(rows: dict, args) -> None:

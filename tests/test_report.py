@@ -188,6 +188,35 @@ def test_each_agents_own_learned_attackers_share_a_comparison_row_the_strongest_
     assert table["robust_sarsa:q=(own),eps=0.1"] == [{"weak-ppo": 120.0, "robust-ppo": 460.0}[a] for a in order]
 
 
+def test_a_report_of_chosen_runs_shows_only_them_under_the_names_given(tmp_path):
+    """A table reports one chosen run per cell (e.g. the strongest of several attackers, or the
+    median seed): a report of just those runs must neither show the others nor let them win a
+    comparison row, and renamed agents appear under their new name only."""
+    store = ResultsStore(tmp_path / "s.sqlite")
+    chosen = {add_run(store, "ppo-seed2", "clean", [500.0, 500.0]),
+              add_run(store, "ppo-seed2", "paad:attacker=runs/new/paad,eps=0.1", [300.0, 320.0], eps=0.1)}
+    add_run(store, "ppo-seed2", "paad:attacker=runs/old/paad,eps=0.1", [10.0, 30.0], eps=0.1)  # not chosen
+    add_run(store, "ppo-seed1", "clean", [100.0, 100.0])  # another seed, not chosen
+    chosen |= {add_run(store, "vanilla", "clean", [480.0, 500.0]),
+               add_run(store, "vanilla", "paad:attacker=runs/v/paad,eps=0.1", [40.0, 60.0], eps=0.1)}
+    store.close()
+    stores = [ResultsStore(tmp_path / "s.sqlite")]
+    context = report_context(stores, runs={(0, r) for r in chosen}, labels={"ppo-seed2": "PPO (median seed 2)"})
+    view = context["comparisons"][0]
+    assert set(view["agents"]) == {"PPO (median seed 2)", "vanilla"}
+    table = {t["spec"]: [c["return_mean"] for c in t["cells"]] for t in view["table"]}
+    expect = {"PPO (median seed 2)": 310.0, "vanilla": 50.0}  # the unchosen 20.0 would win the row
+    assert table["paad:attacker=(own),eps=0.1"] == [expect[a] for a in view["agents"]]
+    assert {a["ref"].run_id for a in context["appendix"]} == chosen
+    html = render_report([tmp_path / "s.sqlite"], tmp_path / "r.html", runs={(0, r) for r in chosen},
+                         labels={"ppo-seed2": "PPO (median seed 2)"}).read_text()
+    assert "ppo-seed1" not in html and "runs/old/paad" not in html and "PPO (median seed 2)" in html
+    with pytest.raises(UserError, match="run 99 is not in s.sqlite"):
+        report_context(stores, runs={(0, 99)})
+    with pytest.raises(UserError, match="store 1"):
+        report_context(stores, runs={(1, 1)})
+
+
 def test_user_text_is_escaped(tmp_path):
     store = ResultsStore(tmp_path / "s.sqlite")
     add_run(store, "<b>bold</b>", "clean", [1.0, 2.0])

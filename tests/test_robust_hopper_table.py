@@ -158,3 +158,26 @@ def test_two_table_processes_each_add_their_agents_without_dropping_the_others(t
     assert table["rows"]["pa-atla-ppo"]["median_seed"] == 0 and table["rows"]["pa-atla-ppo"]["worst"] == 300.0
     assert set(table["rows"]) == {"pa-atla-ppo", "atla-ppo"} and table["eps"] == 0.075
     assert [f.name for f in tmp_path.iterdir()] == ["robust_hopper.json"]
+
+
+def test_the_card_shows_each_methods_median_seed_with_exactly_its_cells():
+    def seed_record(agent: str, first_run: int, worst: float, with_ids: bool = True) -> dict:
+        columns = {name: {"mean": 1000.0, **({"run_id": first_run + k} if with_ids else {})}
+                   for k, name in enumerate(("natural", *robust_hopper.ATTACKS))}
+        return {"agent": agent, "columns": columns, "worst": worst,
+                **({"strongest_run_id": first_run + 6} if with_ids else {})}
+
+    rows = {"vanilla": {"median_seed": 0, "seeds": {"0": seed_record("zoo:hopper-ppo", 1, 540.0)}},
+            "sa-ppo": {"median_seed": 2, "seeds": {
+                "0": seed_record("sb3:runs/hopper-sa-ppo/checkpoint/model.zip", 10, 1940.0),
+                "1": seed_record("sb3:runs/hopper-sa-ppo-seed1/checkpoint/model.zip", 20, 729.0),
+                "2": seed_record("sb3:runs/hopper-sa-ppo-seed2/checkpoint/model.zip", 30, 1393.0)}},
+            "atla-ppo": {"median_seed": 0, "seeds": {
+                "0": seed_record("sb3:runs/hopper-atla-ppo/checkpoint/agent/model.zip", 40, 977.0, with_ids=False)}},
+            "pa-atla-ppo-advlr": {"median_seed": 0, "seeds": {  # a variant run: in the JSON, not on the card
+                "0": seed_record("sb3:runs/hopper-pa-atla-ppo-advlr/checkpoint/agent/model.zip", 50, 600.0)}}}
+    runs, labels, stale = robust_hopper.card_selection(rows)
+    # vanilla's seven runs and SA-PPO seed 2's (30..36); never seed 0's or 1's
+    assert runs == {(0, r) for r in [*range(1, 8), *range(30, 37)]}
+    assert labels == {"hopper-ppo": "vanilla PPO", "hopper-sa-ppo-seed2": "SA-PPO, seed 2 (median of 0, 1, 2)"}
+    assert stale == ["atla-ppo"]  # measured before run ids were kept: said, not guessed

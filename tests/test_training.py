@@ -5,6 +5,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from rlgauntlet.training.presets import PRESETS
 from rlgauntlet.zoo import zoo_dir
 
@@ -37,6 +39,19 @@ def test_presets_record_their_recipe():
     for name, preset in PRESETS.items():
         assert preset.env_id and preset.algo and preset.seed == 0 and preset.target_return is not None, name
         assert "policy" in preset.hyperparams
+
+
+def test_every_defended_hopper_preset_has_the_robust_bar():
+    """A defended agent may give up some clean return: its zoo bar is 3/4 of vanilla Hopper's
+    2800 (2100), the same rule as the robust MinAtar fine-tunes; an alternating preset's bar must
+    reach the recipe the zoo's gate reads (a dropped field would leave ATLA at 2800)."""
+    from rlgauntlet.training.presets import ROBUST_BAR, get_preset
+
+    assert ROBUST_BAR == 0.75 and PRESETS["hopper-ppo"].target_return == 2800
+    for name in ("hopper-sa-ppo", "hopper-atla-ppo", "hopper-pa-atla-ppo", "hopper-pa-atla-ppo-advlr",
+                 "hopper-pa-atla-ppo-official"):
+        assert get_preset(name).target_return == pytest.approx(2100.0), name
+    assert get_preset("cartpole-atla-ppo").target_return == PRESETS["cartpole-ppo"].target_return  # none given
 
 
 def test_the_recorded_command_carries_the_budget_options(tmp_path):

@@ -17,6 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.runs import summarize
 from rlgauntlet.experiments.store import ResultsStore
 
@@ -162,13 +163,23 @@ def _summary(store: ResultsStore, run_id: int, meta: dict) -> dict:
                      str(meta.get("budget_space")), store.wall_seconds(run_id))
 
 
-def load_groups(stores: list[ResultsStore], agents: list[str] | None = None) -> list[AgentRuns]:
+def load_groups(stores: list[ResultsStore], agents: list[str] | None = None,
+                runs: set[tuple[int, int]] | None = None, labels: dict[str, str] | None = None) -> list[AgentRuns]:
     """Per (agent, env), in order of first appearance; ``agents`` keeps only labels containing
-    one of the given texts."""
+    one of the given texts; ``runs`` keeps only these runs, as (store index, run id) pairs (a
+    table that reports one chosen run per cell shows just those); ``labels`` renames agents
+    (their label, see :func:`agent_label`, to the name shown)."""
     groups: dict[tuple[str, str], AgentRuns] = {}
+    labels = labels or {}
+    if runs is not None:
+        held = {(index, run_id) for index, store in enumerate(stores) for run_id, _ in store.runs()}
+        for index, run_id in sorted(set(runs) - held):
+            where = Path(stores[index].path).name if 0 <= index < len(stores) else f"store {index} (there is none)"
+            raise UserError(f"run {run_id} is not in {where}; select runs the store holds")
 
     def group(agent, env: dict) -> AgentRuns | None:
         label = agent_label(agent)
+        label = labels.get(label, label)
         if agents and not any(a in label for a in agents):
             return None
         key = (label, env["id"])
@@ -183,6 +194,8 @@ def load_groups(stores: list[ResultsStore], agents: list[str] | None = None) -> 
         by_id = dict(store.runs())
         kinds = {run_id: store.run_kind(run_id) for run_id in by_id}
         for run_id, meta in by_id.items():
+            if runs is not None and (index, run_id) not in runs:
+                continue
             ref, kind = RunRef(index, name, run_id), kinds[run_id]
             if kind == "strongest_of":
                 members = meta.get("members", {})

@@ -62,9 +62,11 @@ def _refs(data) -> set[RunRef]:
     return set()
 
 
-def report_context(stores: list[ResultsStore], agents: list[str] | None = None) -> dict:
-    """Everything the template renders (also what tests inspect)."""
-    groups = load_groups(stores, agents)
+def report_context(stores: list[ResultsStore], agents: list[str] | None = None,
+                   runs: set[tuple[int, int]] | None = None, labels: dict[str, str] | None = None) -> dict:
+    """Everything the template renders (also what tests inspect); ``agents``, ``runs`` and
+    ``labels`` as in :func:`~rlgauntlet.report.data.load_groups`."""
+    groups = load_groups(stores, agents, runs, labels)
     if not groups:
         which = f" for agents matching {', '.join(agents)}" if agents else ""
         raise UserError(f"the store holds no runs{which}; run rlgauntlet evaluate or sweep first")
@@ -87,16 +89,19 @@ def report_context(stores: list[ResultsStore], agents: list[str] | None = None) 
 
 
 def render_report(stores: list[str | Path], out: str | Path, agents: list[str] | None = None,
-                  title: str = "rlgauntlet robustness report", gauntlet: dict | None = None) -> Path:
+                  title: str = "rlgauntlet robustness report", gauntlet: dict | None = None,
+                  runs: set[tuple[int, int]] | None = None, labels: dict[str, str] | None = None) -> Path:
     """Render the report of ``stores`` (paths) to ``out``; returns the path written. ``gauntlet``
-    (a :func:`~rlgauntlet.experiments.gauntlet.run_gauntlet` result) adds its summary at the top."""
+    (a :func:`~rlgauntlet.experiments.gauntlet.run_gauntlet` result) adds its summary at the top;
+    ``runs`` (store index, run id) keeps only those runs and ``labels`` renames agents, as in
+    :func:`~rlgauntlet.report.data.load_groups`."""
     out = Path(out)
     if out.is_file() and GENERATOR_MARK not in out.read_text(errors="ignore")[:2000]:
         raise UserError(f"--out {out} exists and is not a report rlgauntlet wrote; it was left untouched: "
                         "give a new file name")
     opened = _open_stores(list(stores))
     try:
-        context = report_context(opened, agents)
+        context = report_context(opened, agents, runs, labels)
     finally:
         for store in opened:
             store.close()

@@ -45,6 +45,7 @@ from rlgauntlet.errors import UserError
 from rlgauntlet.threats.base import Threat, ThreatParams
 from rlgauntlet.threats.learned.actor import AttackActor, default_variant
 from rlgauntlet.training.greedy_eval import greedy_returns
+from rlgauntlet.training.presets import PRESETS, ROBUST_BAR
 from rlgauntlet.victims.base import Victim
 
 METHODS = ("atla", "pa_atla")
@@ -70,6 +71,7 @@ class ATLAPreset:
         checkpoint_every: iterations between checkpoints.
         eps_ramp: the fraction of the budget over which the adversary's ε grows linearly from
             0 to ``eps`` (0: the full ε from the start).
+        target_return: the agent's clean bar for the zoo (None: the agent preset's).
     """
 
     name: str
@@ -85,6 +87,7 @@ class ATLAPreset:
     checkpoint_every: int = 20
     eps_ramp: float = 0.0
     notes: str = ""
+    target_return: float | None = None
 
 
 class LiveAdversary(Threat):
@@ -127,8 +130,6 @@ def _global_schedule(model, total_steps: int) -> None:
 
 def agent_recipe(preset: ATLAPreset):
     """The agent's recipe: the agent preset's, with the overrides, budget and SA regulariser."""
-    from rlgauntlet.training.presets import PRESETS
-
     base = PRESETS[preset.agent_preset]
     if base.algo != "ppo":
         raise UserError(f"{preset.name}: alternating training runs PPO agents; {base.name} is {base.algo}")
@@ -138,7 +139,8 @@ def agent_recipe(preset: ATLAPreset):
         algo = "sa_ppo"
         hyper.update(sa_kappa=preset.sa_kappa, sa_eps=preset.sa_eps if preset.sa_eps is not None else preset.eps)
     return replace(base, name=preset.name, algo=algo, hyperparams=hyper, total_timesteps=preset.total_agent_steps,
-                   init_from=preset.init_from, stop_at_target=False, notes=preset.notes or base.notes)
+                   init_from=preset.init_from, stop_at_target=False, notes=preset.notes or base.notes,
+                   target_return=base.target_return if preset.target_return is None else preset.target_return)
 
 
 def _adversary_recipe(preset: ATLAPreset, recipe):
@@ -388,6 +390,9 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
     return ckpt
 
 
+#: a defended Hopper agent's clean bar for the zoo, as for every defended preset (presets.ROBUST_BAR)
+_HOPPER_ROBUST_BAR = ROBUST_BAR * PRESETS["hopper-ppo"].target_return
+
 #: the alternating-training presets (``rlgauntlet train --preset NAME``)
 ATLA_PRESETS: dict[str, ATLAPreset] = {p.name: p for p in (
     # ε = 0.05 raw: where vanilla cartpole-ppo falls below 100 under PA-AD (47.3; docs/reproduction.md).
@@ -409,7 +414,7 @@ ATLA_PRESETS: dict[str, ATLAPreset] = {p.name: p for p in (
     # SB3's shared optimizer: the official value-function rate 1e-3, not its policy rate 1e-2)
     *(ATLAPreset(f"hopper-{slug}-ppo", "hopper-ppo", method, eps=0.075, total_agent_steps=2_000_000, sa_kappa=0.3,
                  adversary={"learning_rate": 1e-3, "clip_range": 0.4, "ent_coef": 3e-4, "batch_size": 64},
-                 checkpoint_every=10,
+                 checkpoint_every=10, target_return=_HOPPER_ROBUST_BAR,
                  notes=f"trained from scratch against a {adversary} adversary at ε = 0.075 (VecNormalize units) "
                        "with the SA regulariser (κ = 0.3), 2M agent steps (the PA-AD paper's Table 6 budget)")
       for slug, method, adversary in (("atla", "atla", "SA-RL"), ("pa-atla", "pa_atla", "PA-AD"))),
@@ -418,7 +423,7 @@ ATLA_PRESETS: dict[str, ATLAPreset] = {p.name: p for p in (
     ATLAPreset("hopper-pa-atla-ppo-advlr", "hopper-ppo", "pa_atla", eps=0.075, total_agent_steps=2_000_000,
                sa_kappa=0.3, adversary={"learning_rate": 1e-2, "value_learning_rate": 1e-3, "clip_range": 0.4,
                                         "ent_coef": 3e-4, "batch_size": 64},
-               checkpoint_every=10,
+               checkpoint_every=10, target_return=_HOPPER_ROBUST_BAR,
                notes="hopper-pa-atla-ppo with the official Hopper adversary's learning rates: its policy at 1e-2, "
                      "its value function at 1e-3 (one SB3 optimizer, two parameter groups)"),
     # every setting of the official Hopper PA-ATLA config that SB3's PPO can express: the two-rate adversary
@@ -428,7 +433,7 @@ ATLA_PRESETS: dict[str, ATLAPreset] = {p.name: p for p in (
                sa_kappa=0.3, agent_overrides={"ent_coef": 0.01, "sa_steps": 2, "ramp_fraction": 0.75},
                adversary={"learning_rate": 1e-2, "value_learning_rate": 1e-3, "clip_range": 0.4,
                           "ent_coef": 3e-4, "batch_size": 64},
-               checkpoint_every=10,
+               checkpoint_every=10, target_return=_HOPPER_ROBUST_BAR,
                notes="the official Hopper PA-ATLA-PPO config, as far as SB3's PPO expresses it: agent entropy 0.01, "
                      "SA regulariser with 2 SGLD steps and its ε ramped over 75% of training, the adversary's "
                      "policy at 1e-2 and value at 1e-3"),
