@@ -52,6 +52,8 @@ ATTACKS = {
     "targeted:action=2": ("pixel_q", "vec_cat"),
     "targeted:loss=ce,action=1": ("pixel_q", "vec_cat"),
     "targeted:loss=margin,action=0": ("pixel_q", "vec_cat"),
+    "push:direction=1|-1": ("vec_gauss", "vec_det"),
+    "push:direction=0|1,steps=5": ("vec_gauss", "vec_det"),
 }
 CASES = [(a, v) for a, vs in ATTACKS.items() for v in vs]
 

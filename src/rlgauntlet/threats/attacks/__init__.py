@@ -5,7 +5,7 @@
 defaults (10 steps); see ``threats.spec``.
 """
 
-from rlgauntlet.threats.attacks import cw, maxdiff, minbest, minq, momentum, random_sign, targeted  # noqa: F401
+from rlgauntlet.threats.attacks import cw, maxdiff, minbest, minq, momentum, push, random_sign, targeted  # noqa: F401
 from rlgauntlet.threats.base import objectives
 
 OBJECTIVES = objectives()  # from the registry: each attack declares ``objective = True``
