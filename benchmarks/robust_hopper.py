@@ -56,6 +56,12 @@ ROWS = {"vanilla": "hopper-ppo", "sa-ppo": "hopper-sa-ppo", "atla-ppo": "hopper-
         "pa-atla-ppo": "hopper-pa-atla-ppo", "pa-atla-ppo-advlr": "hopper-pa-atla-ppo-advlr",
         "pa-atla-ppo-official": "hopper-pa-atla-ppo-official"}
 ATTACKS = ("random", "maxdiff", "robust_sarsa", "sarl", "paad")
+#: what a method's row repeats from its median seed
+SUMMARY = ("columns", "avg", "avg_learned", "worst", "worst_attack", "worst_all", "worst_all_attack")
+#: a column beside the paper's five (not in Avg, nor in the worst column that picks the median
+#: seed): the strongest constant PA-AD director (``push``), chosen per agent among the signed axes
+#: and corners of the action cube on selection episodes of their own
+EXTRA = ("push",)
 #: the paper's Hopper rows at ε = 0.075: Table 3 (5M steps) and Table 6 (2M steps), mean ± std
 PAPER = {
     "table3_5M": {"sa-ppo": {"natural": "3705±2", "random": "2710±801", "maxdiff": "2652±835", "robust_sarsa": "1130±42",
@@ -141,8 +147,10 @@ def write_record(path: Path, meta: dict, row: str | None = None, seed: int | Non
         method["seeds"][str(seed)] = record
         if any("worst" in r for r in method["seeds"].values()):
             chosen = median_seed(method["seeds"])
-            method.update(median_seed=int(chosen), **{k: method["seeds"][chosen][k] for k in
-                                                      ("columns", "avg", "avg_learned", "worst", "worst_attack")})
+            for key in ("worst_all", "worst_all_attack"):  # only where the median seed has the extra columns
+                method.pop(key, None)
+            method.update(median_seed=int(chosen), **{k: method["seeds"][chosen][k] for k in SUMMARY
+                                                      if k in method["seeds"][chosen]})
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(out, indent=2) + "\n")
@@ -157,11 +165,33 @@ def median_seed(seeds: dict[str, dict]) -> str:
 
 
 def summarise(columns: dict[str, dict]) -> dict:
-    """Avg over the five attacks (Table 3), over the learned ones (Table 6) and the worst column."""
+    """Avg over the five attacks (Table 3), over the learned ones (Table 6) and the worst column;
+    where the extra columns were measured, the worst over all of them too (``worst_all``)."""
     means = {name: columns[name]["mean"] for name in ATTACKS}
-    return {"avg": float(np.mean(list(means.values()))),
-            "avg_learned": float(np.mean([means[n] for n in ("robust_sarsa", "sarl", "paad")])),
-            "worst": min(means.values()), "worst_attack": min(means, key=means.get)}
+    summary = {"avg": float(np.mean(list(means.values()))),
+               "avg_learned": float(np.mean([means[n] for n in ("robust_sarsa", "sarl", "paad")])),
+               "worst": min(means.values()), "worst_attack": min(means, key=means.get)}
+    every = {**means, **{name: columns[name]["mean"] for name in EXTRA if name in columns}}
+    if len(every) > len(means):
+        summary.update(worst_all=min(every.values()), worst_all_attack=min(every, key=every.get))
+    return summary
+
+
+def strongest_push(spec: AgentSpec, store: Path) -> dict:
+    """The constant PA-AD director that leaves the agent lowest: every direction of
+    :func:`push_directions` (Hopper: 14) on ``SELECTION_EPISODES`` episodes of seeds of their own
+    (from ``SELECTION_SEED``, apart from the table's episodes 0–49). Returns its spec and every
+    direction's selection mean."""
+    from rlgauntlet.experiments.attackers import SELECTION_EPISODES, SELECTION_SEED
+    from rlgauntlet.threats.attacks.push import push_directions, push_spec
+
+    specs = [push_spec(EPS, d) for d in push_directions(3)]
+    report = evaluate(spec, "Hopper-v5", specs, episodes=SELECTION_EPISODES, seed=SELECTION_SEED, n_envs=10,
+                      impact=False, store=store, resume=True)
+    means = {ev["spec"]: ev["return_mean"] for ev in report.evaluations if ev["spec"] in specs}
+    best = min(specs, key=lambda k: means[k])  # ties: the first listed
+    return {"spec": best, "selection": means, "selection_episodes": SELECTION_EPISODES,
+            "selection_seed": SELECTION_SEED}
 
 
 def main() -> None:
@@ -180,6 +210,8 @@ def main() -> None:
                         help="each director's checkpoint: best (the stronger of the last and the one whose "
                              "training episodes left the victim lowest) or last")
     parser.add_argument("--episodes", type=int, default=50)
+    parser.add_argument("--push", action=argparse.BooleanOptionalAction, default=True,
+                        help="the extra column: the strongest constant PA-AD director (push)")
     parser.add_argument("--runs", type=Path, default=Path("runs"), help="where the presets' training runs are")
     parser.add_argument("--attackers", type=Path, default=Path("runs/attackers/robust-hopper"))
     parser.add_argument("--store", type=Path, default=Path("runs/robust_hopper.sqlite"))
@@ -208,12 +240,15 @@ def main() -> None:
         register(out["rows"], args)
         out = write_record(args.out, {**meta, "rows": out["rows"]})
     rows = out.setdefault("rows", {})
-    print(f"{'agent':12s} {'seeds':>5s} " + " ".join(f"{c:>12s}" for c in ("natural", *ATTACKS, "avg", "worst")))
+    print(f"{'agent':12s} {'seeds':>5s} " + " ".join(f"{c:>12s}" for c in ("natural", *ATTACKS, "avg", "worst",
+                                                                              *EXTRA)))
     for row, method in rows.items():
         if "columns" in method:
             cells = [f"{method['columns'][c]['mean']:12.0f}" for c in ("natural", *ATTACKS)]
+            extra = [f"{method['columns'][c]['mean']:12.0f}" if c in method["columns"] else f"{'-':>12s}"
+                     for c in EXTRA]
             print(f"{row:12s} {len(method['seeds']):5d} " + " ".join(cells) + f" {method['avg']:12.0f} "
-                  f"{method['worst']:12.0f}")
+                  f"{method['worst']:12.0f} " + " ".join(extra))
     print(f"wrote {args.out}")
     render_card(rows, args.store, args.card)
 
@@ -238,9 +273,10 @@ def measure(row: str, seed: int, args) -> dict | None:
     if args.only_train:
         return record
     specs = [f"random:eps={EPS}", f"maxdiff:eps={EPS},restarts=3"] + [a["spec"] for a in attackers.values()]
-    # the strongest-of run (the worst column) is stored too: the report card ranks agents by it
-    report = evaluate(spec, "Hopper-v5", specs, episodes=args.episodes, seed=0, n_envs=10, impact=False,
-                      store=args.store, resume=True, strongest_of=specs)
+    push = strongest_push(spec, args.store) if args.push else None
+    # the strongest-of run (the worst column, the paper's five) is stored too: the card ranks agents by it
+    report = evaluate(spec, "Hopper-v5", specs + ([push["spec"]] if push else []), episodes=args.episodes, seed=0,
+                      n_envs=10, impact=False, store=args.store, resume=True, strongest_of=specs)
     by_spec = {ev["spec"]: {"mean": ev["return_mean"], "std": ev["return_std"], "sem": ev["return_sem"],
                             "linf_max": ev["linf_max"], "run_id": ev["run_id"]} for ev in report.evaluations}
     def strongest(method: str) -> tuple[dict, dict]:
@@ -252,6 +288,8 @@ def measure(row: str, seed: int, args) -> dict | None:
     (rs, rs_all), (sarl, sarl_all), (paad, paad_all) = (strongest(m) for m in ("robust-sarsa", "sarl", "paad"))
     columns = {"natural": by_spec["clean"], "random": by_spec[specs[0]], "maxdiff": by_spec[specs[1]],
                "robust_sarsa": rs, "sarl": sarl, "paad": paad}
+    if push:
+        columns["push"] = {**by_spec[push["spec"]], "attacker": push["spec"], "selection": push["selection"]}
     return {**record, "columns": columns, "every_attacker": {**rs_all, **sarl_all, **paad_all}, **summarise(columns),
             "strongest_run_id": report.strongest_of[0]["run_id"]}
 

@@ -170,6 +170,8 @@ def test_each_agents_own_learned_attackers_share_a_comparison_row_the_strongest_
     assert comparison_key("paad:attacker=runs/a/vanilla-1f2e/paad,eps=0.075") == "paad:attacker=(own),eps=0.075"
     assert comparison_key("robust_sarsa:q=runs/x,eps=0.075") == "robust_sarsa:q=(own),eps=0.075"
     assert comparison_key("pgd:eps=0.1,steps=10") == "pgd:eps=0.1,steps=10"
+    # a push along each agent's own chosen direction shares a row; its other parameters do not
+    assert comparison_key("push:eps=0.1,direction=1|-1|0,steps=5") == "push:eps=0.1,direction=(own),steps=5"
     assert comparison_key('paad:attacker="runs/a,b=1",eps=0.1') == "paad:attacker=(own),eps=0.1"  # quoted, commas
     store = ResultsStore(tmp_path / "s.sqlite")
     for who, attacker, rs_returns in (("weak-ppo", "runs/weak", ([300.0, 320.0], [100.0, 140.0])),

@@ -17,6 +17,12 @@ def test_avg_is_the_mean_of_the_five_attacks_and_worst_their_minimum():
     # Table 3's Avg leaves Natural out: (2000 + 1500 + 1000 + 900 + 600) / 5; Table 6's: RS, SA-RL, PA-AD
     assert summary == {"avg": pytest.approx(1200.0), "avg_learned": pytest.approx(2500.0 / 3), "worst": 600.0,
                        "worst_attack": "paad"}
+    # the extra push column changes neither Avg nor the paper's worst (which picks the median seed)
+    stronger = robust_hopper.summarise({**columns, "push": {"mean": 400.0}})
+    assert {k: stronger[k] for k in summary} == summary
+    assert stronger["worst_all"] == 400.0 and stronger["worst_all_attack"] == "push"
+    weaker = robust_hopper.summarise({**columns, "push": {"mean": 900.0}})
+    assert weaker["worst_all"] == 600.0 and weaker["worst_all_attack"] == "paad"
 
 
 def _run(folder: Path, finished: bool, atla: bool) -> None:

@@ -179,14 +179,17 @@ SECTIONS: list[Section] = [
 
 
 #: a learned attacker's folder (``attacker=`` / ``q=``): a threat refuses an attacker trained
-#: against another agent, so in any stored evaluation it is the agent's own
+#: against another agent, so in any stored evaluation it is the agent's own; and a push's
+#: direction, chosen per agent among several
 _ATTACKER_PATH = re.compile(r'\b(attacker|q)=("(?:[^"\\]|\\.)*"|[^,]+)')  # a quoted path may hold commas
+_PUSH_DIRECTION = re.compile(r"^(push:.*\bdirection=)[^,]+")
 
 
 def comparison_key(spec: str) -> str:
     """The comparison view's row of threat ``spec``: learned attackers trained against each
-    agent share one row (``paad:attacker=(own),eps=0.075``), since each agent has its own."""
-    return _ATTACKER_PATH.sub(r"\1=(own)", spec)
+    agent share one row (``paad:attacker=(own),eps=0.075``), since each agent has its own, and
+    so do pushes along each agent's own direction (``push:eps=0.075,direction=(own)``)."""
+    return _PUSH_DIRECTION.sub(r"\1(own)", _ATTACKER_PATH.sub(r"\1=(own)", spec))
 
 
 def _by_comparison_key(g: AgentRuns) -> dict[str, Evaluation]:
