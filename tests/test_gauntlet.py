@@ -468,7 +468,7 @@ def test_an_agent_counts_once_on_the_leaderboard_under_its_latest_method(tmp_pat
     store.close()
     [board] = leaderboard([path])["boards"]
     assert [(r["method"], r["iqm"]) for r in board["rows"]] == [("hopper-ppo", 640.0)]
-    assert get_protocol("mujoco").headline_of(1) == "0.075" and get_protocol("mujoco").headline_of(3) is None
+    assert get_protocol("mujoco").headline_of(1) == "0.075" and get_protocol("mujoco").headline_of(4) is None
     assert get_protocol("classic").headline_of(0) is None
 
 
@@ -492,7 +492,7 @@ def test_the_mujoco_protocol_trains_each_director_with_both_settings_and_keeps_i
     from rlgauntlet.experiments.gauntlet import plan_gauntlet
 
     plan = plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", level="quick", store=tmp_path / "g.sqlite")
-    assert plan.protocol.tag == "mujoco@v2" and plan.skipped == []
+    assert plan.protocol.tag == "mujoco@v3" and plan.skipped == []
     assert [(t.method, t.setting, t.select) for t in plan.tasks] == [
         ("paad", "default", "best"), ("paad", "official", "best"), ("sarl", "default", "best"),
         ("sarl", "official", "best"), ("robust-sarsa", "default", "last")]
@@ -500,6 +500,22 @@ def test_the_mujoco_protocol_trains_each_director_with_both_settings_and_keeps_i
     assert sorted(plan.labels[s] for s in plan.learned) == [
         "paad:eps=0.075", "paad@official:eps=0.075", "robust_sarsa:eps=0.075", "sarl:eps=0.075",
         "sarl@official:eps=0.075"]
+
+
+def test_continuous_agents_meet_every_constant_director_at_every_eps(tmp_path):
+    """mujoco v3: the push along each of Hopper's 14 directions is a heuristic attack at each of
+    the 4 budgets, so each is in its ε's strongest-of; a discrete agent's protocol has none."""
+    from rlgauntlet.experiments.gauntlet import plan_gauntlet
+    from rlgauntlet.threats.attacks.push import push_directions
+
+    plan = plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", level="quick", store=tmp_path / "g.sqlite")
+    pushes = [s for s in plan.heuristics if s.startswith("push:")]
+    assert len(pushes) == 14 * 4
+    assert "push:direction=1|1|1,eps=0.075" in pushes and "push:direction=-1|0|0,eps=0.025" in pushes
+    assert {s.split(",eps=")[0].split("=")[1] for s in pushes} == {"|".join(map(str, d)) for d in push_directions(3)}
+    assert len(plan.heuristics) == 4 * (len(plan.protocol.heuristics["gaussian"]) + 14)
+    cartpole = plan_gauntlet("zoo:cartpole-ppo", "CartPole-v1", level="quick", store=tmp_path / "c.sqlite")
+    assert not get_protocol("classic").push and not any(s.startswith("push:") for s in cartpole.heuristics)
 
 
 def test_a_director_setting_an_env_lacks_is_skipped_with_its_reason():

@@ -101,6 +101,9 @@ def test_the_sweep_directions_and_specs():
     dirs = push_directions(3)
     assert len(dirs) == 14 and len({tuple(d) for d in dirs}) == 14
     assert dirs[:2] == [[1, 0, 0], [-1, 0, 0]] and [1, 1, 1] in dirs and [-1, -1, -1] in dirs
+    assert len(push_directions(4)) == 8 + 16
+    walker = push_directions(6)  # beyond 4 dimensions: the axes and the two uniform corners only
+    assert len(walker) == 14 and walker[-2:] == [[1] * 6, [-1] * 6]
     assert push_spec(0.075, [1, -1, 0]) == "push:eps=0.075,direction=1|-1|0"
     assert parse_threat(push_spec(0.075, [0, 0, 1], steps=10)).params.direction == [0.0, 0.0, 1.0]
 

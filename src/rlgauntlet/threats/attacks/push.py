@@ -62,13 +62,22 @@ class Push(GradientAttack):
         return (action * direction.to(action)).sum(dim=-1)
 
 
+#: up to this many action dimensions a push sweep tries every corner of the action cube
+ALL_CORNERS_UP_TO = 4
+
+
 def push_directions(dims: int) -> list[list[int]]:
     """The candidate directions of a push sweep in ``dims`` action dimensions: the 2·dims signed
-    axes, then the 2^dims corners of the cube (every sign pattern), e.g. 14 for Hopper's 3."""
+    axes, then the corners of the action cube: every sign pattern up to
+    ``ALL_CORNERS_UP_TO`` dimensions (Hopper's 3: 6 + 8 = 14 directions), else the two uniform
+    ones ±(1, …, 1) (Walker2d's 6: 12 + 2), which keeps a sweep linear in ``dims``."""
     import itertools
 
     axes = [[sign if i == k else 0 for i in range(dims)] for k in range(dims) for sign in (1, -1)]
-    corners = [list(signs) for signs in itertools.product((1, -1), repeat=dims)]
+    if dims <= ALL_CORNERS_UP_TO:
+        corners = [list(signs) for signs in itertools.product((1, -1), repeat=dims)]
+    else:
+        corners = [[1] * dims, [-1] * dims]
     return axes + corners
 
 
