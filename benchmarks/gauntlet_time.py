@@ -36,6 +36,7 @@ RERUN_TARGET_SECONDS = 30
 def timed_run(case: dict, store: Path, workers: int) -> dict:
     """One gauntlet call: total seconds and seconds per stage (stage start to the next's)."""
     marks: list[tuple[str, float]] = []
+    load_at_start = os.getloadavg()[0]  # another job on the machine shows here (a loaded measurement)
     start = time.perf_counter()
     result = run_gauntlet(case["agent"], case["env"], level=case["level"], store=store, workers=workers,
                           on_stage=lambda name, done, total: marks.append((f"{name} ({total - done} to do)",
@@ -45,7 +46,8 @@ def timed_run(case: dict, store: Path, workers: int) -> dict:
     for i, (name, at) in enumerate(marks):
         label = name if name not in stages else f"{name} #{i}"
         stages[label] = round((marks[i + 1][1] if i + 1 < len(marks) else end) - at, 1)
-    return {"seconds": round(end - start, 1), "before_first_stage": round(marks[0][1] - start, 1) if marks else None,
+    return {"protocol": result["protocol"], "load_average_at_start": round(load_at_start, 2),
+            "seconds": round(end - start, 1), "before_first_stage": round(marks[0][1] - start, 1) if marks else None,
             "stages": stages, "worst_case": [(w["eps"], w["attack"], w["return_mean"]) for w in result["worst_case"]],
             "warnings": len(result["warnings"])}
 

@@ -355,9 +355,11 @@ def register(rows: dict, args) -> None:
             continue
         median = str(method["median_seed"])
         chosen = method["seeds"][median]
-        seeds = {s: {k: r[k] for k in ("avg", "avg_learned", "worst", "worst_attack")} |
+        seeds = {s: {k: r[k] for k in ("avg", "avg_learned", "worst", "worst_attack", "worst_all", "worst_all_attack")
+                     if k in r} |
                  {"natural": r["columns"]["natural"]["mean"], "paad": r["columns"]["paad"]["mean"],
-                  "agent_steps": r["agent_steps"], "sha256": r["sha256"], "protocol": r.get("protocol")}
+                  "agent_steps": r["agent_steps"], "sha256": r["sha256"], "protocol": r.get("protocol")} |
+                 ({"push": r["columns"]["push"]["mean"]} if "push" in r["columns"] else {})
                  for s, r in method["seeds"].items()}
         robustness = {"eps": EPS, "budget_space": "normalized", "selected": "the seed with the median worst-case return",
                       "selected_seed": method["median_seed"], "seeds": seeds, "table": "benchmarks/robust_hopper.py"}
