@@ -275,9 +275,9 @@ def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None,
 
     kinds = list(chosen.heuristics[victim.kind])
     if chosen.push and not victim.is_discrete:
-        from rlgauntlet.threats.attacks.push import push_directions
+        from rlgauntlet.threats.attacks.push import direction_param, push_directions
 
-        kinds += [f"push:direction={'|'.join(map(str, d))}" for d in push_directions(victim.action_space.shape[0])]
+        kinds += [f"push:direction={direction_param(d)}" for d in push_directions(victim.action_space.shape[0])]
     heuristics, skipped = _fits([_with_eps(h, e) for e in chosen.eps_grid for h in kinds], victim, env, preset)
     natural: list[str] = []
     if chosen.natural:

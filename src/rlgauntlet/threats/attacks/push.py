@@ -81,7 +81,11 @@ def push_directions(dims: int) -> list[list[int]]:
     return axes + corners
 
 
+def direction_param(direction: list[int] | list[float]) -> str:
+    """A direction as the spec writes it: ``1|-1|0``."""
+    return "|".join(f"{v:g}" for v in direction)
+
+
 def push_spec(eps: float, direction: list[int] | list[float], steps: int = 1) -> str:
     """The spec of a push (``push:eps=...,direction=1|-1|0``)."""
-    text = "|".join(f"{v:g}" for v in direction)
-    return f"push:eps={eps:g},direction={text}" + (f",steps={steps}" if steps != 1 else "")
+    return f"push:eps={eps:g},direction={direction_param(direction)}" + (f",steps={steps}" if steps != 1 else "")
