@@ -119,3 +119,14 @@ def test_bad_directions_and_victims_are_refused_clearly():
         parse_threat("push:eps=0.1,direction=1").check_victim(discrete)
     with pytest.raises(UserError, match="direction"):
         parse_threat("push:eps=0.1")
+
+
+def test_the_central_action_is_the_deterministic_action_or_the_gaussian_mean():
+    """What push, the continuous targeted attack and PA-AD's actor move: the mean, never log σ."""
+    from rlgauntlet.victims.base import PolicyOutput
+
+    mean, log_std, action = torch.tensor([[0.1, -0.2]]), torch.tensor([[-3.0, 1.0]]), torch.tensor([[0.5, 0.7]])
+    assert torch.equal(PolicyOutput("gaussian", mean=mean, log_std=log_std).central_action(), mean)
+    assert torch.equal(PolicyOutput("deterministic", action=action).central_action(), action)
+    with pytest.raises(ValueError, match="no continuous action"):
+        PolicyOutput("q", q=torch.zeros(1, 3)).central_action()

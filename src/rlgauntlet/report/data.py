@@ -171,8 +171,9 @@ def load_groups(stores: list[ResultsStore], agents: list[str] | None = None,
     (their label, see :func:`agent_label`, to the name shown)."""
     groups: dict[tuple[str, str], AgentRuns] = {}
     labels = labels or {}
+    metas = [dict(store.runs()) for store in stores]  # read once: every run's meta, per store
     if runs is not None:
-        held = {(index, run_id) for index, store in enumerate(stores) for run_id, _ in store.runs()}
+        held = {(index, run_id) for index, by_id in enumerate(metas) for run_id in by_id}
         for index, run_id in sorted(set(runs) - held):
             where = Path(stores[index].path).name if 0 <= index < len(stores) else f"store {index} (there is none)"
             raise UserError(f"run {run_id} is not in {where}; select runs the store holds")
@@ -191,7 +192,7 @@ def load_groups(stores: list[ResultsStore], agents: list[str] | None = None,
     latest: dict[tuple[str, str], dict] = defaultdict(dict)  # (agent, env) -> (spec, seed) -> run
     for index, store in enumerate(stores):
         name = Path(store.path).name
-        by_id = dict(store.runs())
+        by_id = metas[index]
         kinds = {run_id: store.run_kind(run_id) for run_id in by_id}
         for run_id, meta in by_id.items():
             if runs is not None and (index, run_id) not in runs:

@@ -63,6 +63,15 @@ class PolicyOutput:
             return self.logits
         raise ValueError(f"a {self.kind} policy has no per-action scores")
 
+    def central_action(self) -> torch.Tensor:
+        """A continuous policy's central action, shape (B, D): the deterministic action, or the
+        Gaussian mean (before any tanh squashing)."""
+        if self.kind == "deterministic":
+            return self.action
+        if self.kind == "gaussian":
+            return self.mean
+        raise ValueError(f"a {self.kind} policy has no continuous action")
+
 
 class Victim(ABC):
     """Agent under test. Subclasses set the attributes and implement ``preprocess`` and ``forward``.

@@ -58,7 +58,7 @@ class Push(GradientAttack):
         return d / d.norm()
 
     def loss(self, out: PolicyOutput, direction: torch.Tensor) -> torch.Tensor:
-        action = out.action if out.kind == "deterministic" else out.mean
+        action = out.central_action()
         return (action * direction.to(action)).sum(dim=-1)
 
 

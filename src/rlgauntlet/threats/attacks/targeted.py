@@ -77,8 +77,7 @@ class Targeted(GradientAttack):
             if self.params.loss == "margin":
                 return margin(scores, target).clamp(max=self.params.kappa)
             return -hinge(scores, target, self.params.kappa)
-        action = out.action if out.kind == "deterministic" else out.mean
-        return -((action - target) ** 2).sum(dim=-1)
+        return -((out.central_action() - target) ** 2).sum(dim=-1)
 
     def perturb_toward(self, x: torch.Tensor, victim: Victim, target: torch.Tensor, rng: BatchRNG) -> torch.Tensor:
         """Perturb each row of ``x`` toward its own target: (B,) action indices or (B, D) actions."""

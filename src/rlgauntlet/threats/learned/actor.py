@@ -94,7 +94,7 @@ def policy_vector(out: PolicyOutput) -> torch.Tensor:
     logits or Q-values), the action mean for continuous ones; shape (B, |A|) or (B, D)."""
     if out.kind in ("q", "categorical"):
         return torch.softmax(out.scores(), dim=-1)
-    return out.action if out.kind == "deterministic" else out.mean
+    return out.central_action()
 
 
 class DirectionalObjective(GradientAttack):
