@@ -64,7 +64,9 @@ def written_by_us(path: Path) -> bool:
         data = json.loads(Path(path).read_text())
     except (OSError, UnicodeDecodeError, ValueError):
         return False
-    return isinstance(data, dict) and str(data.get("generator", "")).startswith(GENERATOR)
+    mark = data.get("generator") if isinstance(data, dict) else None
+    # exactly our name, or our name and a version: another tool's generator field is not our mark
+    return isinstance(mark, str) and (mark == GENERATOR or mark.startswith(GENERATOR + " "))
 
 
 def _same(a: Path, b: Path) -> bool:

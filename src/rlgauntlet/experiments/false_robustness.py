@@ -110,9 +110,16 @@ def collect_states(victim: Victim, env_fn: Callable[[], gym.Env], seed: int, cou
 
 
 def _mean_se(values: torch.Tensor) -> tuple[float, float]:
+    """Mean and standard error of the mean (sample std with ddof 1, over √n) of (n,) values."""
     v = values.double()
     n = v.numel()
     return float(v.mean()), float(v.std(unbiased=True) / math.sqrt(n)) if n > 1 else 0.0
+
+
+def significantly_below_zero(mean: float, sem: float) -> bool:
+    """Whether a paired difference with this mean and standard error is below zero by more than
+    ``Z`` standard errors (and by more than rounding: a difference of exactly 0 never counts)."""
+    return mean < -Z * sem and mean < -1e-9
 
 
 #: which draws a check makes (random noise, the attacks' random starts): one generator per state each
@@ -183,13 +190,13 @@ def check_false_robustness(victim: Victim, env_fn: Callable[[], gym.Env], budget
             gain, se_gain = _mean_se(f_strong - f_attack)
             strong_vs_random, se_strong_random = _mean_se(f_strong - f_random)
             held = []
-            if gap_random < -Z * se_gap_random and gap_random < -1e-9:
+            if significantly_below_zero(gap_random, se_gap_random):
                 held.append("worse_than_random")
                 warnings.append({"check": "worse_than_random", "objective": name, "eps": text, "message": (
                     f"{plain_spec}: its {name} objective is {m_a:.4g} ± {se_a:.2g} per step, below random sign noise "
                     f"of the same eps ({m_r:.4g} ± {se_r:.2g}) on {len(x)} clean states: the gradient misleads "
                     "the attack (gradient masking?)")})
-            if gain <= Z * se_gain + 1e-9 and strong_vs_random < -Z * se_strong_random and strong_vs_random < -1e-9:
+            if gain <= Z * se_gain + 1e-9 and significantly_below_zero(strong_vs_random, se_strong_random):
                 held.append("no_gain_from_iterations")
                 warnings.append({"check": "no_gain_from_iterations", "objective": name, "eps": text, "message": (
                     f"{strong_spec}: 5x the steps and restarts move the {name} objective from {m_a:.4g} to only "

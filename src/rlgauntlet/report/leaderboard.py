@@ -16,6 +16,8 @@ Example:
 
 from __future__ import annotations
 
+import json
+import math
 import time
 from pathlib import Path
 
@@ -27,8 +29,27 @@ from rlgauntlet.metrics.aggregates import improvement_interval, iqm_interval
 
 
 def _value(metrics: dict, name: str) -> float | None:
+    """The stored metric ``name``: None where it is missing or not a finite number (an inf or
+    NaN worst case is never ranked; :func:`_why_unscored` says why)."""
     entry = metrics.get(name)
-    return None if entry is None or entry["value"] is None else float(entry["value"])
+    if entry is None or entry["value"] is None:
+        return None
+    value = float(entry["value"])
+    return value if math.isfinite(value) else None
+
+
+def _why_unscored(metrics: dict, protocol: object, version: object, headline: str | None) -> str | None:
+    """Why a gauntlet result has no score (None: it has one)."""
+    if headline is None:
+        known = "unknown protocol" if protocol is None else f"a version this rlgauntlet does not know (it knows " \
+                                                              f"v{protocol.headline_since} to v{protocol.version})"
+        return f"version {version}: {known}, so its headline ε is unknown"
+    entry = metrics.get(f"worst_case@{headline}")
+    if entry is None or entry["value"] is None:
+        return f"no worst case at the headline ε {headline}"
+    if not math.isfinite(float(entry["value"])):
+        return f"its worst case at ε {headline} is {entry['value']}, not a finite number"
+    return None
 
 
 def _mean(values: list[float | None]) -> float | None:
@@ -56,6 +77,7 @@ def gauntlet_entries(paths: list[str | Path]) -> list[dict]:
                        meta.get("sha256"))
                 entries[key] = {**meta, "store": path.name, "run_id": run_id, "headline_eps": headline,
                                 "score": _value(metrics, f"worst_case@{headline}") if headline else None,
+                                "unscored_reason": _why_unscored(metrics, protocol, meta.get("version"), headline),
                                 "clean": _value(metrics, "clean_return"),
                                 "natural_impact": _value(metrics, "natural_impact"),
                                 "acr": _value(metrics, f"acr@{headline}") if headline else None,
@@ -71,6 +93,11 @@ def leaderboard(paths: list[str | Path], seed: int = 0) -> dict:
     entries = gauntlet_entries(paths)
     if not entries:
         raise UserError("the stores hold no gauntlet result; run `rlgauntlet gauntlet --store FILE` first")
+    if all(e["score"] is None for e in entries):
+        found = sorted({f"{e['protocol']} v{e['version']}" for e in entries})
+        reasons = sorted({e["unscored_reason"] for e in entries if e["unscored_reason"]})
+        raise UserError(f"no gauntlet result in the stores can be ranked ({'; '.join(reasons)}); versions found: "
+                        f"{', '.join(found)}; run the gauntlet with this rlgauntlet on a new --store")
     boards: dict[tuple, list[dict]] = {}
     for e in entries:
         boards.setdefault((e["protocol"], e["version"], e["level"], e["env"]), []).append(e)
@@ -80,6 +107,8 @@ def leaderboard(paths: list[str | Path], seed: int = 0) -> dict:
         for e in members:
             methods.setdefault(e["method"], []).append(e)
         rows, unscored = [], []
+        missing = [{"method": a["method"], "agent": a["agent"], "reason": a["unscored_reason"]}
+                   for a in members if a["score"] is None]
         for method, agents in methods.items():
             scores = [a["score"] for a in agents if a["score"] is not None]
             if not scores:
@@ -103,7 +132,7 @@ def leaderboard(paths: list[str | Path], seed: int = 0) -> dict:
                 pairs.append({"x": a["method"], "y": b["method"], "p_x_better": p, "ci_low": low, "ci_high": high})
         out.append({"protocol": protocol, "version": version, "level": level, "env": env,
                     "headline_eps": members[0]["headline_eps"], "rows": rows, "pairs": pairs,
-                    "unscored": unscored})
+                    "unscored": unscored, "missing": missing})
     return {"rlgauntlet_version": rlgauntlet.__version__, "boards": out,
             "statistics": "IQM over a method's agents with a 95% stratified-bootstrap percentile interval "
                           "(scipy.stats.bootstrap, 2000 resamples); P(X > Y) with ties counted one half"}
@@ -114,6 +143,7 @@ def render_leaderboard(board: dict, out: str | Path) -> Path:
     from rlgauntlet.report.html import _environment
 
     out = Path(out)
+    json.dumps(board, allow_nan=False)  # a non-finite number never reaches a page (ValueError: a bug)
     html = _environment().get_template("leaderboard.html.j2").render(
         version=rlgauntlet.__version__, rendered=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), **board)
     out.parent.mkdir(parents=True, exist_ok=True)

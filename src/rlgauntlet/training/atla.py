@@ -241,6 +241,13 @@ def _clean_return(agent, games, agent_env, seed: int) -> float:
     return float(np.mean(greedy_returns(agent, games, seed + GREEDY_SEED_OFFSET)))
 
 
+def adversary_eps(preset: ATLAPreset, agent_steps: int) -> float:
+    """The adversary's budget after ``agent_steps`` of the agent's: ε grows linearly from 0 over
+    the first ``eps_ramp`` fraction of the run, then stays at ``preset.eps`` (never above it)."""
+    ramp = preset.eps_ramp * preset.total_agent_steps
+    return preset.eps * (min(1.0, agent_steps / ramp) if ramp > 0 else 1.0)
+
+
 def adversary_actor(preset: ATLAPreset, agent: Victim) -> AttackActor:
     """The actor that turns the adversary's actions into perturbed inputs of ``agent``: SA-RL's
     (the action is the perturbation) for ATLA, the PA-AD actor of the agent's kind for PA-ATLA."""
@@ -343,8 +350,7 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
 
     def set_eps(steps: int) -> None:
         """The adversary's budget for the next iteration (the ramp), in both envs' actors."""
-        ramp = preset.eps_ramp * preset.total_agent_steps
-        eps = preset.eps * (min(1.0, steps / ramp) if ramp > 0 else 1.0)
+        eps = adversary_eps(preset, steps)
         if eps != threat_env.threat.actor.eps:
             new = AttackActor(actor.variant, eps)
             threat_env.threat.actor = adversary_env.core.actor = new

@@ -1,0 +1,508 @@
+"""Known answers for the third mutation audit's survivors (hardening v3): each test fails on one
+of the one-line bugs the audit made, on a case where the wrong implementation gives another
+number (never a degenerate case: a trimmed mean over more than four runs, κ away from 0.5, a
+replay buffer that has wrapped, target and online networks that disagree).
+
+The names say which audited bug each test catches; docs/testing.md has the audit's table.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from scipy import stats
+
+from rlgauntlet.errors import UserError
+
+
+# --- the gauntlet's statistics ----------------------------------------------------------------------
+
+def test_a_worst_case_rows_standard_error_is_scipys_sem_of_the_pooled_episodes():
+    """ddof 1 over √n of every seed's episodes pooled (ddof 0 gives 1.118 here, not 1.291)."""
+    from rlgauntlet.experiments.gauntlet import _pooled
+
+    reports = [{"evaluations": [{"spec": "pgd:eps=0.1", "returns": [1.0, 2.0], "return_mean": 1.5}]},
+               {"evaluations": [{"spec": "pgd:eps=0.1", "returns": [3.0, 4.0, 5.0], "return_mean": 4.0},
+                                {"spec": "ignored", "returns": [9.0], "return_mean": 9.0}]}]
+    pooled = _pooled(reports, lambda spec: None if spec == "ignored" else spec)
+    row = pooled["pgd:eps=0.1"]
+    assert set(pooled) == {"pgd:eps=0.1"}
+    assert row["return_mean"] == pytest.approx(3.0)
+    assert row["return_sem"] == pytest.approx(float(stats.sem([1.0, 2.0, 3.0, 4.0, 5.0])), rel=1e-12)
+    assert row["episodes"] == 5 and row["seed_means"] == [1.5, 4.0]
+
+
+def _plan_stub(tmp_path: Path, seeds: list[int]):
+    from rlgauntlet.experiments.protocols import get_protocol
+
+    protocol = get_protocol("classic")
+    return SimpleNamespace(protocol=protocol, store=tmp_path / "g.sqlite", sha="ab" * 32, env="CartPole-v1",
+                           seeds=seeds, settings=protocol.levels["quick"])
+
+
+def test_the_certification_and_checks_caches_are_keyed_by_the_seed(tmp_path):
+    """Another --seeds must not reuse the certification or checks computed with another seed."""
+    from rlgauntlet.experiments.gauntlet import _cache_file
+
+    for what in ("certified", "checks"):
+        first, other = _cache_file(_plan_stub(tmp_path, [0, 1]), what), _cache_file(_plan_stub(tmp_path, [5, 6]), what)
+        assert first != other
+        assert _cache_file(_plan_stub(tmp_path, [0, 1]), what) == first  # and the same seeds find it again
+
+
+def test_the_checks_standard_error_is_over_the_square_root_of_n():
+    from rlgauntlet.experiments.false_robustness import _mean_se
+
+    values = torch.tensor([0.0, 1.0, 1.0, 3.0, 7.0, 2.0, 2.0, 0.5, 4.0], dtype=torch.float64)
+    mean, se = _mean_se(values)
+    assert mean == pytest.approx(float(np.mean(values.numpy())))
+    assert se == pytest.approx(float(stats.sem(values.numpy())), rel=1e-12)  # /n gives a third of it here
+
+
+@pytest.mark.parametrize("gap_in_se, fires", [(-3.0, True), (-1.0, False), (0.0, False), (1.0, False),
+                                               (3.0, False)])
+def test_worse_than_random_fires_only_below_two_standard_errors(gap_in_se, fires):
+    """A gap of 1 SE below random is noise; 3 SE below is a warning; above random never is."""
+    from rlgauntlet.experiments.false_robustness import Z, significantly_below_zero
+
+    assert Z == 2.0
+    assert significantly_below_zero(gap_in_se * 0.05, 0.05) is fires
+    assert significantly_below_zero(-1e-12, 0.0) is False  # a rounding-sized gap with no spread
+
+
+def test_iqm_interval_point_is_scipys_25_percent_trimmed_mean():
+    """Eight runs with outliers: the trimmed mean (4.5) is far from the plain mean (27.5)."""
+    from rlgauntlet.metrics.aggregates import iqm_interval
+
+    scores = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 192.0]
+    point, low, high = iqm_interval([scores], resamples=200)
+    assert point == pytest.approx(float(stats.trim_mean(scores, 0.25)), rel=1e-12)
+    assert low is not None and low <= point <= high
+    two_tasks = [[1.0, 2.0, 3.0, 100.0], [5.0, 6.0, 7.0, 8.0, 9.0, -50.0, 10.0, 11.0]]
+    assert iqm_interval(two_tasks, resamples=200)[0] == pytest.approx(
+        float(stats.trim_mean(np.concatenate(two_tasks), 0.25)), rel=1e-12)
+
+
+def _gauntlet_store(path: Path, runs: list[tuple[str, object, float]]) -> None:
+    """A store with one gauntlet run per (method, version, score at the current headline ε)."""
+    from rlgauntlet.experiments.protocols import get_protocol
+    from rlgauntlet.experiments.store import ResultsStore, run_key
+
+    headline = get_protocol("classic").headline_eps
+    store = ResultsStore(path)
+    for i, (method, version, score) in enumerate(runs):
+        meta = {"protocol": "classic", "version": version, "level": "quick", "env": "CartPole-v1",
+                "agent": f"{method}{i}", "sha256": f"{method}{i}", "method": method}
+        run = store.create_run(run_key(meta), meta, kind="gauntlet")
+        store.add_metric(run, f"worst_case@{headline}", score)
+        store.add_metric(run, "clean_return", 500.0)
+    store.close()
+
+
+def test_the_leaderboard_scores_no_unknown_protocol_version(tmp_path):
+    """A version this code does not know has no known headline ε: its agents are unscored,
+    never ranked at today's headline, and a board of nothing else is a one-line error naming it."""
+    from rlgauntlet.experiments.protocols import get_protocol
+    from rlgauntlet.report.leaderboard import leaderboard
+
+    current = get_protocol("classic").version
+    _gauntlet_store(tmp_path / "mixed.sqlite", [("known", current, 100.0), ("future", 999, 400.0)])
+    boards = {b["version"]: b for b in leaderboard([tmp_path / "mixed.sqlite"])["boards"]}
+    assert [r["method"] for r in boards[current]["rows"]] == ["known"]
+    assert boards[999]["rows"] == [] and boards[999]["unscored"] == ["future"]
+    _gauntlet_store(tmp_path / "future.sqlite", [("future", 999, 400.0), ("older", "x", 1.0)])
+    with pytest.raises(UserError, match="999") as err:
+        leaderboard([tmp_path / "future.sqlite"])
+    assert "\n" not in str(err.value)
+
+
+def test_a_non_finite_worst_case_is_never_ranked_and_says_why(tmp_path):
+    from rlgauntlet.experiments.protocols import get_protocol
+    from rlgauntlet.report.leaderboard import leaderboard
+
+    version = get_protocol("classic").version
+    _gauntlet_store(tmp_path / "s.sqlite", [("broken", version, math.inf), ("fine", version, 10.0),
+                                            ("nan", version, math.nan)])
+    board = leaderboard([tmp_path / "s.sqlite"])["boards"][0]
+    assert [r["method"] for r in board["rows"]] == ["fine"]
+    assert sorted(board["unscored"]) == ["broken", "nan"]
+    reasons = " ".join(m["reason"] for m in board["missing"])
+    assert "not a finite number" in reasons
+    json.dumps(board, allow_nan=False)  # nothing non-finite reaches the JSON
+
+
+def test_fpr_at_95_tpr_reads_the_first_point_that_reaches_it_on_tied_scores():
+    """20 OOD scores, 19 above every ID score but one tie: the TPR reaches 0.95 exactly at the
+    threshold 1.0, where one ID score of ten ties and the FPR is 0.1 (one point later: 0.2)."""
+    from rlgauntlet.metrics.ood import fpr_at_tpr
+
+    ood = [2.0] * 18 + [1.0, 0.0]
+    id_scores = [1.0, 0.5, 0.5, -1.0, -1.0, -1.0, -1.0, -1.0, -1.0, -1.0]
+    assert fpr_at_tpr(id_scores, ood, 0.95) == pytest.approx(0.1)
+    assert fpr_at_tpr(id_scores, ood, 0.90) == pytest.approx(0.0)
+
+
+# --- attacks ------------------------------------------------------------------------------------------
+
+def test_a_pgd_push_runs_its_steps():
+    """push_spec with steps=10 names 10 steps, and on a nonlinear policy 10 steps end elsewhere
+    than one FGSM step (the audited bug made every push one step)."""
+    import torch.nn as nn
+
+    from rlgauntlet.common.seeding import BatchRNG, episode_generator
+    from rlgauntlet.threats import parse_threat
+    from rlgauntlet.threats.attacks.push import push_spec
+    from rlgauntlet.victims.torch_module import TorchVictim
+
+    assert parse_threat(push_spec(0.1, [1, -1], steps=10)).params.steps == 10
+    assert parse_threat(push_spec(0.1, [1, -1])).params.steps == 1
+    import gymnasium as gym
+
+    class Bumps(nn.Module):
+        """action = (cos 4x₀, −cos 4x₁): ⟨action, (1, −1)⟩ peaks at x₀ = x₁ = 0, inside the ball
+        of a point 0.2 away, where one FGSM step of 0.3 overshoots it by 0.1."""
+
+        def forward(self, x):
+            return torch.stack([torch.cos(4 * x[:, 0]), -torch.cos(4 * x[:, 1])], dim=1) + 0 * x[:, 2:3]
+
+    victim = TorchVictim(Bumps(), "deterministic", gym.spaces.Box(-5, 5, (3,)), gym.spaces.Box(-1, 1, (2,)),
+                         budget_space="raw", precision="float64")
+    x = torch.tensor([[0.2, -0.2, 0.0], [-0.25, 0.15, 1.0]], dtype=torch.float64).repeat(4, 1)
+
+    def run(steps):
+        rng = BatchRNG([episode_generator(0, k, "threat") for k in range(8)])
+        return parse_threat(push_spec(0.3, [1, -1], steps=steps)).perturb(x, victim, rng)
+
+    one, ten = run(1), run(10)
+    assert (one - x).abs().max() <= 0.3 + 1e-12 and (ten - x).abs().max() <= 0.3 + 1e-12
+    direction = torch.tensor([1.0, -1.0], dtype=torch.float64) / math.sqrt(2)
+    progress = [float((victim.forward(z).action @ direction).mean()) for z in (one, ten)]
+    assert progress[1] > progress[0] + 0.05  # ten steps find the peak one step jumps over (1.41 vs 1.29)
+
+
+# --- defences -----------------------------------------------------------------------------------------
+
+def test_radial_ppo_weights_the_worst_case_by_one_minus_kappa():
+    """κ = 0.25: κ·nominal + 0.75·worst; κ and 1 − κ swapped gives another number."""
+    from rlgauntlet.training.live import PPOTerms
+    from rlgauntlet.training.radial import radial_ppo_policy_loss, softmax_bounds
+
+    t = torch.tensor
+    lower = t([[0.0, -1.0, 0.5], [-0.5, 0.2, 0.1]], dtype=torch.float64)
+    upper = lower + t([[0.4, 0.3, 0.2], [0.6, 0.1, 0.5]], dtype=torch.float64)
+    actions, advantages = t([1, 2]), t([1.2, -0.7], dtype=torch.float64)
+    log_prob = t([-1.0, -0.9], dtype=torch.float64)
+    terms = PPOTerms(actions, advantages, log_prob, lambda logp: -(advantages * logp.exp()).mean(), t(0.0), t(0.0))
+    loss, worst = radial_ppo_policy_loss(terms, lower, upper, 0.25)
+    nominal = terms.surrogate(log_prob)
+    assert worst.item() != pytest.approx(nominal.item())
+    assert loss.item() == pytest.approx(0.25 * nominal.item() + 0.75 * worst.item(), rel=1e-12)
+    low, high = softmax_bounds(lower, upper, actions)
+    assert (low <= high).all()
+
+
+def test_radial_ppo_training_passes_lower_then_upper_bounds_and_its_kappa(monkeypatch):
+    """The training step, not only the loss: the bounds it hands over are (lower, upper) of the
+    live network at the current ε, and its κ is the algorithm's."""
+    from rlgauntlet.bounds import ibp
+    from rlgauntlet.training import radial
+
+    seen = []
+    real = radial.radial_ppo_policy_loss
+
+    def spy(terms, lower, upper, kappa):
+        seen.append((lower.detach().clone(), upper.detach().clone(), kappa))
+        return real(terms, lower, upper, kappa)
+
+    monkeypatch.setattr(radial, "radial_ppo_policy_loss", spy)
+    model = radial.RadialPPO("MlpPolicy", "CartPole-v1", seed=0, n_steps=64, batch_size=64, n_epochs=1,
+                             radial_eps=0.05, ramp_fraction=0.1, kappa=0.3)
+    model.learn(128)
+    assert seen, "RadialPPO never computed its worst-case term"
+    for lower, upper, kappa in seen:
+        assert kappa == 0.3
+        assert (lower <= upper).all() and (upper - lower).max() > 0
+    # the last bounds are the IBP bounds of the network as it was: recompute on the last batch's width
+    obs = torch.as_tensor(model.rollout_buffer.observations.reshape(-1, 4)[:8], dtype=torch.float64)
+    low, high = ibp(model._victim(), obs, model.current_eps())
+    assert (low <= high).all()
+
+
+def _fixed_batch(model, batch: int = 8, seed: int = 0):
+    """A replay sample of ``batch`` rows drawn once with a fixed generator, so the training step
+    and the hand computation see the same data."""
+    buffer = model.replay_buffer
+    rng = np.random.default_rng(seed)
+    upper = buffer.buffer_size if buffer.full else buffer.pos
+    idx = rng.integers(0, upper, size=batch)
+    return buffer._get_samples(idx, env=None)
+
+
+def _dqn_model(cls, **kwargs):
+    model = cls("MlpPolicy", "CartPole-v1", seed=0, learning_starts=10_000, buffer_size=1000, batch_size=8,
+                policy_kwargs={"net_arch": [16]}, **kwargs)
+    model.learn(300)  # fills the buffer, trains nothing (learning_starts not reached)
+    # a target network that disagrees with the online one: the online net with its two actions'
+    # output rows swapped, so the online net's best action is the target net's worst (Double DQN
+    # then takes the smaller Q, plain DQN the larger)
+    model.q_net_target.load_state_dict(model.q_net.state_dict())
+    last = [m for m in model.q_net_target.modules() if isinstance(m, torch.nn.Linear)][-1]
+    with torch.no_grad():
+        last.weight.copy_(last.weight.flip(0))
+        last.bias.copy_(last.bias.flip(0))
+    return model
+
+
+def _run_one_step(model, monkeypatch):
+    data = _fixed_batch(model)
+    monkeypatch.setattr(model.replay_buffer, "sample", lambda batch_size, env=None: data)
+    losses = []
+    real = model._optimize
+    monkeypatch.setattr(model, "_optimize", lambda loss: (losses.append(loss.detach().clone()), real(loss)))
+    before = {k: v.clone() for k, v in model.policy.state_dict().items()}
+    model.policy.load_state_dict(before)
+    return data, losses, before
+
+
+def test_radial_dqn_training_step_uses_double_dqn_targets(monkeypatch):
+    """The online net picks the next action, the target net values it (docs: Double DQN); the
+    loss the step optimises is Eq. 5 on that target, at the step's κ and ε, from the bounds."""
+    from rlgauntlet.bounds import ibp
+    from rlgauntlet.training.radial import RadialDQN, radial_dqn_loss
+
+    model = _dqn_model(RadialDQN, radial_eps=0.05, ramp_fraction=0.1, kappa_end=0.3)
+    data, losses, before = _run_one_step(model, monkeypatch)
+    with torch.no_grad():
+        next_online = model.q_net(data.next_observations)
+        next_target = model.q_net_target(data.next_observations)
+        double = next_target.gather(1, next_online.argmax(1, keepdim=True)).flatten()
+        plain = next_target.max(1).values
+        assert not torch.allclose(double, plain), "the constructed nets must disagree"
+        target = data.rewards.flatten() + (1 - data.dones.flatten()) * model.gamma * double
+        q_all = model.q_net(data.observations)
+        eps, kappa = model.current_eps(), model.current_kappa()
+        assert eps == pytest.approx(0.05) and kappa == pytest.approx(0.3)
+        lower, upper = ibp(model._victim(), model._network_input(data.observations), eps)
+        expected, _ = radial_dqn_loss(q_all, lower, upper, data.actions.long().flatten(), target, kappa)
+    model.train(gradient_steps=1, batch_size=8)
+    assert len(losses) == 1
+    assert losses[0].item() == pytest.approx(expected.item(), rel=1e-6)
+
+
+def test_sa_dqn_training_step_averages_the_hinge_over_the_batch(monkeypatch):
+    """L = TD + κ·mean(hinge): the sum over a batch of 8 gives another number."""
+    from rlgauntlet.training.sa_dqn import SADQN, sa_dqn_regularizer
+
+    model = _dqn_model(SADQN, sa_eps=0.05, sa_kappa=0.7, ramp_fraction=0.1)
+    data, losses, _ = _run_one_step(model, monkeypatch)
+    with torch.no_grad():
+        next_q = model.q_net_target(data.next_observations).max(1).values
+        target = data.rewards.flatten() + (1 - data.dones.flatten()) * model.gamma * next_q
+        q_all = model.q_net(data.observations)
+        td = F.smooth_l1_loss(q_all.gather(1, data.actions.long()).flatten(), target)
+    reg = sa_dqn_regularizer(model._victim(), model._network_input(data.observations), model.current_eps(),
+                             model.sa_hinge, q_clean=q_all).detach()
+    assert reg.abs().sum() > 0 and not torch.allclose(reg.mean(), reg.sum())
+    model.train(gradient_steps=1, batch_size=8)
+    assert losses[0].item() == pytest.approx((td + 0.7 * reg.mean()).item(), rel=1e-6)
+
+
+def test_the_atla_adversarys_budget_never_exceeds_its_eps():
+    """A ramp over a third of the run reaches ε at a third and stays there (unclamped it would
+    reach 3ε at the end)."""
+    from rlgauntlet.training.atla import ATLAPreset, adversary_eps
+
+    preset = ATLAPreset("p", "cartpole-ppo", "atla", eps=0.1, total_agent_steps=3000, eps_ramp=1 / 3)
+    steps = np.arange(0, 3001, 50)
+    values = np.array([adversary_eps(preset, int(s)) for s in steps])
+    assert values.max() <= 0.1 + 1e-15
+    np.testing.assert_allclose(values, np.minimum(0.1, 0.1 * steps / 1000), rtol=1e-12, atol=1e-15)
+    assert adversary_eps(ATLAPreset("q", "cartpole-ppo", "atla", eps=0.1, total_agent_steps=3000), 0) == 0.1
+
+
+def test_atla_clean_games_read_the_agents_current_normaliser():
+    """The checkpoints' clean games normalise with the agent's statistics as they are now, not
+    with the games' own (never updated) ones."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from rlgauntlet.envs.presets import make_train_vec_env
+    from rlgauntlet.training.atla import CLEAN_GAMES, _clean_return
+    from rlgauntlet.training.greedy_eval import greedy_returns
+    from rlgauntlet.training.sb3_train import GREEDY_SEED_OFFSET
+
+    # a linear policy that pushes toward the pole's fall (logit of "right" = 5·(angle + angular
+    # velocity), normalised): with the games' own statistics (mean 0, var 1) it balances for a while;
+    # with the agent's (the pole angle's mean moved to 0.5) it always pushes left and falls at once
+    agent = PPO("MlpPolicy", "CartPole-v1", seed=3, policy_kwargs={"net_arch": []})
+    with torch.no_grad():
+        agent.policy.action_net.weight.copy_(torch.tensor([[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 5.0, 5.0]]))
+        agent.policy.action_net.bias.zero_()
+    agent_env = VecNormalize(make_train_vec_env("CartPole-v1", 2, 0), norm_reward=False)
+    agent_env.obs_rms.mean = np.array([0.0, 0.0, 0.5, 0.0])
+    agent_env.obs_rms.var = np.array([1.0, 1.0, 1.0, 1.0])
+    games = VecNormalize(make_train_vec_env("CartPole-v1", CLEAN_GAMES, 7), norm_reward=False, training=False)
+    stale = games.obs_rms
+    result = _clean_return(agent, games, agent_env, 0)
+    assert games.obs_rms is agent_env.obs_rms and games.obs_rms is not stale
+    reference = VecNormalize(make_train_vec_env("CartPole-v1", CLEAN_GAMES, 7), norm_reward=False, training=False)
+    reference.obs_rms = agent_env.obs_rms
+    assert result == pytest.approx(float(np.mean(greedy_returns(agent, reference, 0 + GREEDY_SEED_OFFSET))))
+    with_stale = VecNormalize(make_train_vec_env("CartPole-v1", CLEAN_GAMES, 7), norm_reward=False, training=False)
+    assert result != pytest.approx(float(np.mean(greedy_returns(agent, with_stale, 0 + GREEDY_SEED_OFFSET))))
+
+
+def _time_limit(env) -> int | None:
+    while env is not None:
+        if type(env).__name__ == "TimeLimit":
+            return env._max_episode_steps
+        env = getattr(env, "env", None)
+    return None
+
+
+def test_minatar_training_envs_have_the_evaluation_envs_step_limit():
+    pytest.importorskip("minatar")
+    from rlgauntlet.envs import make_env
+    from rlgauntlet.envs.minatar import MAX_EPISODE_STEPS
+    from rlgauntlet.envs.presets import make_train_vec_env
+
+    evaluation = make_env("MinAtar/Breakout-v1")
+    training = make_train_vec_env("MinAtar/Breakout-v1", 2, 0)
+    assert _time_limit(evaluation) == MAX_EPISODE_STEPS
+    assert [_time_limit(e) for e in training.envs] == [MAX_EPISODE_STEPS] * 2
+    evaluation.close()
+    training.close()
+
+
+# --- safety rules ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("generator", ["jupyter 7.1", "Rlgauntlet", "rlgauntlet-fork 1.0", "", None, 1])
+def test_a_foreign_json_with_a_generator_field_is_not_ours(tmp_path, generator):
+    from rlgauntlet.common.outputs import check_output, written_by_us
+
+    path = tmp_path / "notes.json"
+    path.write_text(json.dumps({"generator": generator, "cells": []}))
+    before = path.read_bytes()
+    assert not written_by_us(path)
+    with pytest.raises(UserError, match="not written by rlgauntlet"):
+        check_output(path)
+    assert path.read_bytes() == before
+
+
+def test_a_real_png_of_another_program_is_not_ours(tmp_path):
+    """A real PNG (matplotlib's own Software chunk, and one with none): refused; ours accepted."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from rlgauntlet.common.outputs import check_output, save_figure, written_by_us
+
+    fig = plt.figure(figsize=(1, 1))
+    theirs, bare, ours = tmp_path / "theirs.png", tmp_path / "bare.png", tmp_path / "ours.png"
+    fig.savefig(theirs)
+    fig.savefig(bare, metadata={"Software": None})
+    save_figure(fig, ours)
+    plt.close(fig)
+    for path in (theirs, bare):
+        assert path.read_bytes().startswith(b"\x89PNG")
+        assert not written_by_us(path)
+        with pytest.raises(UserError, match="not written by rlgauntlet"):
+            check_output(path)
+    assert written_by_us(ours) and check_output(ours) == ours
+
+
+# --- resume -------------------------------------------------------------------------------------------
+
+def test_a_wrapped_replay_buffer_resumes_full(tmp_path):
+    """About 70 transitions into a buffer of 50: full, wrapped; the resumed buffer samples all 50."""
+    from stable_baselines3 import DQN
+
+    from rlgauntlet.training.checkpoints import load_replay_buffer, save_replay_buffer
+
+    def build():
+        return DQN("MlpPolicy", "CartPole-v1", buffer_size=50, learning_starts=1000, seed=0,
+                   policy_kwargs={"net_arch": [8]})
+
+    model = build()
+    model.learn(70)
+    pos = model.num_timesteps % 50
+    assert model.num_timesteps > 50 and model.replay_buffer.full and model.replay_buffer.pos == pos != 0
+    save_replay_buffer(model, tmp_path / "replay_buffer.npz")
+    fresh = build()
+    assert load_replay_buffer(fresh, tmp_path)
+    assert fresh.replay_buffer.full is True and fresh.replay_buffer.pos == pos and fresh.replay_buffer.size() == 50
+    # bit-exact on purpose: the arrays are copies
+    assert np.array_equal(fresh.replay_buffer.observations, model.replay_buffer.observations)
+
+
+def test_a_resumed_sac_run_restores_its_entropy_coefficient_and_full_buffer(tmp_path, monkeypatch):
+    """A SAC checkpoint (through train_preset, the path users resume) whose buffer has wrapped
+    and whose log α has moved: a fresh model resumed from it equals the saved state."""
+    import dataclasses
+    import io
+    import zipfile
+
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from rlgauntlet.training import presets
+    from rlgauntlet.training.checkpoints import load_checkpoint_zip, load_replay_buffer
+    from rlgauntlet.training.sb3_train import _build_model, train_preset
+
+    tiny = dataclasses.replace(
+        presets.PRESETS["pendulum-td3"], name="tiny-sac", algo="sac", total_timesteps=300, checkpoint_every=300,
+        target_return=0.0, stop_at_target=False, action_noise_std=None,
+        hyperparams=dict(policy="MlpPolicy", buffer_size=200, learning_starts=50, batch_size=16,
+                         learning_rate=3e-3, policy_kwargs=dict(net_arch=[16])))
+    monkeypatch.setitem(presets.PRESETS, "tiny-sac", tiny)
+    ckpt = train_preset("tiny-sac", tmp_path / "run", stop_at_target=False, log=lambda s: None)
+    with zipfile.ZipFile(ckpt / "model.zip") as archive:
+        variables = torch.load(io.BytesIO(archive.read("pytorch_variables.pth")), weights_only=True)
+        optimizers = {name: torch.load(io.BytesIO(archive.read(name)), weights_only=True)
+                      for name in archive.namelist() if name.endswith("optimizer.pth")}
+    saved_log_alpha = variables["log_ent_coef"]
+    assert abs(float(saved_log_alpha)) > 1e-3  # it moved: the test is not at the initial 0
+    model = _build_model(tiny, make_vec_env("Pendulum-v1", n_envs=1, seed=5), "cpu")
+    assert not torch.allclose(model.log_ent_coef.detach(), saved_log_alpha)
+    load_checkpoint_zip(model, ckpt / "model.zip")
+    assert load_replay_buffer(model, ckpt)
+    # bit-exact on purpose: loaded copies
+    assert torch.equal(model.log_ent_coef.detach(), saved_log_alpha)
+    assert "ent_coef_optimizer.pth" in {n.split("/")[-1] for n in optimizers}
+    assert model.ent_coef_optimizer.state_dict()["state"].keys() == \
+        optimizers["ent_coef_optimizer.pth"]["state"].keys() != set()
+    assert model.replay_buffer.full and model.replay_buffer.pos == 300 % 200
+    assert model.num_timesteps == 300
+
+
+# --- the job layer ----------------------------------------------------------------------------------------
+
+def test_a_library_functions_default_options_keep_an_agent_specs_settings(monkeypatch):
+    """evaluate(AgentSpec(precision="float32", ...)) with evaluate's own defaults loads float32:
+    only an option the caller changed overrides the spec's."""
+    from rlgauntlet import evaluate
+    from rlgauntlet.experiments import agents
+    from rlgauntlet.experiments.agents import AgentSpec, as_agent_spec
+
+    spec = AgentSpec(agent="zoo:cartpole-ppo", precision="float32", preset="classic")
+    kept = as_agent_spec(spec, precision="auto", device="cpu", allow_pickle=False, preset=None)
+    assert kept.precision == "float32" and kept.preset == "classic"
+    assert as_agent_spec(spec, precision="float64").precision == "float64"  # a changed option wins
+    loaded = []
+    real = AgentSpec.load
+
+    def spy(self, env):
+        loaded.append(self)
+        return real(self, env)
+
+    monkeypatch.setattr(agents.AgentSpec, "load", spy)
+    report = evaluate(spec, "CartPole-v1", [], episodes=1, n_envs=1, impact=False)
+    assert loaded and all(s.precision == "float32" for s in loaded)
+    assert report.evaluations[0]["episodes"] == 1
