@@ -78,7 +78,7 @@ def main() -> None:
         print(json.dumps({name: results[name]}, indent=1))
     from rlgauntlet.common.outputs import write_json
 
-    write_json(OUT, results)
+    write_json(OUT, results, kind="benchmark")
     print(f"wrote {OUT}")
 
 

@@ -392,7 +392,7 @@ def test_a_foreign_json_with_a_generator_field_is_not_ours(tmp_path, generator):
     before = path.read_bytes()
     assert not written_by_us(path)
     with pytest.raises(UserError, match="not written by rlgauntlet"):
-        check_output(path)
+        check_output(path, kind="evaluation")
     assert path.read_bytes() == before
 
 
@@ -409,14 +409,16 @@ def test_a_real_png_of_another_program_is_not_ours(tmp_path):
     theirs, bare, ours = tmp_path / "theirs.png", tmp_path / "bare.png", tmp_path / "ours.png"
     fig.savefig(theirs)
     fig.savefig(bare, metadata={"Software": None})
-    save_figure(fig, ours)
+    save_figure(fig, ours, kind="spectrum plot")
     plt.close(fig)
     for path in (theirs, bare):
         assert path.read_bytes().startswith(b"\x89PNG")
         assert not written_by_us(path)
         with pytest.raises(UserError, match="not written by rlgauntlet"):
-            check_output(path)
-    assert written_by_us(ours) and check_output(ours) == ours
+            check_output(path, kind="spectrum plot")
+    assert written_by_us(ours) and check_output(ours, kind="spectrum plot") == ours
+    with pytest.raises(UserError, match="spectrum plot output, not a reward-vs-budget plot"):
+        check_output(ours, kind="reward-vs-budget plot")
 
 
 # --- resume -------------------------------------------------------------------------------------------

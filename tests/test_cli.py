@@ -142,6 +142,7 @@ def test_library_evaluate_report_is_the_cli_json(tmp_path, cli_env):
     assert res.returncode == 0, res.stderr
     cli = _without_wall_times(json.loads(out.read_text()))
     assert cli.pop("generator").startswith("rlgauntlet ")  # the file's mark (see common/outputs.py), not a result
+    assert cli.pop("output_kind") == "evaluation"
     lib = _without_wall_times(json.loads(json.dumps(
         evaluate("zoo:cartpole-dqn", "CartPole-v1", threats, episodes=3, seed=4, n_envs=2,
                  store=tmp_path / "lib.sqlite").to_dict())))

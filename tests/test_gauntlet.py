@@ -88,7 +88,7 @@ def test_unknown_protocol_level_and_family_name_the_fix():
     with pytest.raises(UserError, match="--level 'fast' is unknown"):
         get_protocol("classic").level("fast")
     with pytest.raises(UserError, match="--protocol"):
-        protocol_for("Taxi-v3")
+        protocol_for("FrozenLake-v1")
 
 
 # --- false-robustness checks --------------------------------------------------------------------
@@ -324,7 +324,9 @@ def test_leaderboard_renders_in_headless_chromium(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--protocol", "nope"], "--protocol 'nope' is unknown"),
     (["--level", "fast"], "--level 'fast' is unknown"),
-    (["--env", "Taxi-v3"], "--protocol"),
+    (["--env", "FrozenLake-v1"], "--protocol"),
+    (["--env", "NoSuchEnv-v0"], "cannot make env"),
+    (["--env", "CartPole-v1", "--protocol", "pixel"], "--protocol pixel is for"),
 ])
 def test_gauntlet_bad_input_is_one_line(args, message, tmp_path, cli_env):
     base = {"--agent": "zoo:cartpole-dqn", "--env": "CartPole-v1", "--out": str(tmp_path / "out")}

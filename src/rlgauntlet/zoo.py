@@ -29,7 +29,12 @@ def zoo_dir() -> Path:
     """The zoo folder: ``$RLGAUNTLET_ZOO``, or the one shipped with the package."""
     env = os.environ.get("RLGAUNTLET_ZOO")
     if env:
-        return Path(env)
+        folder = Path(env)
+        if not folder.is_dir():
+            what = "is a file" if folder.exists() else "does not exist"
+            raise UserError(f"RLGAUNTLET_ZOO={env} {what}; point it at a zoo folder (one holding manifest.json), "
+                            "or unset it to use the zoo shipped with rlgauntlet")
+        return folder
     return Path(__file__).resolve().parent / "_zoo"
 
 

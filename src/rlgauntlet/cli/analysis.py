@@ -36,11 +36,11 @@ def spectrum(
     from rlgauntlet.experiments.spectrum import spectrum as run_spectrum
     from rlgauntlet.metrics.spectrum import plot_spectrum
 
-    check_png(out)
+    check_png(out, kind="spectrum")
     described = agent_spec(agent, preset, kind, vecnormalize, input_space, precision, device, allow_pickle)
     report = run_spectrum(described, env, threat, steps, seed, threads=threads)
     plot_spectrum(report, out)
-    write_json(out.with_suffix(".json"), report)
+    write_json(out.with_suffix(".json"), report, kind="spectrum numbers")
     table = Table(title=f"energy change vs original, {report['steps']} states")
     for col in ("threat", "DC", "low", "mid", "high"):
         table.add_column(col, justify="left" if col == "threat" else "right")
@@ -80,7 +80,7 @@ def calibrate(
 
     if not 0 < target_impact <= 1:
         raise UserError(f"--target-impact {target_impact} must be in (0, 1]")
-    check_outputs(out, store=store)
+    check_outputs(out, store=store, kind="calibration")
     KEPT["note"] = f"finished probes are kept in {store}; run the same command again to reuse them"
     name = threat.partition(":")[0]
     space = search_space(threat, param, low, high)
@@ -101,7 +101,7 @@ def calibrate(
     else:
         out_console.print(result["message"])
     if out is not None:
-        write_json(out, result)
+        write_json(out, result, kind="calibration")
 
 
 @app.command()
@@ -127,7 +127,7 @@ def certify(
     """
     from rlgauntlet.experiments.certify import certify as run_certify
 
-    check_outputs(out, store=store)
+    check_outputs(out, store=store, kind="certification")
     KEPT["note"] = f"finished budgets are kept in {store}"
     described = agent_spec(agent, preset, kind, vecnormalize, input_space, precision, device, allow_pickle)
     result = run_certify(described, env, eps, eps_grid, episodes, seed, n_envs, store, awc_max_nodes, awc_horizon,
@@ -152,5 +152,5 @@ def certify(
         table.add_row(*row)
     out_console.print(table)
     if out is not None:
-        write_json(out, result)
+        write_json(out, result, kind="certification")
         console.print(f"wrote {out} (runs stored in {store})")

@@ -138,9 +138,9 @@ def load_agent(agent: str, env: str, preset: Optional[str], device: str, kind: O
     return load_for_env(agent, env, preset, device, kind, vecnormalize, input_space, precision, allow_pickle)
 
 
-def write_result(out: Optional[Path], data: dict, store_path: Path) -> None:
+def write_result(out: Optional[Path], data: dict, store_path: Path, kind: str) -> None:
     if out is not None:
-        write_json(out, data)
+        write_json(out, data, kind=kind)
         console.print(f"wrote {out} (episodes stored in {store_path})")
 
 
@@ -156,18 +156,19 @@ class Interrupted(BaseException):
 KEPT = {"note": "nothing was written"}
 
 
-def check_outputs(out: Optional[Path], store: Optional[Path] = None, option: str = "--out") -> None:
+def check_outputs(out: Optional[Path], store: Optional[Path] = None, option: str = "--out", *, kind: str) -> None:
     """Refuse, before any work, an output that cannot be written, is the store, or is a file
-    rlgauntlet did not write (see ``common.outputs``)."""
-    check_output(out, option, protect=[store])
+    rlgauntlet did not write or wrote as another kind (see ``common.outputs``)."""
+    check_output(out, option, protect=[store], kind=kind)
 
 
-def check_png(out: Optional[Path], store: Optional[Path] = None, option: str = "--out") -> None:
-    """A plot: a .png, with its numbers going beside it as .json; both are checked."""
+def check_png(out: Optional[Path], store: Optional[Path] = None, option: str = "--out", *, kind: str) -> None:
+    """A plot of ``kind``: a .png (kind ``"KIND plot"``), with its numbers going beside it as
+    .json (kind ``"KIND numbers"``); both are checked."""
     if out is None:
         return
     if out.suffix.lower() != ".png":
         raise UserError(f"{option} {out}: plots are written as PNG; give a name ending in .png, "
-                        f"e.g. {option} {out.with_suffix('.png').name}")
-    check_output(out, option, protect=[store])
-    check_output(out.with_suffix(".json"), f"{option} (its numbers, beside the plot)", protect=[store])
+                        f"e.g. {option} {out.with_suffix('.png').as_posix()}")
+    check_output(out, option, protect=[store], kind=f"{kind} plot")
+    check_output(out.with_suffix(".json"), option, protect=[store], kind=f"{kind} numbers", given=out)

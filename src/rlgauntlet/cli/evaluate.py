@@ -54,7 +54,7 @@ def evaluate(
 
     strongest = [spec for text in strongest_of for spec in split_spec_list(text)]
     store_path = store or ((out.parent if out else Path(".")) / DEFAULT_STORE_NAME)
-    check_outputs(out, store=store_path)
+    check_outputs(out, store=store_path, kind="evaluation")
     KEPT["note"] = (f"finished episodes are kept in {store_path}; run the same command with --resume to run "
                      "only the missing ones")
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
@@ -73,7 +73,7 @@ def evaluate(
             progress.update(task, completed=episodes)
     data = report.to_dict()
     print_report(data)
-    write_result(out, data, store_path)
+    write_result(out, data, store_path, kind="evaluation")
 
 
 @app.command()
@@ -87,14 +87,14 @@ def plot(
 
     Example: rlgauntlet plot --store results/rlgauntlet-results.sqlite --out curves.png
     """
-    from rlgauntlet.experiments.store import ResultsStore
+    from rlgauntlet.experiments.store import open_existing_store
     from rlgauntlet.report.curves import budget_curves, plot_curves
 
     if not store.is_file():
         what = "is a directory" if store.is_dir() else "not found"
         raise UserError(f"results store {store} {what}; give --store the file that rlgauntlet evaluate wrote")
-    check_png(out, store)
-    results = ResultsStore(store)
+    check_png(out, store, kind="reward-vs-budget")
+    results = open_existing_store(store)
     try:
         curves = budget_curves(results, env=env, agent=agent)
     finally:
@@ -102,7 +102,7 @@ def plot(
     path = plot_curves(curves, out)
     data = [{"agent": a, "env": e, "clean": g["clean"], "curves": {t: [dict(zip(("eps", "return_mean", "return_sem", "episodes"), p)) for p in pts] for t, pts in g["curves"].items()}}
             for (a, e), g in sorted(curves.items())]
-    write_json(path.with_suffix(".json"), {"curves": data})
+    write_json(path.with_suffix(".json"), {"curves": data}, kind="reward-vs-budget numbers")
     console.print(f"wrote {path} and {path.with_suffix('.json')}")
 
 
@@ -120,7 +120,7 @@ def report(
     from rlgauntlet.report.html import render_report
 
     for one in store:
-        check_outputs(out, store=one)
+        check_outputs(out, store=one, kind="report")
     KEPT["note"] = "no report was written"
     path = render_report(store, out, agents=agent or None, title=title)
     console.print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")

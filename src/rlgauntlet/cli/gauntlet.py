@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from rlgauntlet.cli.common import (ALLOW_PICKLE, DEVICE, INPUT_SPACE, KEPT, KIND, PRECISION, VECNORMALIZE, app,
-                                   check_outputs, console, out_console)
+                                   console, out_console)
 from rlgauntlet.common.outputs import check_output, check_run_dir, write_json
 from rlgauntlet.errors import UserError
 
@@ -62,11 +62,11 @@ def gauntlet(
 
     Example: rlgauntlet gauntlet --agent zoo:cartpole-dqn --env CartPole-v1 --level quick --out runs/dqn --workers 2
     """
-    from rlgauntlet.experiments.gauntlet import run_gauntlet
-    from rlgauntlet.experiments.protocols import get_protocol, protocol_for
+    from rlgauntlet.experiments.executors import check_executor
+    from rlgauntlet.experiments.gauntlet import plan_gauntlet, run_gauntlet
+    from rlgauntlet.experiments.protocols import protocol_fitting
     from rlgauntlet.experiments.store import check_store_location
-    from rlgauntlet.experiments.sweep import EXECUTORS
-    from rlgauntlet.report.html import render_report
+    from rlgauntlet.report.html import REPORT_KIND, render_report
 
     if list_protocols:
         _list_protocols(as_json)
@@ -75,15 +75,18 @@ def gauntlet(
         missing = [name for name, v in (("--agent", agent), ("--env", env), ("--out", out_dir)) if v is None]
         raise UserError(f"gauntlet needs {', '.join(missing)}; e.g. rlgauntlet gauntlet --agent zoo:cartpole-dqn "
                         "--env CartPole-v1 --out runs/dqn (or --list for the protocols)")
-    chosen = get_protocol(protocol) if protocol is not None else protocol_for(env)
+    chosen = protocol_fitting(protocol, env)
     chosen.level(level)
-    if executor not in EXECUTORS:
-        raise UserError(f"--executor {executor!r} is unknown; use one of {', '.join(EXECUTORS)}")
+    check_executor(executor, workers, address)
     check_run_dir(out_dir, "--out")
     store_path = check_store_location(store or out_dir / "gauntlet.sqlite")
     json_path, html_path = out_dir / "gauntlet.json", out_dir / "report.html"
-    check_outputs(json_path, store=store_path)
-    check_output(html_path, protect=[store_path])
+    check_output(json_path, "--out", protect=[store_path], kind="gauntlet result", given=out_dir)
+    check_output(html_path, "--out", protect=[store_path], kind=REPORT_KIND, given=out_dir)
+    plan = plan_gauntlet(agent, env, protocol=chosen.name, level=level, seeds=seeds or None, store=store_path,
+                         kind=kind, vecnormalize=vecnormalize, input_space=input_space,
+                         precision=None if precision == "auto" else precision, device=device,
+                         allow_pickle=allow_pickle or None)
     KEPT["note"] = (f"finished episodes are kept in {store_path} and trained attackers (with their checkpoints) "
                     f"beside it; run the same command again to go on from there")
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -98,12 +101,9 @@ def gauntlet(
             if current["task"] is not None:
                 progress.advance(current["task"], n)
 
-        result = run_gauntlet(agent, env, protocol=chosen.name, level=level, seeds=seeds or None, store=store_path,
-                              executor=executor, workers=workers, address=address, method=method, on_stage=stage,
-                              on_advance=advance, kind=kind, vecnormalize=vecnormalize, input_space=input_space,
-                              precision=None if precision == "auto" else precision, device=device,
-                              allow_pickle=allow_pickle or None)
-    write_json(json_path, result)
+        result = run_gauntlet(agent, env, executor=executor, workers=workers, address=address, method=method,
+                              on_stage=stage, on_advance=advance, plan=plan)
+    write_json(json_path, result, kind="gauntlet result")
     render_report([store_path], html_path, agents=None, title=f"rlgauntlet gauntlet: {agent} on {env}",
                   gauntlet=result)
     table = Table(title=f"{agent} on {env}: {chosen.tag}, level {level} ({result['budget_space']} budgets)")
@@ -129,16 +129,16 @@ def leaderboard(
 
     Example: rlgauntlet leaderboard --store runs/dqn/gauntlet.sqlite --store runs/ppo/gauntlet.sqlite --out board.html
     """
-    from rlgauntlet.report.leaderboard import leaderboard as rank, render_leaderboard
+    from rlgauntlet.report.leaderboard import JSON_KIND, PAGE_KIND, leaderboard as rank, render_leaderboard
 
     if out.suffix.lower() not in (".html", ".htm"):
         raise UserError(f"--out {out}: the leaderboard is an HTML page; give a name ending in .html")
     json_path = out.with_suffix(".json")
-    check_output(out, protect=store)
-    check_output(json_path, protect=store)
+    check_output(out, protect=store, kind=PAGE_KIND)
+    check_output(json_path, protect=store, kind=JSON_KIND, given=out)
     board = rank(list(store))
     render_leaderboard(board, out)
-    write_json(json_path, board)
+    write_json(json_path, board, kind=JSON_KIND)
     for b in board["boards"]:
         table = Table(title=f"{b['env']}: {b['protocol']} v{b['version']}, level {b['level']} "
                             f"(worst case at ε {b['headline_eps']})")

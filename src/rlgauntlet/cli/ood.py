@@ -26,9 +26,9 @@ def _ood_callbacks(progress):
             lambda label, rec: progress.advance(tasks[label]))
 
 
-def _ood_common(out: Optional[Path], store: Optional[Path]) -> Path:
+def _ood_common(out: Optional[Path], store: Optional[Path], kind: str) -> Path:
     store_path = store or ((out.parent if out else Path(".")) / DEFAULT_STORE_NAME)
-    check_outputs(out, store=store_path)
+    check_outputs(out, store=store_path, kind=kind)
     KEPT["note"] = (f"finished episodes are kept in {store_path}; run the same command with --resume to run "
                      "only the missing ones")
     return store_path
@@ -62,7 +62,7 @@ def ood_scan_command(
     """
     from rlgauntlet.experiments.ood import ood_scan
 
-    store_path = _ood_common(out, store)
+    store_path = _ood_common(out, store, "ood scan")
     with _ood_progress() as progress:
         on_start, on_episode = _ood_callbacks(progress)
         spec = agent_spec(agent, preset, kind, vecnormalize, input_space, precision, device, allow_pickle)
@@ -78,7 +78,7 @@ def ood_scan_command(
                       "-" if norm is None else f"{norm:.2f}", "FAILS" if row["fails"] else "")
     out_console.print(table)
     console.print(f"{len(result['failing'])} of {len(result['rows'])} shifts fail")
-    write_result(out, result, store_path)
+    write_result(out, result, store_path, kind="ood scan")
 
 
 @ood_app.command("bench")
@@ -105,8 +105,8 @@ def ood_bench_command(
     if shift and fail_below is not None:
         raise UserError("--fail-below chooses which shifts of --suite are benchmarked; with --shift every given "
                         "shift is: drop --fail-below")
-    store_path = _ood_common(out, store)
-    check_png(plot, store)
+    store_path = _ood_common(out, store, "ood benchmark")
+    check_png(plot, store, option="--plot", kind="ood scores")
     with _ood_progress() as progress:
         on_start, on_episode = _ood_callbacks(progress)
         spec = agent_spec(agent, preset, kind, vecnormalize, input_space, precision, device, allow_pickle)
@@ -129,4 +129,4 @@ def ood_bench_command(
         from rlgauntlet.report.ood import plot_ood_scores
 
         console.print(f"wrote {plot_ood_scores(result, plot)}")
-    write_result(out, result, store_path)
+    write_result(out, result, store_path, kind="ood benchmark")

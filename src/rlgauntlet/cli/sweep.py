@@ -11,7 +11,6 @@ from rich.table import Table
 
 from rlgauntlet.cli.common import (app, console, out_console, print_report, KEPT, check_outputs)
 from rlgauntlet.common.outputs import write_json
-from rlgauntlet.errors import UserError
 
 
 @app.command()
@@ -29,29 +28,35 @@ def sweep(
 
     Example: rlgauntlet sweep sweeps/zoo.yaml --store sweep.sqlite --workers 2
     """
-    from rlgauntlet.experiments.sweep import load_sweep_file, preview_sweep, run_sweep
+    from rlgauntlet.experiments.sweep import load_sweep_file, preview_sweep, resolve_sweep, run_sweep
 
+    from rlgauntlet.experiments.executors import check_executor
     from rlgauntlet.experiments.store import check_store_location
-    from rlgauntlet.experiments.sweep import EXECUTORS
 
-    if executor not in EXECUTORS:
-        raise UserError(f"--executor {executor!r} is unknown; use one of {', '.join(EXECUTORS)}")
+    check_executor(executor, workers, address)
     check_store_location(store)
-    check_outputs(out, store=store)
+    check_outputs(out, store=store, kind="sweep")
     sweep_spec = load_sweep_file(spec)
     if allow_pickle:
         sweep_spec.agents = [a.model_copy(update={"allow_pickle": True}) for a in sweep_spec.agents]
     if dry_run:
         plan = preview_sweep(sweep_spec, store)
         table = Table(title=f"sweep {sweep_spec.name} against {store} (dry run: nothing written)")
-        for col in ("agent", "env", "seed", "runs", "episodes", "stored", "to run"):
-            table.add_column(col, justify="left" if col in ("agent", "env") else "right")
-        for row in plan.pair_counts():
+        rows = plan.pair_counts()
+        certifying = any(row["certified"] for row in rows)
+        columns = ["agent", "env", "seed", "runs", "episodes", "stored", "to run"] + (["certified ε"] if certifying else [])
+        for col in columns:
+            table.add_column(col, justify="left" if col in ("agent", "env", "certified ε") else "right")
+        for row in rows:
             table.add_row(row["agent"], row["env"], str(row["seed"]), str(row["runs"]), str(row["episodes"]),
-                          str(row["stored"]), str(row["missing"]))
+                          str(row["stored"]), str(row["missing"]), *([", ".join(row["certified"])] if certifying else []))
         out_console.print(table)
-        console.print(f"{plan.missing_episodes} of {plan.total_episodes} episodes to run in {len(plan.chunks)} chunks")
+        extra = (f", then certification (GWC episodes and ACR) at {sum(len(r['certified']) for r in rows)} budget(s) "
+                 "in the driver") if certifying else ""
+        console.print(f"{plan.missing_episodes} of {plan.total_episodes} episodes to run in {len(plan.chunks)} chunks"
+                      + extra)
         return
+    resolved = resolve_sweep(sweep_spec)  # bad input is one line before any progress bar or file
     KEPT["note"] = (f"finished episodes are kept in {store}; run the same command again to run only the missing ones")
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=False) as progress:
@@ -65,11 +70,13 @@ def sweep(
                           f"{workers} worker{'s' if workers > 1 else ''})")
 
         result = run_sweep(sweep_spec, store, executor=executor, workers=workers, address=address, on_plan=planned,
-                           on_chunk=lambda chunk, records: progress.advance(task, len(records)))
+                           on_chunk=lambda chunk, records: progress.advance(task, len(records)), resolved=resolved)
     for report in result["reports"]:
         print_report(report)
-    console.print(f"ran {result['ran']} of {result['episodes']} episodes in {result['seconds']:.1f} s; "
-                  f"all stored in {store}")
+    certified = sum(len(row["evaluations"]) for row in result.get("certified", []))
+    console.print(f"ran {result['ran']} of {result['episodes']} episodes in {result['seconds']:.1f} s"
+                  + (f", and certified {certified} budget(s) (GWC, ACR)" if certified else "")
+                  + f"; all stored in {store}")
     if out is not None:
-        write_json(out, result)
+        write_json(out, result, kind="sweep")
         console.print(f"wrote {out}")

@@ -25,7 +25,7 @@ def train(
     init_from: Optional[str] = typer.Option(None, "--init-from", help="fine-tune from this agent's weights (zoo:NAME or sb3:PATH.zip). Example: --init-from zoo:cartpole-ppo"),
     threat: Optional[str] = typer.Option(None, help="train under this observation threat, applied after VecNormalize (ε as in evaluation). Example: --threat uniform_noise:eps=0.05"),
     zoo_name: Optional[str] = typer.Option(None, "--zoo-name", help="zoo name of the result (required with --seed, --init-from or --threat). Example: --zoo-name cartpole-ppo-noise"),
-    allow_pickle: bool = typer.Option(False, "--allow-pickle", help="resume from a pickled replay buffer of an earlier version: runs code stored in it, so only for files you trust. Example: --allow-pickle"),
+    allow_pickle: bool = typer.Option(False, "--allow-pickle", help="unpickle as SB3 does: a pickled replay buffer of an earlier version, and the --init-from agent's VecNormalize .pkl; runs code stored in them, so only for files you trust. Example: --allow-pickle"),
     seeds: List[int] = typer.Option([], "--seeds", help="train these seeds as independent runs side by side (runs/PRESET for the preset's own seed, runs/PRESET-seedS for others), repeatable; none is registered. Example: --seeds 0 --seeds 1 --seeds 2"),
     workers: int = typer.Option(1, min=1, help="with --seeds: runs at a time (local worker processes, or CPUs of a local Ray head). Example: --workers 2"),
     executor: str = typer.Option("local", help="with --seeds: local (worker processes here) or ray. Example: --executor ray"),
@@ -42,6 +42,9 @@ def train(
                                           ("--init-from", init_from), ("--threat", threat)) if value is not None]
         if given:
             raise UserError(f"--seeds trains each seed in its own folder from the preset's start; drop {', '.join(given)}")
+        from rlgauntlet.common.seeding import check_seeds
+
+        check_seeds(seeds)  # before anything is printed or made
         KEPT["note"] = "each seed's last checkpoint is kept in its run folder; run the same command to resume them"
         console.print(f"training {preset} seeds {', '.join(map(str, seeds))}, {workers} at a time ({executor}); "
                       "none is registered in the zoo")

@@ -23,11 +23,13 @@ def zoo_list() -> None:
     table = Table(title="rlgauntlet zoo")
     for col in ("name", "env", "algorithm", "clean return (20 ep.)", "target", "steps", "file"):
         table.add_column(col)
-    for name, e in load_manifest().items():
-        cr = e.get("clean_return", {})
-        table.add_row(name, e["env"], e["algorithm"], f"{cr.get('mean', float('nan')):.1f} ± {cr.get('std', float('nan')):.1f}",
+    for name, e in load_manifest().items():  # an entry may lack a field (an attacker has no algorithm): shown as –
+        cr = e.get("clean_return") if isinstance(e.get("clean_return"), dict) else {}
+        clean = (f"{cr['mean']:.1f} ± {cr.get('std', 0.0):.1f}" if isinstance(cr.get("mean"), (int, float))
+                 else "–")
+        table.add_row(name, str(e.get("env", "–")), str(e.get("algorithm", e.get("kind", "–"))), clean,
                       str(cr.get("target", "")), str(e.get("total_timesteps", "")),
-                      e.get("file") or f"{len(e.get('members', []))} members")
+                      str(e.get("file") or f"{len(e.get('members', []))} members"))
     out_console.print(table)
 
 

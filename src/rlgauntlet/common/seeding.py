@@ -75,3 +75,33 @@ class BatchRNG:
     def bernoulli(self, p: float) -> torch.Tensor:
         """One boolean per row, true with probability ``p``."""
         return self.uniform(()) < p
+
+
+#: the largest env seed an episode may use (Gymnasium seeds are checked against 2³¹ − 1 by some envs)
+MAX_SEED = 2**31 - 1
+
+
+def check_seeds(seeds: Sequence[int], episodes: int = 1, option: str = "--seeds") -> list[int]:
+    """A list of seeds as every command takes it: at least one, each once, and each with its
+    episode seeds ``seed … seed + episodes − 1`` inside 0 … ``MAX_SEED``. Raises a one-line
+    :class:`~rlgauntlet.errors.UserError` whose example is written the way the CLI takes a
+    repeated option (``--seeds 0 --seeds 1 --seeds 2``), so the suggested fix is accepted.
+
+    >>> check_seeds([2, 0])
+    [2, 0]
+    """
+    from rlgauntlet.errors import UserError
+
+    seeds = list(seeds)
+    example = f"{option} 0 {option} 1 {option} 2" if option.endswith("s") else f"{option} 0"
+    if not seeds:
+        raise UserError(f"{option}: give at least one seed, e.g. {example}")
+    if len(set(seeds)) != len(seeds):
+        raise UserError(f"{option} {' '.join(map(str, seeds))}: give each seed once, e.g. {example}")
+    for seed in seeds:
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise UserError(f"{option} {seed!r}: seeds are whole numbers, e.g. {example}")
+        if seed < 0 or seed + episodes - 1 > MAX_SEED:
+            which = f"its episode seeds {seed} … {seed + episodes - 1}" if episodes > 1 else "a seed"
+            raise UserError(f"{option} {seed}: {which} must lie in 0 … {MAX_SEED}; e.g. {example}")
+    return seeds

@@ -280,6 +280,20 @@ def _make_registered(env_id: str, **kwargs: Any) -> gym.Env:
         return gym.make(env_id, **kwargs)
 
 
+def check_env_id(env_id: str) -> None:
+    """Refuse an env id Gymnasium does not know (after registering its family), without making
+    the env: the one-line error every command gives for a bad ``--env``."""
+    _register_family(env_id)
+    try:
+        gym.spec(env_id)
+    except (gym.error.Error, ValueError, TypeError) as exc:
+        reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise UserError(
+            f"cannot make env {env_id!r} ({reason}); give a registered Gymnasium id such as "
+            "CartPole-v1, Pendulum-v1, Hopper-v5, PongNoFrameskip-v4 or dm_control/walker-stand-v0"
+        ) from None
+
+
 def _gym_make(env_id: str, **kwargs: Any) -> gym.Env:
     _register_family(env_id)
     if env_id.startswith("MinAtar/"):

@@ -221,6 +221,45 @@ class RayExecutor:
                 on_done(task, result)
 
 
+#: the executors a job can run its cells on
+EXECUTOR_NAMES = ("local", "ray")
+
+
+def check_executor(name: str, workers: int = 1, address: str | None = None, timeout: float = 3.0) -> None:
+    """Refuse, before anything is created or stored, an executor that cannot run: an unknown
+    name, fewer than one worker, ``--address`` without Ray, Ray not installed, or an address where
+    nothing answers (one TCP connection to it, closed at once; ``auto`` is left to Ray)."""
+    import socket
+
+    if name not in EXECUTOR_NAMES:
+        raise UserError(f"--executor {name!r} is unknown; use one of {', '.join(EXECUTOR_NAMES)}")
+    if workers < 1:
+        raise UserError(f"--workers {workers}: give at least 1")
+    if address is None:
+        return
+    if name != "ray":
+        raise UserError("--address is the Ray cluster's; use it with --executor ray")
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise UserError("--executor ray needs Ray: pip install 'rlgauntlet[ray]' (or use --executor local)") from None
+    if address in ("auto", "local"):
+        return
+    where = address.split("://", 1)[-1]
+    host, _, port = where.rpartition(":")
+    host = host.strip("[]")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UserError(f"--address {address}: give the head's HOST:PORT (as `ray start --head` prints it), "
+                        "e.g. --address 127.0.0.1:6379")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise UserError(f"--address {address}: no Ray cluster answers there ({reason}); start one with "
+                        "`ray start --head` on that machine, or drop --address to start a local head") from None
+
+
 def make_executor(name: str, workers: int = 1, address: str | None = None) -> LocalExecutor | RayExecutor:
     """``local`` or ``ray`` (``address`` only applies to Ray)."""
     if name == "local":

@@ -46,12 +46,14 @@ import numpy as np
 import rlgauntlet
 from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.agents import AgentSpec, as_agent_spec
-from rlgauntlet.experiments.protocols import Protocol, get_protocol, protocol_for
+from rlgauntlet.experiments.protocols import Protocol, protocol_fitting
 from rlgauntlet.experiments.store import ResultsStore, run_key
 
 #: the learned attackers' threat names per training method
 THREAT_OF_METHOD = {"paad": "paad", "sarl": "sarl", "robust-sarsa": "robust_sarsa"}
 CACHE_FOLDER = "gauntlet-cache"
+#: what a cached certification or checks file is, in its mark (common.outputs)
+CACHE_KIND = "gauntlet cache"
 
 
 @dataclass(frozen=True)
@@ -248,19 +250,15 @@ def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None,
     """Load the agent, pick the protocol and level, and list every evaluation and attacker the
     gauntlet runs (entries that do not fit the agent or env are kept in ``skipped`` with the
     reason). Bad input fails here, before any work, with a :class:`UserError`."""
-    from rlgauntlet.experiments.runs import check_seed
+    from rlgauntlet.common.seeding import check_seeds
     from rlgauntlet.experiments.store import check_store_location
 
     spec = as_agent_spec(agent, **load_options)
     if not isinstance(spec, AgentSpec):
         raise UserError("the gauntlet runs an agent spec (zoo:NAME, sb3:PATH.zip, torchscript:PATH), not a loaded victim")
-    chosen = get_protocol(protocol) if protocol is not None else protocol_for(env)
+    chosen = protocol_fitting(protocol, env, spec.preset)
     settings = chosen.level(level)
-    seeds = list(settings.seeds if seeds is None else seeds)
-    if not seeds or len(set(seeds)) != len(seeds):
-        raise UserError(f"--seeds {seeds}: give distinct seeds, e.g. --seeds 0 1 2")
-    for seed in seeds:
-        check_seed(seed, settings.episodes)
+    seeds = check_seeds(settings.seeds if seeds is None else seeds, settings.episodes)
     store_path = check_store_location(store)
     victim, preset = spec.load(env)
     sha = victim.description.get("sha256") or "unhashed"
@@ -318,7 +316,8 @@ def run_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None, 
                  seeds: Sequence[int] | None = None, store: str | Path = "gauntlet.sqlite", executor: str = "local",
                  workers: int = 1, address: str | None = None, method: str | None = None,
                  on_stage: Callable[[str, int, int], None] | None = None,
-                 on_advance: Callable[[int], None] | None = None, **load_options) -> dict:
+                 on_advance: Callable[[int], None] | None = None, plan: GauntletPlan | None = None,
+                 **load_options) -> dict:
     """Run the protocol of ``env``'s family (or ``protocol``) at ``level`` on ``agent``.
 
     Args:
@@ -335,13 +334,19 @@ def run_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None, 
             method); default the agent spec.
         on_stage: called with (stage name, done, total) when a stage starts.
         on_advance: called with the work units (episodes, attackers) each finished piece did.
+        plan: the :func:`plan_gauntlet` of these arguments, when the caller made it already (the
+            CLI plans before it draws progress bars); the agent is then not loaded again.
     """
     from rlgauntlet.common.threads import thread_policy
     from rlgauntlet.experiments.executors import make_executor
     from rlgauntlet.experiments.sweep import run_sweep
 
+    from rlgauntlet.experiments.executors import check_executor
+
     start = time.perf_counter()
-    plan = plan_gauntlet(agent, env, protocol, level, seeds, store, **load_options)
+    check_executor(executor, workers, address)  # before the store is made or a run row is written
+    if plan is None:
+        plan = plan_gauntlet(agent, env, protocol, level, seeds, store, **load_options)
     advance = on_advance or (lambda n: None)
 
     def stage(name: str, total: int, done: int = 0) -> None:
@@ -454,7 +459,7 @@ def _cached(path: Path, compute: Callable[[], dict]) -> dict:
         except ValueError:
             pass
     data = compute()
-    write_json(path, data)
+    write_json(path, data, kind=CACHE_KIND)
     return data
 
 

@@ -197,10 +197,30 @@ def get_protocol(name: str) -> Protocol:
     return PROTOCOLS[name]
 
 
+def protocol_fitting(name: str | None, env_id: str, preset: str | None = None) -> Protocol:
+    """The protocol ``name`` checked against ``env_id``'s family (its budgets have that family's
+    units: a pixel protocol's 1/255 on CartPole's raw inputs would be silently wrong), or the
+    family's own protocol when ``name`` is None."""
+    from rlgauntlet.envs.presets import check_env_id, resolve_preset
+
+    if name is None:
+        return protocol_for(env_id)
+    chosen = get_protocol(name)
+    check_env_id(env_id)
+    family = resolve_preset(env_id, preset)
+    if family not in chosen.families:
+        own = next((p.name for p in PROTOCOLS.values() if family in p.families), None)
+        fix = f"drop --protocol (this env's is {own})" if own else "choose an env of that family"
+        raise UserError(f"--protocol {name} is for {', '.join(chosen.families)} envs and {env_id} is {family}: its "
+                        f"budgets ({chosen.unit}) would mean something else here; {fix}")
+    return chosen
+
+
 def protocol_for(env_id: str) -> Protocol:
     """The protocol of ``env_id``'s family, or a :class:`UserError` naming ``--protocol``."""
-    from rlgauntlet.envs.presets import resolve_preset
+    from rlgauntlet.envs.presets import check_env_id, resolve_preset
 
+    check_env_id(env_id)  # a wrong id is named as such, not as a missing protocol
     preset = resolve_preset(env_id)
     for protocol in PROTOCOLS.values():
         if preset in protocol.families:

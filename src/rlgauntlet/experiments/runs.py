@@ -16,6 +16,7 @@ import gymnasium as gym
 import numpy as np
 
 import rlgauntlet
+from rlgauntlet.common.seeding import MAX_SEED as _MAX_SEED
 from rlgauntlet.engine.rollout import EpisodeRecord, evaluate_episodes
 from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.store import ResultsStore, run_key
@@ -23,8 +24,8 @@ from rlgauntlet.metrics.perceptual import PERCEPTUAL_EVERY, PerceptualMeter
 from rlgauntlet.threats.base import Threat
 from rlgauntlet.victims.base import Victim
 
-#: env seeds must fit the emulators' 32-bit seeds (ALE) as well as NumPy's
-MAX_SEED = 2**31 - 1
+#: env seeds must fit the emulators' 32-bit seeds (ALE) as well as NumPy's (defined in common.seeding)
+MAX_SEED = _MAX_SEED
 
 
 def check_seed(seed: int, episodes: int) -> None:

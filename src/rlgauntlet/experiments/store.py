@@ -150,6 +150,22 @@ def check_store_location(path: str | Path) -> Path:
     return path
 
 
+def open_existing_store(path: str | Path, option: str = "--store") -> "ResultsStore":
+    """Open a store a command only reads (report, leaderboard, plot): it must already be one. A
+    missing path, a directory, an empty file or a file of another program is refused with one
+    line, and nothing is created or changed (opening an empty file as a store would make it one)."""
+    from rlgauntlet.errors import UserError
+
+    path = Path(path)
+    fix = "give a results store written by evaluate, sweep or gauntlet"
+    if not path.is_file():
+        raise UserError(f"{option} {path} {'is a directory' if path.is_dir() else 'does not exist'}; {fix}")
+    if path.stat().st_size == 0:
+        raise UserError(f"{option} {path} is an empty file (0 bytes), not a results store; it was left untouched; {fix}")
+    _check_is_our_store(path)
+    return ResultsStore(path)
+
+
 def run_key(identity: dict) -> str:
     """Stable hash of what determines a run's episodes."""
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()

@@ -31,11 +31,12 @@ from typing import Callable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rlgauntlet.engine.rollout import EpisodeRecord
+from rlgauntlet.experiments.executors import EXECUTOR_NAMES
 from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.agents import AgentSpec
 from rlgauntlet.experiments.store import ResultsStore
 
-EXECUTORS = ("local", "ray")
+EXECUTORS = EXECUTOR_NAMES
 
 
 def _grid_text(value: object) -> object:
@@ -188,7 +189,9 @@ def load_sweep_file(path: str | Path) -> SweepSpec:
 
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"sweep file {path} does not exist; give the path of a YAML sweep file (see docs/sweeps.md)")
+        what = "is a directory" if path.is_dir() else "does not exist"
+        raise UserError(f"sweep file {path} {what}; give the path of a YAML sweep file, e.g. sweeps/zoo.yaml "
+                        "(see docs/sweeps.md)")
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
@@ -274,8 +277,17 @@ class SweepPlan:
             todo = missing.get((pair.entry.agent, tuple(sorted(pair.entry.load_options().items())), pair.env,
                                 pair.seed), 0)
             rows.append({"agent": pair.entry.agent, "env": pair.env, "seed": pair.seed, "runs": len(pair.cells),
-                         "episodes": total, "stored": total - todo, "missing": todo})
+                         "episodes": total, "stored": total - todo, "missing": todo,
+                         "certified": self.certified_budgets(pair)})
         return rows
+
+    def certified_budgets(self, pair: PairPlan) -> list[str]:
+        """The budgets ``suites: [certified]`` certifies for ``pair`` (GWC episodes and ACR at
+        each; run in the driver after the episodes), none without that suite."""
+        if "certified" not in self.spec.suites:
+            return []
+        grid = pair.entry.eps_grid or self.spec.eps_grid
+        return [e.strip() for e in grid.split(",")] if grid else [self.spec.eps] if self.spec.eps else []
 
 
 def _envs_of(entry: AgentEntry, spec: SweepSpec) -> list[str]:
@@ -298,17 +310,28 @@ def _victim(cell: Cell):
     return ArgminVictim(victim) if cell.argmin else victim
 
 
-def plan_sweep(spec: SweepSpec, store: ResultsStore) -> SweepPlan:
-    """Load every agent once, expand the sweep into cells, find or create each cell's run and
-    cut the episodes it lacks into chunks. Bad agents, envs or specs fail here, before any work."""
+@dataclass
+class ResolvedPair:
+    """One (agent, env) of a sweep, loaded and checked: its victim and its checked threats."""
+
+    entry: AgentEntry
+    env: str
+    preset: str
+    victim: object
+    threats: list
+    groups: list[list[str]]
+
+
+def resolve_sweep(spec: SweepSpec) -> list[ResolvedPair]:
+    """Load every agent once and check every env, threat and seed of the sweep, writing nothing:
+    bad input fails here, before a store is created or a run row written."""
     from rlgauntlet.experiments.evaluate import checked_threats, threat_specs
-    from rlgauntlet.experiments.runs import check_seed, open_run
-    from rlgauntlet.metrics.impact import ArgminVictim
+    from rlgauntlet.experiments.runs import check_seed
     from rlgauntlet.threats.suites import expand_eps_grid
 
     for seed in spec.seeds:
         check_seed(seed, spec.episodes)
-    pairs, chunks, total, missing = [], [], 0, 0
+    resolved = []
     for entry in spec.agents:
         grid = entry.eps_grid or spec.eps_grid
         chosen = entry.threats if entry.threats is not None else spec.threats
@@ -318,32 +341,63 @@ def plan_sweep(spec: SweepSpec, store: ResultsStore) -> SweepPlan:
             victim, preset = entry.load(env)
             specs = threat_specs(victim, chosen, spec.suites, spec.eps, grid, env)
             specs += [s for g in groups for s in g if s not in specs]
-            threats = checked_threats(specs, victim, env, preset)
-            options = tuple(sorted(entry.load_options().items()))
-            env_info = {"id": env, "preset": preset}
-            for seed in spec.seeds:
-                pair = PairPlan(entry, env, preset, seed, victim, groups=groups)
-                sha = victim.description.get("sha256")
-                cells = [(Cell(entry.agent, options, env, preset, None, seed, spec.deterministic, sha256=sha), None,
-                          victim)]
-                cells += [(Cell(entry.agent, options, env, preset, t.spec, seed, spec.deterministic, sha256=sha), t,
-                           victim) for t in threats]
-                if spec.impact and victim.is_discrete:
-                    cells.append((Cell(entry.agent, options, env, preset, None, seed, spec.deterministic, argmin=True,
-                                       sha256=sha), None, ArgminVictim(victim)))
-                for cell, threat, cell_victim in cells:
-                    run_id, _ = open_run(store, env_info, cell_victim, threat, seed, spec.deterministic, resume=True,
-                                         label=None if threat is not None else cell.label)
-                    pair.cells.append(cell)
-                    pair.run_ids[cell] = run_id
-                    done = store.done_episodes(run_id)
-                    todo = [k for k in range(spec.episodes) if k not in done]
-                    total += spec.episodes
-                    missing += len(todo)
-                    for start in range(0, len(todo), spec.chunk_episodes):
-                        chunks.append(Chunk(cell, run_id, tuple(todo[start:start + spec.chunk_episodes]),
-                                            spec.n_envs))
-                pairs.append(pair)
+            _check_budgets_given(specs, spec, entry)
+            resolved.append(ResolvedPair(entry, env, preset, victim, checked_threats(specs, victim, env, preset),
+                                         groups))
+    return resolved
+
+
+def _check_budgets_given(specs: list[str], spec: SweepSpec, entry: AgentEntry) -> None:
+    """A threat that needs a budget and names none, in a sweep without ``eps_grid``: say how a
+    sweep file gives one (``eps:`` is the suites' budget only, as ``evaluate --eps``)."""
+    from rlgauntlet.threats import parse_threat
+
+    if entry.eps_grid or spec.eps_grid:
+        return
+    for text in specs:
+        try:
+            parse_threat(text)
+        except UserError as exc:
+            if "eps: Field required" in str(exc):
+                raise UserError(f"threat {text!r} of the sweep names no eps; write it into the spec ({text}"
+                                f"{',' if ':' in text else ':'}eps=0.05) or give the sweep `eps_grid: [0.05]`, "
+                                "the budgets of every threat without one (`eps:` is the suites' budget only)") from None
+
+
+def plan_sweep(spec: SweepSpec, store: ResultsStore, resolved: list[ResolvedPair] | None = None) -> SweepPlan:
+    """Expand the sweep into cells, find or create each cell's run and cut the episodes it lacks
+    into chunks (``resolved``: the :func:`resolve_sweep` of ``spec``, when the caller has it)."""
+    from rlgauntlet.experiments.runs import open_run
+    from rlgauntlet.metrics.impact import ArgminVictim
+
+    pairs, chunks, total, missing = [], [], 0, 0
+    for item in resolved if resolved is not None else resolve_sweep(spec):
+        entry, env, preset, victim, threats = item.entry, item.env, item.preset, item.victim, item.threats
+        options = tuple(sorted(entry.load_options().items()))
+        env_info = {"id": env, "preset": preset}
+        for seed in spec.seeds:
+            pair = PairPlan(entry, env, preset, seed, victim, groups=item.groups)
+            sha = victim.description.get("sha256")
+            cells = [(Cell(entry.agent, options, env, preset, None, seed, spec.deterministic, sha256=sha), None,
+                      victim)]
+            cells += [(Cell(entry.agent, options, env, preset, t.spec, seed, spec.deterministic, sha256=sha), t,
+                       victim) for t in threats]
+            if spec.impact and victim.is_discrete:
+                cells.append((Cell(entry.agent, options, env, preset, None, seed, spec.deterministic, argmin=True,
+                                   sha256=sha), None, ArgminVictim(victim)))
+            for cell, threat, cell_victim in cells:
+                run_id, _ = open_run(store, env_info, cell_victim, threat, seed, spec.deterministic, resume=True,
+                                     label=None if threat is not None else cell.label)
+                pair.cells.append(cell)
+                pair.run_ids[cell] = run_id
+                done = store.done_episodes(run_id)
+                todo = [k for k in range(spec.episodes) if k not in done]
+                total += spec.episodes
+                missing += len(todo)
+                for start in range(0, len(todo), spec.chunk_episodes):
+                    chunks.append(Chunk(cell, run_id, tuple(todo[start:start + spec.chunk_episodes]),
+                                        spec.n_envs))
+            pairs.append(pair)
     return SweepPlan(spec, pairs, chunks, total, missing)
 
 
@@ -440,7 +494,8 @@ def summarize_sweep(plan: SweepPlan, store: ResultsStore) -> list[dict]:
 def run_sweep(spec: SweepSpec | str | Path, store: str | Path | ResultsStore, executor: str = "local",
               workers: int = 1, address: str | None = None,
               on_plan: Callable[[SweepPlan], None] | None = None,
-              on_chunk: Callable[[Chunk, list[EpisodeRecord]], None] | None = None) -> dict:
+              on_chunk: Callable[[Chunk, list[EpisodeRecord]], None] | None = None,
+              resolved: list[ResolvedPair] | None = None) -> dict:
     """Run (or complete) a sweep: the library form of ``rlgauntlet sweep``.
 
     Args:
@@ -450,23 +505,23 @@ def run_sweep(spec: SweepSpec | str | Path, store: str | Path | ResultsStore, ex
             of a running cluster, or a local head started with ``workers`` CPUs).
         workers: worker processes (local) or CPUs of the local Ray head.
         on_plan, on_chunk: progress callbacks (the plan before work starts; each finished chunk).
+        resolved: the :func:`resolve_sweep` of ``spec`` when the caller checked it already.
 
     Returns:
         ``{"sweep", "episodes", "ran", "seconds", "reports"}``: ``ran`` is how many episodes this
         call ran (0 when the store already held the whole sweep).
     """
-    from rlgauntlet.experiments.executors import make_executor
+    from rlgauntlet.experiments.executors import check_executor, make_executor
 
     if not isinstance(spec, SweepSpec):
         spec = load_sweep_file(spec)
-    if executor not in EXECUTORS:
-        raise UserError(f"--executor {executor!r} is unknown; use one of {', '.join(EXECUTORS)}")
-    if workers < 1:
-        raise UserError(f"--workers {workers}: give at least 1")
+    check_executor(executor, workers, address)  # before the store is made or a run row is written
+    if resolved is None:  # likewise: every agent, env, threat and seed checked first
+        resolved = resolve_sweep(spec)
     results = store if isinstance(store, ResultsStore) else ResultsStore(store)
     start = time.perf_counter()
     try:
-        plan = plan_sweep(spec, results)
+        plan = plan_sweep(spec, results, resolved)
         if on_plan is not None:
             on_plan(plan)
         ran = [0]
@@ -485,6 +540,8 @@ def run_sweep(spec: SweepSpec | str | Path, store: str | Path | ResultsStore, ex
     finally:
         if not isinstance(store, ResultsStore):
             results.close()
+    for report, row in zip(reports, certified):  # both in the plan's pair order
+        report["evaluations"] = report["evaluations"] + row["evaluations"]  # in its table, as evaluate shows them
     out = {"sweep": spec.name, "episodes": plan.total_episodes, "ran": ran[0],
            "seconds": time.perf_counter() - start, "reports": reports}
     if certified:

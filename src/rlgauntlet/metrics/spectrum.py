@@ -100,5 +100,5 @@ def plot_spectrum(report: dict, path) -> None:
     fig.tight_layout()
     from rlgauntlet.common.outputs import save_figure
 
-    save_figure(fig, path, dpi=120)
+    save_figure(fig, path, kind="spectrum plot", dpi=120)
     plt.close(fig)

@@ -83,6 +83,6 @@ def plot_curves(curves: dict, path: str | Path, space: str = "") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     from rlgauntlet.common.outputs import save_figure
 
-    save_figure(fig, path, dpi=120)
+    save_figure(fig, path, kind="reward-vs-budget plot", dpi=120)
     plt.close(fig)
     return path

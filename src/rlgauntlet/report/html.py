@@ -26,6 +26,8 @@ from rlgauntlet.report.sections import SECTIONS, comparison
 
 
 #: how the first lines of every report mark it (so that an --out we did not write is never replaced)
+#: what a report page is, in its mark (common.outputs)
+REPORT_KIND = "report"
 GENERATOR_MARK = '<meta name="generator" content="rlgauntlet'
 
 
@@ -41,13 +43,16 @@ def _anchor(g: AgentRuns) -> str:
 
 
 def _open_stores(paths: list[str | Path]) -> list[ResultsStore]:
+    from rlgauntlet.experiments.store import open_existing_store
+
     stores = []
-    for path in paths:
-        path = Path(path)
-        if not path.is_file():
-            what = "is a directory" if path.is_dir() else "does not exist"
-            raise UserError(f"--store {path} {what}; give a results store written by evaluate or sweep")
-        stores.append(ResultsStore(path))
+    try:
+        for path in paths:
+            stores.append(open_existing_store(path))
+    except BaseException:
+        for store in stores:
+            store.close()
+        raise
     return stores
 
 
@@ -67,9 +72,13 @@ def report_context(stores: list[ResultsStore], agents: list[str] | None = None,
     """Everything the template renders (also what tests inspect); ``agents``, ``runs`` and
     ``labels`` as in :func:`~rlgauntlet.report.data.load_groups`."""
     groups = load_groups(stores, agents, runs, labels)
+    which = f" for agents matching {', '.join(agents)}" if agents else ""
     if not groups:
-        which = f" for agents matching {', '.join(agents)}" if agents else ""
         raise UserError(f"the store holds no runs{which}; run rlgauntlet evaluate or sweep first")
+    if not any(g.evaluations or g.strongest or g.ood or g.certification for g in groups):
+        count = sum(len(g.runs) for g in groups)
+        raise UserError(f"the store holds {count} run(s){which} but no finished episode to report; run (or resume) "
+                        "the evaluation that made them first, with the same command and --store")
     rendered, comparisons = [], comparison(groups)
     for g in groups:
         sections = []
@@ -95,10 +104,9 @@ def render_report(stores: list[str | Path], out: str | Path, agents: list[str] |
     (a :func:`~rlgauntlet.experiments.gauntlet.run_gauntlet` result) adds its summary at the top;
     ``runs`` (store index, run id) keeps only those runs and ``labels`` renames agents, as in
     :func:`~rlgauntlet.report.data.load_groups`."""
-    out = Path(out)
-    if out.is_file() and GENERATOR_MARK not in out.read_text(errors="ignore")[:2000]:
-        raise UserError(f"--out {out} exists and is not a report rlgauntlet wrote; it was left untouched: "
-                        "give a new file name")
+    from rlgauntlet.common.outputs import check_output
+
+    out = check_output(Path(out), kind=REPORT_KIND)
     opened = _open_stores(list(stores))
     try:
         context = report_context(opened, agents, runs, labels)
@@ -107,7 +115,7 @@ def render_report(stores: list[str | Path], out: str | Path, agents: list[str] |
             store.close()
     html = _environment().get_template("report.html.j2").render(
         title=title, version=rlgauntlet.__version__, rendered=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        gauntlet=gauntlet, **context)
+        gauntlet=gauntlet, output_kind=REPORT_KIND, **context)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(html)
     return out

@@ -28,6 +28,11 @@ from rlgauntlet.errors import UserError
 from rlgauntlet.metrics.aggregates import improvement_interval, iqm_interval
 
 
+#: what the board's page and its JSON are, in their marks (common.outputs)
+PAGE_KIND = "leaderboard page"
+JSON_KIND = "leaderboard"
+
+
 def _value(metrics: dict, name: str) -> float | None:
     """The stored metric ``name``: None where it is missing or not a finite number (an inf or
     NaN worst case is never ranked; :func:`_why_unscored` says why)."""
@@ -61,11 +66,14 @@ def gauntlet_entries(paths: list[str | Path]) -> list[dict]:
     """Every gauntlet result stored in ``paths``: its identity and metrics (the latest result of
     an agent, by sha256, under one protocol version, level and env, when the stores hold several)."""
     from rlgauntlet.experiments.protocols import PROTOCOLS
+    from rlgauntlet.experiments.store import open_existing_store
 
-    from rlgauntlet.report.html import _open_stores
-
+    for path in paths:  # every store checked before any is opened
+        if not Path(path).is_file() or Path(path).stat().st_size == 0:
+            open_existing_store(path).close()  # raises the one-line reason
     entries: dict[tuple, dict] = {}
-    for store in _open_stores(list(paths)):
+    for given in paths:
+        store = open_existing_store(given)
         path = Path(store.path)
         try:
             for run_id, meta in store.runs("gauntlet"):
@@ -142,10 +150,13 @@ def render_leaderboard(board: dict, out: str | Path) -> Path:
     """Write ``board`` (see :func:`leaderboard`) as one self-contained HTML page."""
     from rlgauntlet.report.html import _environment
 
-    out = Path(out)
+    from rlgauntlet.common.outputs import check_output
+
+    out = check_output(Path(out), kind=PAGE_KIND)
     json.dumps(board, allow_nan=False)  # a non-finite number never reaches a page (ValueError: a bug)
     html = _environment().get_template("leaderboard.html.j2").render(
-        version=rlgauntlet.__version__, rendered=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), **board)
+        version=rlgauntlet.__version__, rendered=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        output_kind=PAGE_KIND, **board)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(html)
     return out

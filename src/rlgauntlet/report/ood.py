@@ -42,6 +42,6 @@ def plot_ood_scores(bench: dict, path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     from rlgauntlet.common.outputs import save_figure
 
-    save_figure(fig, path, dpi=110)
+    save_figure(fig, path, kind="ood scores plot", dpi=110)
     plt.close(fig)
     return path

@@ -42,6 +42,10 @@ def plan_training(preset: str, run_dir: str | Path | None = None, register: bool
     from rlgauntlet.training.atla import ATLA_PRESETS
 
     recipe = get_preset(preset)
+    if seed is not None:
+        from rlgauntlet.common.seeding import check_seeds
+
+        check_seeds([seed], option="--seed")
     if preset in ATLA_PRESETS and (init_from is not None or threat is not None):
         raise UserError(f"{preset} trains its agent against its own adversary from the preset's start; drop "
                         "--init-from and --threat")
@@ -142,10 +146,12 @@ def train_seeds(preset: str, seeds: Sequence[int], runs: str | Path = "runs", ex
     is registered in the zoo: which seed represents a method is chosen afterwards (for the
     Hopper defences, by robustness: benchmarks/robust_hopper.py). Returns each seed's
     ``{"seed", "run_dir", "checkpoint"}`` in seed order."""
-    from rlgauntlet.experiments.executors import make_executor
+    from rlgauntlet.experiments.executors import check_executor, make_executor
 
-    if len(set(seeds)) != len(seeds) or not seeds:
-        raise UserError(f"--seeds {' '.join(map(str, seeds))}: give each seed once, e.g. --seeds 0 1 2")
+    from rlgauntlet.common.seeding import check_seeds
+
+    seeds = check_seeds(seeds)
+    check_executor(executor, workers, address)
     tasks = []
     for seed in seeds:
         folder = seed_run_dir(preset, seed, runs)

@@ -69,10 +69,11 @@ def _build_model(preset: TrainPreset, env, device: str):
     return cls(policy, env, seed=preset.seed, device=device, verbose=0, **kwargs)
 
 
-def _init_from(model, env, agent: str, preset: TrainPreset) -> dict:
+def _init_from(model, env, agent: str, preset: TrainPreset, allow_pickle: bool = False) -> dict:
     """Load the policy weights (and VecNormalize statistics) of ``agent`` into a fresh model:
     fine-tuning starts from them with a new optimizer. The files are read as data (weights
-    only, statistics without unpickling code). Returns what was loaded, for the record."""
+    only, statistics without unpickling code, unless ``allow_pickle``: the user's
+    ``--allow-pickle``). Returns what was loaded, for the record."""
     from rlgauntlet.victims.sb3 import VecNormalizeStats, sha256_file
     from rlgauntlet.victims.sb3_files import read_sb3_zip, with_target_networks
 
@@ -88,7 +89,7 @@ def _init_from(model, env, agent: str, preset: TrainPreset) -> dict:
     record = {"agent": agent, "sha256": sha256_file(path)}
     norm = _find_vecnormalize(env)
     if vecnormalize is not None and norm is not None:
-        stats = VecNormalizeStats(vecnormalize)
+        stats = VecNormalizeStats(vecnormalize, allow_pickle=allow_pickle)
         if stats.mean.shape != norm.obs_rms.mean.shape:
             raise UserError(f"--init-from {agent}: its VecNormalize statistics have shape {stats.mean.shape}, the "
                             f"env's observations {norm.obs_rms.mean.shape}; start from an agent of the same env")
@@ -272,8 +273,9 @@ def train_preset(
             ``zoo:NAME`` or ``sb3:PATH.zip`` instead of a random initialisation.
         threat: train under this observation threat spec, applied to the training envs at
             the network-input level (after VecNormalize), e.g. ``uniform_noise:eps=0.05``.
-        allow_pickle: resume from a pickled replay buffer of an earlier version (runs code
-            stored in it). Checkpoints are otherwise read as data.
+        allow_pickle: resume from a pickled replay buffer of an earlier version, and read the
+            ``init_from`` agent's pickled VecNormalize file (both run code stored in them).
+            Checkpoints and agents are otherwise read as data.
         deadline: a ``time.monotonic()`` value: at the first rollout end after it, save and
             stop (a chunk's time budget; the run resumes from there).
         subproc_envs: step the training envs in worker processes (SB3's SubprocVecEnv; same
@@ -310,7 +312,7 @@ def train_preset(
     else:
         model = _build_model(preset, env, device)
         if init_from is not None:
-            progress["init_from"] = _init_from(model, env, init_from, preset)
+            progress["init_from"] = _init_from(model, env, init_from, preset, allow_pickle)
         log(f"[{name}] starting: {preset.algo.upper()} on {preset.env_id}, {budget} steps, seed {preset.seed}"
             + (f", from {init_from}" if init_from else "") + (f", under {threat}" if threat else ""))
     if threat is not None:
