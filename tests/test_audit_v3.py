@@ -508,3 +508,90 @@ def test_a_library_functions_default_options_keep_an_agent_specs_settings(monkey
     report = evaluate(spec, "CartPole-v1", [], episodes=1, n_envs=1, impact=False)
     assert loaded and all(s.precision == "float32" for s in loaded)
     assert report.evaluations[0]["episodes"] == 1
+
+
+# --- follow-ups of the mutation check over the audited modules (docs/testing.md) -------------------
+
+def test_the_iqm_interval_is_scipys_percentile_bootstrap_with_2000_resamples():
+    """One task of 6 runs: the interval equals scipy's own percentile bootstrap of the trimmed
+    mean, 2000 resamples, drawn with default_rng(seed), written out here independently."""
+    from rlgauntlet.metrics.aggregates import iqm_interval
+
+    scores = np.array([3.0, 9.0, 1.0, 7.0, 4.0, 12.0])
+    reference = stats.bootstrap((scores,), lambda s, axis=-1: stats.trim_mean(s, 0.25, axis=axis),
+                                n_resamples=2000, confidence_level=0.95, method="percentile",
+                                rng=np.random.default_rng(3)).confidence_interval
+    point, low, high = iqm_interval([scores], seed=3)
+    assert (low, high) == pytest.approx((reference.low, reference.high), rel=1e-12)
+    two = iqm_interval([[1.0, 5.0]], resamples=200)  # two runs already resample
+    assert two[1] is not None and two[1] <= 3.0 <= two[2]
+
+
+def test_the_improvement_interval_resamples_each_method_apart():
+    """Methods of 3 and 5 runs (unpaired: a paired bootstrap cannot even draw them): the interval
+    equals scipy's unpaired percentile bootstrap of P(X > Y) written out here."""
+    from rlgauntlet.metrics.aggregates import improvement_interval, probability_of_improvement
+
+    x, y = np.array([5.0, 7.0, 2.0]), np.array([1.0, 6.0, 3.0, 4.0, 2.0])
+
+    def p(a, b):
+        return float(((a[:, None] > b[None, :]).sum() + 0.5 * (a[:, None] == b[None, :]).sum()) / (len(a) * len(b)))
+
+    reference = stats.bootstrap((x, y), p, n_resamples=2000, confidence_level=0.95, method="percentile",
+                                vectorized=False, paired=False, rng=np.random.default_rng(0)).confidence_interval
+    point, low, high = improvement_interval(x, y)
+    assert point == pytest.approx(p(x, y))
+    assert probability_of_improvement(x, y) == pytest.approx(p(x, y))
+    assert (low, high) == pytest.approx((reference.low, reference.high), rel=1e-12)
+    assert improvement_interval([1.0, 2.0], [0.0, 3.0], resamples=100)[1] is not None  # 2 runs each resample
+    assert improvement_interval([1.0], [0.0, 3.0]) == (0.5, None, None)
+
+
+def test_a_board_pairs_every_method_once_and_averages_its_agents_clean_returns(tmp_path):
+    from rlgauntlet.experiments.protocols import get_protocol
+    from rlgauntlet.experiments.store import ResultsStore, run_key
+    from rlgauntlet.report.leaderboard import leaderboard
+
+    version, headline = get_protocol("classic").version, get_protocol("classic").headline_eps
+    store = ResultsStore(tmp_path / "b.sqlite")
+    for i, (method, score, clean) in enumerate([("a", 300.0, 400.0), ("a", 200.0, 500.0), ("b", 100.0, 450.0),
+                                                ("c", 50.0, 300.0)]):
+        meta = {"protocol": "classic", "version": version, "level": "quick", "env": "CartPole-v1",
+                "agent": f"x{i}", "sha256": f"x{i}", "method": method}
+        run = store.create_run(run_key(meta), meta, kind="gauntlet")
+        store.add_metric(run, f"worst_case@{headline}", score)
+        store.add_metric(run, "clean_return", clean)
+    store.close()
+    board = leaderboard([tmp_path / "b.sqlite"])["boards"][0]
+    assert [(q["x"], q["y"]) for q in board["pairs"]] == [("a", "b"), ("a", "c"), ("b", "c")]
+    assert board["rows"][0]["clean"] == pytest.approx(450.0)  # the mean over method a's two agents
+
+
+def test_an_output_kind_is_read_back_from_each_format(tmp_path):
+    """JSON, PNG and HTML marks carry the kind; a re-run replaces its own kind; an earlier
+    version's mark (no kind) is not taken for any kind."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from rlgauntlet.common.outputs import check_output, output_kind, save_figure, write_json
+
+    write_json(tmp_path / "a.json", {"x": 1}, kind="evaluation")
+    data = json.loads((tmp_path / "a.json").read_text())
+    assert data["output_kind"] == "evaluation" and data["x"] == 1 and data["generator"].startswith("rlgauntlet ")
+    assert (tmp_path / "a.json").read_text().endswith("}\n")
+    fig = plt.figure(figsize=(1, 1))
+    save_figure(fig, tmp_path / "deep" / "p.png", kind="spectrum plot")
+    plt.close(fig)
+    (tmp_path / "r.html").write_text('<html><head><meta name="generator" content="rlgauntlet 0.1.0">\n'
+                                     '<meta name="rlgauntlet-output" content="report"></head></html>')
+    (tmp_path / "old.json").write_text(json.dumps({"generator": "rlgauntlet 0.0.9"}))
+    (tmp_path / "old.html").write_text('<meta name="generator" content="rlgauntlet 0.0.9">')
+    assert [output_kind(tmp_path / n) for n in ("a.json", "deep/p.png", "r.html", "old.json", "old.html")] == \
+        ["evaluation", "spectrum plot", "report", "", ""]
+    assert output_kind(tmp_path / "missing.json") is None
+    assert check_output(tmp_path / "a.json", kind="evaluation") == tmp_path / "a.json"
+    for name, kind in (("old.json", "evaluation"), ("old.html", "report")):
+        with pytest.raises(UserError, match="earlier version"):
+            check_output(tmp_path / name, kind=kind)
