@@ -595,3 +595,217 @@ def test_an_output_kind_is_read_back_from_each_format(tmp_path):
     for name, kind in (("old.json", "evaluation"), ("old.html", "report")):
         with pytest.raises(UserError, match="earlier version"):
             check_output(tmp_path / name, kind=kind)
+
+
+def _evil(target: Path) -> bytes:
+    import os
+    import pickle
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, (f"touch {target}",))
+
+    return pickle.dumps(Evil())
+
+
+def _ppo(seed: int = 0):
+    from stable_baselines3 import PPO
+
+    return PPO("MlpPolicy", "CartPole-v1", seed=seed, n_steps=32, batch_size=32, n_epochs=1,
+               policy_kwargs={"net_arch": [8]})
+
+
+def test_a_checkpoint_of_parts_resumes_weights_optimizer_and_the_last_step_count(tmp_path):
+    """policy.pt and optimizer.pt (the lent machine's form) come back exactly; without a
+    num_timesteps the step count is the last history entry's, not an earlier one's."""
+    from rlgauntlet.training.checkpoints import has_checkpoint, load_checkpoint_parts, resume
+
+    trained = _ppo()
+    trained.learn(64)
+    torch.save(trained.policy.state_dict(), tmp_path / "policy.pt")
+    torch.save(trained.policy.optimizer.state_dict(), tmp_path / "optimizer.pt")
+    assert has_checkpoint(tmp_path) and not has_checkpoint(tmp_path / "none")
+    fresh = _ppo(seed=1)
+    load_checkpoint_parts(fresh, tmp_path, {"history": [{"steps": 32}, {"steps": 64}]})
+    assert fresh.num_timesteps == 64
+    # bit-exact on purpose: loaded copies
+    assert all(torch.equal(fresh.policy.state_dict()[k], v) for k, v in trained.policy.state_dict().items())
+    assert fresh.policy.optimizer.state_dict()["state"].keys() == trained.policy.optimizer.state_dict()["state"].keys()
+    other = _ppo(seed=2)
+    resume(other, tmp_path, {"num_timesteps": 96, "history": [{"steps": 64}]})
+    assert other.num_timesteps == 96
+
+
+def test_checkpoint_files_holding_code_are_refused_and_never_run(tmp_path):
+    """A pickle payload in policy.pt, in the zip's .pth entries, in the replay buffer's arrays or
+    in an optimizer file to compact: one-line refusal, the payload never runs."""
+    import zipfile
+
+    from rlgauntlet.training.checkpoints import (compact_optimizer_state, load_checkpoint_parts,
+                                                 load_checkpoint_zip, load_replay_buffer)
+
+    marker = tmp_path / "pwned"
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    (parts / "policy.pt").write_bytes(_evil(marker))
+    (parts / "optimizer.pt").write_bytes(_evil(marker))
+    with pytest.raises(UserError, match="more than weights.*new --run-dir"):
+        load_checkpoint_parts(_ppo(), parts, {"num_timesteps": 1})
+    model = _ppo()
+    model.save(tmp_path / "model.zip")
+    with zipfile.ZipFile(tmp_path / "model.zip") as zin, zipfile.ZipFile(tmp_path / "evil.zip", "w") as zout:
+        for item in zin.infolist():
+            zout.writestr(item, _evil(marker) if item.filename == "policy.pth" else zin.read(item.filename))
+    with pytest.raises(UserError, match="more than weights.*new --run-dir") as err:
+        load_checkpoint_zip(_ppo(), tmp_path / "evil.zip")
+    assert "--allow-pickle" not in str(err.value)  # no option unpickles a checkpoint: never suggested
+    with pytest.raises(UserError, match="not one of|does not fit"):  # another network: not loaded loosely
+        from stable_baselines3 import PPO
+
+        PPO("MlpPolicy", "CartPole-v1", policy_kwargs={"net_arch": [8, 8]}).save(tmp_path / "deeper.zip")
+        load_checkpoint_zip(_ppo(), tmp_path / "deeper.zip")
+    (tmp_path / "opt.pt").write_bytes(_evil(marker))
+    with pytest.raises(Exception):
+        compact_optimizer_state(tmp_path / "opt.pt", tmp_path / "compact.pt")
+    from stable_baselines3 import DQN
+
+    dqn = DQN("MlpPolicy", "CartPole-v1", buffer_size=20, learning_starts=100, policy_kwargs={"net_arch": [8]})
+    buffer_folder = tmp_path / "buffer"
+    buffer_folder.mkdir()
+
+    class Evil:
+        def __reduce__(self):
+            import os
+
+            return (os.system, (f"touch {marker}",))
+
+    with open(buffer_folder / "replay_buffer.npz", "wb") as f:
+        np.savez(f, observations=np.array([Evil()], dtype=object), pos=np.int64(0), full=np.bool_(False))
+    with pytest.raises(UserError, match="not a replay buffer of plain arrays"):
+        load_replay_buffer(dqn, buffer_folder)
+    assert load_replay_buffer(dqn, tmp_path / "parts") is False  # no buffer there: nothing restored
+    assert not marker.exists()
+
+
+def _with_dones(data):
+    """The fixed batch with every other transition terminal (so the (1 − done) factor matters)."""
+    dones = torch.zeros_like(data.dones)
+    dones[::2] = 1.0
+    return data._replace(dones=dones)
+
+
+def test_sa_dqn_schedule_targets_and_settings(monkeypatch):
+    """ε ramps linearly (half of sa_eps a quarter of the way through a ramp over half the run);
+    terminal transitions have no bootstrap term; the settings' edges are accepted, beyond refused;
+    the logged regulariser is the mean over the gradient steps."""
+    from rlgauntlet.training import sa_dqn as module
+    from rlgauntlet.training.sa_dqn import SADQN
+
+    model = _dqn_model(SADQN, sa_eps=0.04, sa_kappa=0.7, ramp_fraction=0.5)
+    model._current_progress_remaining = 0.75
+    assert model.current_eps() == pytest.approx(0.02)
+    model._current_progress_remaining = 0.0
+    data = _with_dones(_fixed_batch(model))
+    monkeypatch.setattr(model.replay_buffer, "sample", lambda batch_size, env=None: data)
+    losses, regs = [], []
+    real_opt, real_reg = model._optimize, module.sa_dqn_regularizer
+    monkeypatch.setattr(model, "_optimize", lambda loss: (losses.append(loss.detach().clone()), real_opt(loss)))
+    monkeypatch.setattr(module, "sa_dqn_regularizer",
+                        lambda *a, **k: (lambda r: (regs.append(float(r.detach().mean())), r)[1])(real_reg(*a, **k)))
+    with torch.no_grad():
+        next_q = model.q_net_target(data.next_observations).max(1).values
+        target = data.rewards.flatten() + (1 - data.dones.flatten()) * model.gamma * next_q
+        td = F.smooth_l1_loss(model.q_net(data.observations).gather(1, data.actions.long()).flatten(), target)
+    model.train(gradient_steps=2, batch_size=8)
+    assert losses[0].item() == pytest.approx(td.item() + 0.7 * regs[0], rel=1e-6)
+    assert model.logger.name_to_value["sa/regularizer"] == pytest.approx(np.mean(regs))
+    for ok in (dict(ramp_fraction=0.0), dict(ramp_fraction=1.0), dict(sa_eps=0.0)):
+        SADQN("MlpPolicy", "CartPole-v1", **ok)
+    for bad in (dict(ramp_fraction=1.5), dict(sa_eps=-0.1), dict(sa_hinge=0.0)):
+        with pytest.raises(ValueError):
+            SADQN("MlpPolicy", "CartPole-v1", **bad)
+
+
+def test_radial_dqn_kappa_ramp_and_terminal_targets(monkeypatch):
+    from rlgauntlet.training import radial
+
+    model = _dqn_model(radial.RadialDQN, radial_eps=0.05, ramp_fraction=0.5, kappa_end=0.5)
+    model._current_progress_remaining = 0.75  # half way up the ramp
+    assert model.current_kappa() == pytest.approx(0.75) and model.current_eps() == pytest.approx(0.025)
+    data = _with_dones(_fixed_batch(model))
+    monkeypatch.setattr(model.replay_buffer, "sample", lambda batch_size, env=None: data)
+    seen = []
+    real = radial.radial_dqn_loss
+    monkeypatch.setattr(radial, "radial_dqn_loss", lambda *a: (seen.append(a[4].detach().clone()), real(*a))[1])
+    with torch.no_grad():
+        online = model.q_net(data.next_observations).argmax(1, keepdim=True)
+        next_q = model.q_net_target(data.next_observations).gather(1, online).flatten()
+        target = data.rewards.flatten() + (1 - data.dones.flatten()) * model.gamma * next_q
+    model.train(gradient_steps=1, batch_size=8)
+    torch.testing.assert_close(seen[0], target)
+
+
+def test_median_logit_width_is_the_median_of_per_state_mean_widths():
+    from rlgauntlet.training.radial import median_logit_width
+
+    lower = torch.zeros(3, 3)
+    upper = torch.tensor([[3.0, 0.0, 0.0], [6.0, 3.0, 0.0], [9.0, 9.0, 9.0]])  # mean widths 1, 3, 9
+    assert median_logit_width(lower, upper) == pytest.approx(3.0)
+
+
+def test_radial_ppo_total_loss_counts_and_guard_edges(monkeypatch):
+    """The step optimises policy + c_ent·entropy + c_vf·value (SB3's signs); updates are counted
+    one per epoch; a width exactly at the cap is healthy; ramp_fraction 0 puts the ramp at its
+    end; the settings' edges."""
+    from stable_baselines3.common.logger import configure
+
+    from rlgauntlet.training import radial
+
+    from stable_baselines3.common.env_util import make_vec_env
+
+    env = make_vec_env("CartPole-v1", n_envs=2, seed=0)
+    model = radial.RadialPPO("MlpPolicy", env, seed=0, n_steps=32, batch_size=64, n_epochs=1, radial_eps=0.05,
+                             ramp_fraction=0.1, ent_coef=0.3, vf_coef=0.7, policy_kwargs={"net_arch": [8]})
+    terms_seen, policy_losses, losses = [], [], []
+    real_terms, real_policy, real_opt = model._ppo_terms, radial.radial_ppo_policy_loss, model._optimize
+    monkeypatch.setattr(model, "_ppo_terms", lambda *a: (lambda t: (terms_seen.append(t), t)[1])(real_terms(*a)))
+    monkeypatch.setattr(radial, "radial_ppo_policy_loss",
+                        lambda *a: (lambda r: (policy_losses.append(r), r)[1])(real_policy(*a)))
+    monkeypatch.setattr(model, "_optimize", lambda loss: (losses.append(loss.detach().clone()), real_opt(loss)))
+    model.learn(128)  # two rollouts of 2 envs × 32 steps
+    assert model._n_updates == 2 and len(losses) == 2
+    t, (pl, wc) = terms_seen[-1], policy_losses[-1]
+    expected = pl + 0.3 * t.entropy_loss + 0.7 * t.value_loss
+    assert losses[-1].item() == pytest.approx(expected.item(), rel=1e-6)
+    assert model.logger.name_to_value["radial/worst_case_loss"] == pytest.approx(wc.item(), rel=1e-6)
+
+    guarded = radial.RadialPPO("MlpPolicy", env, seed=0, n_steps=32, batch_size=64, n_epochs=1, radial_eps=0.05,
+                               ramp_fraction=0.5, guard_max_width=1.0, policy_kwargs={"net_arch": [8]})
+    guarded.set_logger(configure(None, []))
+    guarded._total_timesteps, guarded._current_progress_remaining = 1280, 1.0
+    guarded._guard_ramp(width=1.0, steps=64)  # at the cap: healthy; 64 of a 640-step ramp
+    assert guarded.ramp_position == pytest.approx(0.1)
+    guarded.ramp_fraction = 0.0
+    guarded.ramp_position = None
+    guarded._guard_ramp(width=0.0, steps=64)
+    assert guarded.ramp_position == 1.0
+    radial.RadialPPO("MlpPolicy", "CartPole-v1", guard_episodes=1, guard_max_width=1e-9)
+    for bad in (dict(guard_max_width=0.0), dict(guard_episodes=0)):
+        with pytest.raises(ValueError):
+            radial.RadialPPO("MlpPolicy", "CartPole-v1", **bad)
+
+
+def test_radial_ppo_guard_share_counts_every_env(monkeypatch):
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.logger import configure
+
+    from rlgauntlet.training import radial
+
+    env = make_vec_env("CartPole-v1", n_envs=2, seed=0)
+    model = radial.RadialPPO("MlpPolicy", env, seed=0, n_steps=32, batch_size=64, n_epochs=1, radial_eps=0.05,
+                             ramp_fraction=0.5, guard_max_width=1e9, policy_kwargs={"net_arch": [8]})
+    shares = []
+    real = model._guard_ramp
+    monkeypatch.setattr(model, "_guard_ramp", lambda width, steps: (shares.append(steps), real(width, steps)))
+    model.learn(64)
+    assert shares == [64]  # 32 steps × 2 envs

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import io
 import json
+import pickle
 import shutil
 import zipfile
 from pathlib import Path
@@ -31,6 +32,10 @@ import torch
 from rlgauntlet.errors import UserError
 from rlgauntlet.victims.sb3_files import PICKLE_HINT, load_data_pickle
 
+#: the fix for a checkpoint file that holds more than data (no option unpickles it: a checkpoint
+#: rlgauntlet writes never needs to be)
+NOT_OURS = ("it was not written by rlgauntlet's checkpoints; remove the run folder's checkpoint to start afresh, "
+            "or give a new --run-dir")
 #: scalar training state kept in the zip's JSON ``data`` and restored on resume
 _COUNTERS = ("num_timesteps", "_n_updates", "_episode_num", "_n_calls")
 #: replay buffer arrays (those a buffer has) and scalars
@@ -50,7 +55,8 @@ def load_checkpoint_zip(model, path: Path) -> None:
         raise UserError(f"cannot read the checkpoint {path} ({type(exc).__name__}); remove the run folder's "
                         "checkpoint to start afresh, or give a new --run-dir") from None
     except Exception as exc:  # noqa: BLE001 - weights_only refuses anything but tensors and containers
-        raise UserError(f"the checkpoint {path} holds more than weights ({type(exc).__name__}); " + PICKLE_HINT) from None
+        raise UserError(f"the checkpoint {path} holds more than weights ({type(exc).__name__}), which is never "
+                        f"unpickled: {NOT_OURS}") from None
     variables = tensors.pop("pytorch_variables", {}) or {}
     try:
         model.set_parameters(tensors, exact_match=True, device=model.device)
@@ -96,14 +102,18 @@ def load_replay_buffer(model, folder: Path, allow_pickle: bool = False) -> bool:
     npz, pkl = folder / "replay_buffer.npz", folder / "replay_buffer.pkl"
     if npz.exists():
         buffer = model.replay_buffer
-        with np.load(npz, allow_pickle=False) as saved:
-            for name in _BUFFER_ARRAYS:
-                if name in saved.files:
-                    if saved[name].shape != getattr(buffer, name).shape:
-                        raise UserError(f"{npz}: {name} has shape {saved[name].shape}, this recipe's buffer "
-                                        f"{getattr(buffer, name).shape}; give a new --run-dir")
-                    getattr(buffer, name)[...] = saved[name]
-            buffer.pos, buffer.full = int(saved["pos"]), bool(saved["full"])
+        try:
+            with np.load(npz, allow_pickle=False) as saved:
+                for name in _BUFFER_ARRAYS:
+                    if name in saved.files:
+                        if saved[name].shape != getattr(buffer, name).shape:
+                            raise UserError(f"{npz}: {name} has shape {saved[name].shape}, this recipe's buffer "
+                                            f"{getattr(buffer, name).shape}; give a new --run-dir")
+                        getattr(buffer, name)[...] = saved[name]
+                buffer.pos, buffer.full = int(saved["pos"]), bool(saved["full"])
+        except (ValueError, KeyError, OSError, zipfile.BadZipFile) as exc:  # object arrays are refused, never unpickled
+            raise UserError(f"{npz} is not a replay buffer of plain arrays ({str(exc).splitlines()[0][:120]}); "
+                            "remove the run folder's checkpoint to start afresh, or give a new --run-dir") from None
         return True
     if pkl.exists():
         if not allow_pickle:
@@ -142,6 +152,9 @@ def load_checkpoint_parts(model, folder: Path, progress: dict) -> None:
         optimizer = torch.load(folder / "optimizer.pt", map_location=model.device, weights_only=True)
         model.policy.load_state_dict(policy)
         model.policy.optimizer.load_state_dict(optimizer)
+    except pickle.UnpicklingError as exc:
+        raise UserError(f"{folder}'s policy.pt or optimizer.pt holds more than weights ({type(exc).__name__}), "
+                        f"which is never unpickled: {NOT_OURS}") from None
     except (OSError, RuntimeError, KeyError, ValueError) as exc:
         raise UserError(f"cannot resume from {folder}'s policy.pt and optimizer.pt ({str(exc).splitlines()[0][:120]}); "
                         "resume it with the same preset and settings, or give a new --run-dir") from None
