@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import signal
 import sys
 from pathlib import Path
@@ -96,6 +97,90 @@ def cli_main():
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
+class Accepted(BaseException):
+    """Raised in place of a command's work: the command got past every check of its input."""
+
+
+#: the library function each command's work starts with (the CLI imports it when the command runs)
+WORK = ("rlgauntlet.experiments.spectrum:spectrum", "rlgauntlet.experiments.calibrate:calibrate_agent",
+        "rlgauntlet.experiments.certify:certify", "rlgauntlet.experiments.evaluate:evaluate",
+        "rlgauntlet.report.curves:budget_curves", "rlgauntlet.report.html:render_report",
+        "rlgauntlet.experiments.gauntlet:run_gauntlet", "rlgauntlet.experiments.ood:ood_scan",
+        "rlgauntlet.experiments.ood:ood_bench", "rlgauntlet.experiments.sweep:run_sweep",
+        "rlgauntlet.experiments.sweep:preview_sweep", "rlgauntlet.training.job:train",
+        "rlgauntlet.training.job:train_seeds", "rlgauntlet.experiments.attackers:train_attacker",
+        "rlgauntlet.training.dynamics:learn_dynamics", "rlgauntlet.training.export:export_sb3",
+        "rlgauntlet.report.leaderboard:leaderboard")
+
+
+def _no_work(patch) -> None:
+    """Every command's work replaced by :class:`Accepted` (``patch``: a monkeypatch context): a
+    suggestion can be tried without training or evaluating anything."""
+    import importlib
+
+    def accepted(*args, **kwargs):
+        raise Accepted()
+
+    for target in WORK:
+        module, name = target.split(":")
+        patch.setattr(importlib.import_module(module), name, accepted)
+
+
+#: "e.g. --opt VALUE [--opt VALUE ...]" and "drop --opt" in a message: the fix it suggests
+SUGGESTION = re.compile(r"e\.g\. ((?:--[a-z][\w-]* [^\s;,()]+(?: |(?=[;,)]|$)))+)")
+DROP = re.compile(r"drop (--[a-z][\w-]*)")
+
+
+def _apply(args: list[str], message: str) -> list[str] | None:
+    """``args`` with the first fix ``message`` suggests applied (None: it suggests none)."""
+    found, drop = SUGGESTION.search(message), DROP.search(message)
+    if found is None and drop is None:
+        return None
+    if found is not None and (drop is None or found.start() < drop.start()):
+        tokens = found.group(1).split()
+        pairs = list(zip(tokens[::2], tokens[1::2]))
+        options = {o for o, _ in pairs}
+    else:
+        pairs, options = [], {drop.group(1)}
+    out, skip = [], False
+    for i, token in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        if token in options:
+            skip = i + 1 < len(args) and not args[i + 1].startswith("--")
+            continue
+        out.append(token)
+    return out + [x for pair in pairs for x in pair]
+
+
+def _try_suggestion(args: list[str], err: str, capsys, monkeypatch, cwd: Path) -> None:
+    """Rule of hardening v3: a fix an error message suggests is accepted, or leads to the next
+    real problem (another message), never to the same refusal or a traceback."""
+    first = next(line for line in err.splitlines() if line.startswith("rlgauntlet:"))
+    fixed = _apply(args, first)
+    if fixed is None:
+        return
+    from rlgauntlet.cli import main
+
+    with monkeypatch.context() as patch:
+        _no_work(patch)
+        patch.setattr(sys, "argv", ["rlgauntlet", *fixed])
+        patch.chdir(cwd)
+        try:
+            main()
+            code = 0
+        except Accepted:
+            return
+        except SystemExit as exc:
+            code = exc.code
+    second = capsys.readouterr().err
+    assert "Traceback" not in second, (fixed, second)
+    if code == 2:
+        again = next(line for line in second.splitlines() if line.startswith("rlgauntlet:"))
+        assert again != first, f"the suggested fix {fixed} is refused in turn: {again}"
+
+
 def _store(folder: Path) -> Path:
     from rlgauntlet.experiments.store import ResultsStore
 
@@ -115,7 +200,8 @@ def _snapshot(folder: Path) -> dict[str, str]:
 def _cases():
     for command, outputs in sorted(WRITERS.items()):
         for name, option in outputs:
-            kinds = ["file", "unwritable"] if name in DIR_OUTPUTS else ["foreign", "directory", "unwritable"]
+            kinds = (["file", "unwritable"] if name in DIR_OUTPUTS else
+                     ["foreign", "directory", "unwritable"] + (["ours, another kind"] if command != "zoo export" else []))
             if name in FILE_OUTPUTS and _has_store(command):
                 kinds.append("the store")
             for kind in kinds:
@@ -134,7 +220,10 @@ def test_hostile_output_is_refused_in_one_line_and_nothing_changes(command, name
     if command in READS_STORE or _has_store(command):
         store = _store(tmp_path) if command in READS_STORE else tmp_path / "results.sqlite"
         args += ["--store", str(store)]
-    value = {"foreign": foreign, "directory": tmp_path, "file": foreign,
+    ours = tmp_path / f"ours{suffix}"
+    if kind == "ours, another kind":
+        _write_ours(ours, "some other command's output")
+    value = {"foreign": foreign, "directory": tmp_path, "file": foreign, "ours, another kind": ours,
              "unwritable": Path("/proc/rlgauntlet-none/out" + (suffix if name in FILE_OUTPUTS else "")),
              "the store": tmp_path / "results.sqlite" if command not in READS_STORE else tmp_path / "mine.sqlite"}[kind]
     if kind == "the store" and not value.exists():
@@ -148,6 +237,106 @@ def test_hostile_output_is_refused_in_one_line_and_nothing_changes(command, name
     assert code == 2 and "Traceback" not in err and len(lines) == 1, err
     assert str(value) in lines[0] or option in lines[0], lines[0]
     assert _snapshot(tmp_path) == before  # no file changed, none created (no store, no run folder)
+    _try_suggestion([*args, option, str(value)], err, capsys, monkeypatch, tmp_path)
+
+
+def _write_ours(path: Path, kind: str) -> None:
+    """A file rlgauntlet writes, of ``kind``, in the format its name says."""
+    from rlgauntlet.common.outputs import save_figure, write_json
+
+    if path.suffix == ".png":
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig = plt.figure(figsize=(1, 1))
+        save_figure(fig, path, kind=kind)
+        plt.close(fig)
+    elif path.suffix == ".html":
+        path.write_text('<!doctype html><html><head><meta name="generator" content="rlgauntlet 0.1.0">\n'
+                        f'<meta name="rlgauntlet-output" content="{kind}"></head></html>\n')
+    else:
+        write_json(path, {"x": 1}, kind=kind)
+
+
+#: files a command writes beside (or inside) the output it is given: a sibling is an output too
+SIBLINGS = {
+    ("plot", "--out"): lambda v: [v.with_suffix(".json")],
+    ("spectrum", "--out"): lambda v: [v.with_suffix(".json")],
+    ("ood bench", "--plot"): lambda v: [v.with_suffix(".json")],
+    ("leaderboard", "--out"): lambda v: [v.with_suffix(".json")],
+    ("gauntlet", "--out"): lambda v: [v / "gauntlet.json", v / "report.html"],
+}
+
+
+def _sibling_cases():
+    for (command, option), siblings in SIBLINGS.items():
+        for which in range(len(siblings(Path("x.png")))):
+            for kind in ("foreign", "ours, another kind"):
+                yield pytest.param(command, option, which, kind, id=f"{command}-{option}-sibling{which}-{kind}")
+
+
+@pytest.mark.parametrize("command, option, which, kind", list(_sibling_cases()))
+def test_a_sibling_output_obeys_the_foreign_file_rule(command, option, which, kind, tmp_path, cli_main, capsys,
+                                                      monkeypatch):
+    """A file a command writes beside its output is refused like the output itself: someone
+    else's file, or one of ours of another kind (a gauntlet's gauntlet.json under a leaderboard)."""
+    repo = Path(__file__).resolve().parents[1]
+    args = command.split() + [a.format(repo=repo, tmp=tmp_path) for a in BASE[command]]
+    args = [a for a in args if a != f"{tmp_path}/g"] if command == "gauntlet" else args
+    if command == "gauntlet":
+        args = args[:args.index("--out")] + args[args.index("--out") + 2:]
+    suffix = {"leaderboard": ".html", "gauntlet": ""}.get(command, ".png")
+    value = tmp_path / f"result{suffix}"
+    if command == "gauntlet":
+        value.mkdir()
+    if command in READS_STORE:
+        args += ["--store", str(_store(tmp_path))]
+    sibling = SIBLINGS[(command, option)](value)[which]
+    if kind == "foreign":
+        sibling.write_text(json.dumps({"theirs": True}) if sibling.suffix == ".json" else "<html>theirs</html>")
+    else:
+        _write_ours(sibling, "some other command's output")
+    before = _snapshot(tmp_path)
+    code, err = cli_main([*args, option, str(value)], capsys, monkeypatch, tmp_path)
+    lines = [line for line in err.splitlines() if line.startswith("rlgauntlet:")]
+    assert code == 2 and "Traceback" not in err and len(lines) == 1, err
+    assert str(sibling) in lines[0], lines[0]
+    assert _snapshot(tmp_path) == before
+    _try_suggestion([*args, option, str(value)], err, capsys, monkeypatch, tmp_path)
+
+
+#: commands that run cells on an executor: an unreachable --address is refused before any file exists
+ADDRESS_BASE = {
+    "sweep": ["{repo}/sweeps/zoo.yaml", "--store", "{tmp}/s.sqlite"],
+    "gauntlet": BASE["gauntlet"],
+    "train": ["--preset", "cartpole-ppo", "--steps", "64", "--no-register", "--seeds", "0"],
+}
+
+
+def test_every_address_option_is_covered():
+    with_address = {name for name, cmd in _commands() if any(p.name == "address" for p in cmd.params)}
+    assert with_address == set(ADDRESS_BASE)
+
+
+@pytest.mark.parametrize("command", sorted(ADDRESS_BASE))
+def test_an_unreachable_address_is_refused_before_anything_is_written(command, tmp_path, cli_main, capsys,
+                                                                      monkeypatch):
+    import socket
+
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    repo = Path(__file__).resolve().parents[1]
+    args = command.split() + [a.format(repo=repo, tmp=tmp_path) for a in ADDRESS_BASE[command]]
+    args += ["--executor", "ray", "--address", f"127.0.0.1:{port}"]
+    monkeypatch.chdir(tmp_path)
+    code, err = cli_main(args, capsys, monkeypatch, tmp_path)
+    lines = [line for line in err.splitlines() if line.startswith("rlgauntlet:")]
+    assert code == 2 and "Traceback" not in err and len(lines) == 1 and "--address" in lines[0], err
+    assert not list(tmp_path.iterdir())  # no store, no run rows, no run folder
+    _try_suggestion(args, err, capsys, monkeypatch, tmp_path)
 
 
 # -- numbers: every float option is finite, every int option keeps its minimum ---------------------
@@ -179,6 +368,7 @@ def test_hostile_numbers_are_refused_in_one_line_before_any_work(command, option
     lines = [line for line in err.splitlines() if line.startswith("rlgauntlet:")]
     assert code == 2 and "Traceback" not in err and len(lines) == 1 and option in lines[0], err
     assert not list(tmp_path.iterdir())  # refused before anything was written
+    _try_suggestion([*args, option, value], err, capsys, monkeypatch, tmp_path)
 
 
 def test_a_bare_group_names_what_is_missing(cli_main, capsys, monkeypatch, tmp_path):
@@ -207,7 +397,8 @@ def _input_cases():
             option = p.opts[0]
             kinds = (["filter matching nothing"] if p.name in AGENT_OPTIONS and command in READS_STORE else
                      ["missing", "directory", "foreign"] if p.name in INPUT_FILES else
-                     ["directory", "foreign"] if p.name in STORE_OPTIONS else
+                     ["directory", "foreign"] + (["empty file"] if command in READS_STORE else [])
+                     if p.name in STORE_OPTIONS else
                      ["missing agent file", "agent directory", "foreign agent", "unknown zoo name", "unknown source"]
                      if p.name in AGENT_OPTIONS else ["empty spec", "unknown threat"] if p.name in SPEC_OPTIONS else [])
             for kind in kinds:
@@ -225,11 +416,13 @@ def test_hostile_inputs_are_refused_in_one_line_and_nothing_changes(command, opt
     repo = Path(__file__).resolve().parents[1]
     foreign = tmp_path / "theirs.bin"
     foreign.write_bytes(bytes(range(256)) * 4)
+    empty = tmp_path / "empty.sqlite"
+    empty.write_bytes(b"")  # a 0-byte --store of a reading command: refused, never made a store
     value = {"missing": tmp_path / "missing.pkl", "directory": tmp_path, "foreign": foreign,
              "missing agent file": f"sb3:{tmp_path / 'missing.zip'}", "agent directory": f"sb3:{tmp_path}",
              "foreign agent": f"sb3:{foreign}", "unknown zoo name": "zoo:no-such-agent", "unknown source": "bogus:x",
              "empty spec": "", "unknown threat": "no_such_threat:eps=0.1",
-             "filter matching nothing": "no-such-agent"}[kind]
+             "filter matching nothing": "no-such-agent", "empty file": empty}[kind]
     args = command.split() + [a.format(repo=repo, tmp=tmp_path) for a in BASE[command]]
     if option != "--store" and command in READS_STORE:
         args += ["--store", str(_store(tmp_path))]
@@ -238,3 +431,90 @@ def test_hostile_inputs_are_refused_in_one_line_and_nothing_changes(command, opt
     lines = [line for line in err.splitlines() if line.startswith("rlgauntlet:")]
     assert code == 2 and "Traceback" not in err and len(lines) == 1, err
     assert _snapshot(tmp_path) == before  # refused before anything was written (a store read is left byte-identical)
+    _try_suggestion([*args, option, str(value)], err, capsys, monkeypatch, tmp_path)
+
+
+# -- the cases hardening v3's probe found, each with its suggestion tried -----------------------------
+
+def _listed_cases():
+    return [
+        pytest.param(["gauntlet", "--agent", "zoo:cartpole-dqn", "--env", "CartPole-v1", "--out", "g", "--seeds", "0",
+                      "--seeds", "0"], "--seeds", id="gauntlet-repeated-seed"),
+        pytest.param(["train", "--preset", "cartpole-ppo", "--no-register", "--seeds", "1", "--seeds", "1"], "--seeds",
+                     id="train-repeated-seed"),
+        pytest.param(["train", "--preset", "cartpole-ppo", "--no-register", "--seeds", "-1"], "--seeds",
+                     id="train-negative-seed"),
+        pytest.param(["train", "--preset", "cartpole-ppo", "--no-register", "--seed", "-1"], "--seed",
+                     id="train-negative-single-seed"),
+        pytest.param(["leaderboard", "--store", "{store_html}", "--out", "{store_html}"], "--out",
+                     id="leaderboard-store-as-out"),
+        pytest.param(["leaderboard", "--store", "{store_json}", "--out", "{store_stem}.html"], "--out",
+                     id="leaderboard-json-sibling-is-the-store"),
+        pytest.param(["ood", "bench", "--agent", "zoo:cartpole-dqn-ensemble", "--env", "CartPole-v1", "--suite",
+                      "ood-cartpole", "--plot", "/proc/rlgauntlet-none/p.png"], "--plot", id="ood-plot-unwritable"),
+        pytest.param(["gauntlet", "--agent", "zoo:cartpole-dqn", "--env", "NoSuchEnv-v0", "--out", "g"], "cannot make env",
+                     id="gauntlet-unknown-env"),
+        pytest.param(["gauntlet", "--agent", "zoo:cartpole-dqn", "--env", "CartPole-v1", "--protocol", "pixel", "--out",
+                      "g"], "--protocol", id="gauntlet-protocol-of-another-family"),
+        pytest.param(["sweep", "{tmp}", "--store", "s.sqlite"], "sweep file", id="sweep-a-directory"),
+        pytest.param(["report", "--store", "{empty}", "--out", "r.html"], "--store", id="report-empty-store"),
+        pytest.param(["leaderboard", "--store", "{empty}", "--out", "b.html"], "--store", id="leaderboard-empty-store"),
+        pytest.param(["report", "--store", "{no_episodes}", "--out", "r.html"], "no finished episode",
+                     id="report-runs-without-episodes"),
+    ]
+
+
+@pytest.mark.parametrize("args, named", _listed_cases())
+def test_each_listed_case_is_one_line_writes_nothing_and_its_fix_works(args, named, tmp_path, cli_main, capsys,
+                                                                       monkeypatch):
+    from rlgauntlet.experiments.store import ResultsStore, run_key
+
+    store = _store(tmp_path)
+    for name in ("store.html", "store.json"):
+        (tmp_path / name).write_bytes(store.read_bytes())
+    (tmp_path / "empty.sqlite").write_bytes(b"")
+    runs_only = ResultsStore(tmp_path / "runs-only.sqlite")  # a run row whose episodes never ran
+    meta = {"agent": "zoo:cartpole-dqn", "env": {"id": "CartPole-v1", "preset": "classic"}, "spec": "clean", "seed": 0}
+    runs_only.create_run(run_key(meta), meta)
+    runs_only.close()
+    values = {"store_html": tmp_path / "store.html", "store_json": tmp_path / "store.json",
+              "store_stem": tmp_path / "store", "tmp": tmp_path, "empty": tmp_path / "empty.sqlite",
+              "no_episodes": tmp_path / "runs-only.sqlite"}
+    args = [a.format(**values) for a in args]
+    before = _snapshot(tmp_path)
+    code, err = cli_main(args, capsys, monkeypatch, tmp_path)
+    lines = [line for line in err.splitlines() if line.startswith("rlgauntlet:")]
+    assert code == 2 and "Traceback" not in err and len(lines) == 1 and named in lines[0], err
+    assert _snapshot(tmp_path) == before
+    _try_suggestion(args, err, capsys, monkeypatch, tmp_path)
+
+
+def test_init_from_reads_the_agents_pickled_statistics_with_allow_pickle(monkeypatch):
+    """`train --init-from sb3:FILE.zip --allow-pickle` hands the permission on to the agent's
+    VecNormalize file (the refusal used to repeat with the flag given)."""
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from rlgauntlet.training import sb3_train
+    from rlgauntlet.training.presets import PRESETS
+    from rlgauntlet.victims import sb3 as sb3_victims
+
+    seen = []
+
+    class Stats:
+        def __init__(self, path, allow_pickle=False):
+            seen.append(allow_pickle)
+            raise RuntimeError("stop here")
+
+    monkeypatch.setattr(sb3_victims, "VecNormalizeStats", Stats)
+    monkeypatch.setattr(sb3_train, "_agent_files", lambda agent: (Path("a.zip"), Path("a.vecnormalize.pkl")))
+    monkeypatch.setattr("rlgauntlet.victims.sb3_files.read_sb3_zip", lambda path: ({}, {}))
+    monkeypatch.setattr("rlgauntlet.victims.sb3_files.with_target_networks", lambda state, keys: {})
+    monkeypatch.setattr("rlgauntlet.victims.sb3.sha256_file", lambda path: "0" * 64)
+    env = VecNormalize(make_vec_env("CartPole-v1", n_envs=1))
+    model = sb3_train._build_model(PRESETS["cartpole-ppo"], env, "cpu")
+    monkeypatch.setattr(model.policy, "load_state_dict", lambda state: None)
+    for allow in (False, True):
+        with pytest.raises(RuntimeError, match="stop here"):
+            sb3_train._init_from(model, env, "sb3:a.zip", PRESETS["cartpole-ppo"], allow_pickle=allow)
+    assert seen == [False, True]

@@ -131,8 +131,10 @@ def _probe(folder: Path) -> bool:
 
 
 def _other_name(given: Path) -> Path:
-    """A name beside ``given`` with the same ending (what a refusal suggests instead)."""
-    return given.with_name(f"{given.stem}-2{given.suffix}")
+    """A name beside ``given`` with the same ending (what a refusal suggests instead); a results
+    store's name becomes a JSON name (an output named like a store is a slip)."""
+    suffix = ".json" if given.suffix.lower() in (".sqlite", ".sqlite3", ".db") else given.suffix
+    return given.with_name(f"{given.stem}-2{suffix}")
 
 
 def check_output(path: Path | str | None, option: str = "--out", protect: Iterable[Path | str | None] = (), *,
