@@ -809,3 +809,23 @@ def test_radial_ppo_guard_share_counts_every_env(monkeypatch):
     monkeypatch.setattr(model, "_guard_ramp", lambda width, steps: (shares.append(steps), real(width, steps)))
     model.learn(64)
     assert shares == [64]  # 32 steps × 2 envs
+
+
+def test_outputs_are_written_into_new_folders_and_odd_files_are_read_safely(tmp_path):
+    """Outputs create their folders; a truncated PNG and a symlink loop are read as 'not ours'
+    and 'not the store', never a crash."""
+    from rlgauntlet.common.outputs import _same, output_kind, write_json
+    from rlgauntlet.report.leaderboard import leaderboard, render_leaderboard
+
+    write_json(tmp_path / "a" / "b" / "c.json", {"x": 1}, kind="evaluation")
+    assert output_kind(tmp_path / "a" / "b" / "c.json") == "evaluation"
+    _gauntlet_store(tmp_path / "s.sqlite", [("m", __import__("rlgauntlet.experiments.protocols", fromlist=["x"])
+                                             .get_protocol("classic").version, 1.0)])
+    page = render_leaderboard(leaderboard([tmp_path / "s.sqlite"]), tmp_path / "new" / "deeper" / "board.html")
+    assert output_kind(page) == "leaderboard page"
+    # one whole IHDR chunk, then 2 bytes of the next chunk's length: cut inside a chunk header
+    png = b"\x89PNG\r\n\x1a\n" + (13).to_bytes(4, "big") + b"IHDR" + b"\x00" * 17 + b"\x00\x00"
+    (tmp_path / "cut.png").write_bytes(png)
+    assert output_kind(tmp_path / "cut.png") is None
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    assert _same(tmp_path / "loop", tmp_path / "s.sqlite") is False

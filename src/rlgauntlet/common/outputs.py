@@ -116,7 +116,7 @@ def written_by_us(path: Path) -> bool:
 def _same(a: Path, b: Path) -> bool:
     try:
         return a.resolve() == b.resolve() or (a.exists() and b.exists() and os.path.samefile(a, b))
-    except OSError:
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop (pathlib)
         return False
 
 
