@@ -829,3 +829,73 @@ def test_outputs_are_written_into_new_folders_and_odd_files_are_read_safely(tmp_
     assert output_kind(tmp_path / "cut.png") is None
     (tmp_path / "loop").symlink_to(tmp_path / "loop")
     assert _same(tmp_path / "loop", tmp_path / "s.sqlite") is False
+
+
+def test_the_checks_random_streams_are_pinned_apart_from_evaluation_episodes():
+    """Each draw of the checks is the threat stream of episode 10⁶·(1 + its index) + k: pinned,
+    so a change of the scheme (which changes every stored check) must be deliberate."""
+    from rlgauntlet.common.seeding import episode_generator
+    from rlgauntlet.experiments.false_robustness import _DRAWS, _rng
+
+    for index, draw in enumerate(_DRAWS):
+        rng = _rng(7, 3, draw)
+        for k in range(3):
+            expected = torch.rand(4, generator=episode_generator(7, 1_000_000 * (1 + index) + k, "threat"))
+            torch.testing.assert_close(torch.rand(4, generator=rng.generators[k]), expected, rtol=0, atol=0)
+
+
+def test_a_gradient_that_is_zero_in_one_input_only_has_not_vanished():
+    """A linear policy that ignores one input: its gradient is zero there and not elsewhere, so
+    it has not vanished (the check is on the largest coordinate); an all-zero one has."""
+    import gymnasium as gym
+    import torch.nn as nn
+
+    from rlgauntlet.experiments.false_robustness import GRADIENT_FLOOR, _gradient_vanishes
+    from rlgauntlet.threats import parse_threat
+    from rlgauntlet.victims.torch_module import TorchVictim
+
+    def victim(weight):
+        net = nn.Linear(4, 2, bias=False).double()
+        with torch.no_grad():
+            net.weight.copy_(torch.tensor(weight, dtype=torch.float64))
+        return TorchVictim(net, "q", gym.spaces.Box(-5, 5, (4,)), gym.spaces.Discrete(2), budget_space="raw",
+                           precision="float64")
+
+    x = torch.randn(6, 4, dtype=torch.float64)
+    attack = parse_threat("pgd:objective=minq,eps=0.1")
+    partly = victim([[1.0, 0.0, 2.0, -1.0], [0.5, 0.0, -1.0, 1.0]])
+    with torch.enable_grad():
+        assert not _gradient_vanishes(attack, partly, x, 0).any()
+        assert _gradient_vanishes(attack, victim([[0.0] * 4, [0.0] * 4]), x, 0).all()
+    assert GRADIENT_FLOOR == 1e-12
+
+
+def test_a_forward_that_wobbles_by_rounding_only_is_not_stochastic():
+    """Output noise of 1e-8 (below the 1e-6 floor) is rounding, not dropout left on."""
+    import gymnasium as gym
+    import torch.nn as nn
+
+    from rlgauntlet.envs import make_env
+    from rlgauntlet.experiments.false_robustness import WOBBLE_FLOOR, check_false_robustness
+    from rlgauntlet.victims.torch_module import TorchVictim
+
+    class Jitter(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Linear(4, 2).double()
+
+        def forward(self, x):
+            return self.net(x) + 1e-8 * torch.randn(x.shape[0], 2, dtype=x.dtype)
+
+    torch.manual_seed(0)
+    victim = TorchVictim(Jitter(), "q", gym.spaces.Box(-5, 5, (4,)), gym.spaces.Discrete(2), budget_space="raw",
+                         precision="float64")
+    result = check_false_robustness(victim, lambda: make_env("CartPole-v1"), [("0.1", 0.1)], states=16)
+    assert 0 < result["stochastic_forward_max_change"] < WOBBLE_FLOOR == 1e-6
+    assert "stochastic_forward" not in {w["check"] for w in result["warnings"]}
+
+
+def test_the_vanishing_gradient_check_needs_more_than_half_the_states():
+    from rlgauntlet.experiments.false_robustness import vanishing_gradient_holds
+
+    assert [vanishing_gradient_holds(f) for f in (0.0, 0.5, 0.5001, 1.0)] == [False, False, True, True]

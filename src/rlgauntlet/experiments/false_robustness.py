@@ -54,6 +54,11 @@ from rlgauntlet.victims.base import PolicyOutput, Victim
 GRADIENT_FLOOR = 1e-12
 #: a check holds when its difference exceeds this many standard errors
 Z = 2.0
+#: the policy's output may change by this much between two calls on one input (float rounding)
+#: before the forward pass counts as stochastic
+WOBBLE_FLOOR = 1e-6
+#: the vanishing-gradient warning holds when the gradient vanished on more than this share of states
+VANISHED_SHARE = 0.5
 WARNING_CHECKS = ("worse_than_random", "no_gain_from_iterations", "vanishing_gradient", "stochastic_forward")
 
 #: objective -> (its attack at the protocol's settings, the strengthened attack), budget added
@@ -122,6 +127,11 @@ def significantly_below_zero(mean: float, sem: float) -> bool:
     return mean < -Z * sem and mean < -1e-9
 
 
+def vanishing_gradient_holds(fraction: float) -> bool:
+    """The vanishing-gradient check: the gradient vanished on *more than* half of the states."""
+    return fraction > VANISHED_SHARE
+
+
 #: which draws a check makes (random noise, the attacks' random starts): one generator per state each
 _DRAWS = ("check-random", "check-attack", "check-strong", "check-start")
 
@@ -168,7 +178,7 @@ def check_false_robustness(victim: Victim, env_fn: Callable[[], gym.Env], budget
     x = collect_states(victim, env_fn, seed, states)
     rows, warnings = [], []
     wobble = _stochastic_forward(victim, x)
-    if wobble > 1e-6:
+    if wobble > WOBBLE_FLOOR:
         warnings.append({"check": "stochastic_forward", "message": (
             f"the policy's output changes by up to {wobble:.3g} between two calls on the same input (dropout or "
             "noise left on): the gradient attacks use one sample per step, without averaging over that randomness, "
@@ -202,7 +212,7 @@ def check_false_robustness(victim: Victim, env_fn: Callable[[], gym.Env], budget
                     f"{strong_spec}: 5x the steps and restarts move the {name} objective from {m_a:.4g} to only "
                     f"{m_s:.4g}, still below random sign noise ({m_r:.4g}): the iterations find nothing")})
             frac = float(vanished.double().mean())
-            if frac > 0.5:
+            if vanishing_gradient_holds(frac):
                 held.append("vanishing_gradient")
                 warnings.append({"check": "vanishing_gradient", "objective": name, "eps": text, "message": (
                     f"{plain_spec}: the gradient of its loss is zero (max |g| <= {GRADIENT_FLOOR:g}) on "
