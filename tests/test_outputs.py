@@ -518,3 +518,43 @@ def test_init_from_reads_the_agents_pickled_statistics_with_allow_pickle(monkeyp
         with pytest.raises(RuntimeError, match="stop here"):
             sb3_train._init_from(model, env, "sb3:a.zip", PRESETS["cartpole-ppo"], allow_pickle=allow)
     assert seen == [False, True]
+
+
+def test_zoo_list_shows_a_missing_field_and_a_missing_zoo_folder_is_one_line(tmp_path, cli_main, capsys,
+                                                                            monkeypatch):
+    zoo = tmp_path / "zoo"
+    zoo.mkdir()
+    (zoo / "manifest.json").write_text(json.dumps({"attacker": {"env": "CartPole-v1", "kind": "paad"}, "bare": {}}))
+    monkeypatch.setenv("RLGAUNTLET_ZOO", str(zoo))
+    code, err = cli_main(["zoo", "list"], capsys, monkeypatch, tmp_path)
+    assert code == 0 and "Traceback" not in err
+    monkeypatch.setenv("RLGAUNTLET_ZOO", str(tmp_path / "no-such-folder"))
+    code, err = cli_main(["zoo", "list"], capsys, monkeypatch, tmp_path)
+    lines = [line for line in err.splitlines() if line.startswith("rlgauntlet:")]
+    assert code == 2 and len(lines) == 1 and "RLGAUNTLET_ZOO" in lines[0] and "does not exist" in lines[0], err
+    assert not (tmp_path / "no-such-folder").exists()
+
+
+def test_a_certified_sweep_plans_shows_and_counts_its_certification(tmp_path, cli_main, capsys, monkeypatch):
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text("agents: [zoo:cartpole-dqn]\nsuites: [certified]\neps_grid: [0.05, 0.1]\nepisodes: 2\n")
+    code, err = cli_main(["sweep", str(sweep), "--store", str(tmp_path / "s.sqlite"), "--dry-run"], capsys,
+                         monkeypatch, tmp_path)
+    out = capsys.readouterr().out + err
+    assert code in (0, None) and "certification (GWC episodes and ACR) at 2 budget(s)" in " ".join(out.split())
+    assert not (tmp_path / "s.sqlite").exists()
+    from rlgauntlet.experiments.sweep import run_sweep
+
+    result = run_sweep(sweep, tmp_path / "s.sqlite")
+    specs = [e["spec"] for e in result["reports"][0]["evaluations"]]
+    assert "gwc:eps=0.05" in specs and "gwc:eps=0.1" in specs  # in the agent's table, as evaluate shows them
+    assert len(result["certified"][0]["evaluations"]) == 2
+
+
+def test_a_sweep_threat_without_a_budget_says_how_to_give_one(tmp_path, cli_main, capsys, monkeypatch):
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text("agents: [zoo:cartpole-dqn]\nthreats: [pgd]\neps: 0.05\nepisodes: 1\n")
+    code, err = cli_main(["sweep", str(sweep), "--store", str(tmp_path / "s.sqlite")], capsys, monkeypatch, tmp_path)
+    lines = [line for line in err.splitlines() if line.startswith("rlgauntlet:")]
+    assert code == 2 and len(lines) == 1 and "eps_grid: [0.05]" in lines[0], err
+    assert not (tmp_path / "s.sqlite").exists()  # checked before the store was made
