@@ -899,3 +899,21 @@ def test_the_vanishing_gradient_check_needs_more_than_half_the_states():
     from rlgauntlet.experiments.false_robustness import vanishing_gradient_holds
 
     assert [vanishing_gradient_holds(f) for f in (0.0, 0.5, 0.5001, 1.0)] == [False, False, True, True]
+
+
+def test_a_foreign_file_in_the_gauntlet_cache_is_never_replaced(tmp_path):
+    from rlgauntlet.common.outputs import write_json
+    from rlgauntlet.experiments.gauntlet import CACHE_KIND, _cached
+
+    theirs = tmp_path / "checks.json"
+    theirs.write_text('{"notes": 1}')
+    with pytest.raises(UserError, match="not a cache file"):
+        _cached(theirs, lambda: {"computed": True})
+    assert theirs.read_text() == '{"notes": 1}'
+    ours = tmp_path / "certified.json"
+    assert _cached(ours, lambda: {"rows": [1]}) == {"rows": [1]}
+    assert _cached(ours, lambda: pytest.fail("computed again")) == {"rows": [1]}  # read back, not recomputed
+    write_json(tmp_path / "other.json", {"x": 1}, kind="evaluation")
+    with pytest.raises(UserError):
+        _cached(tmp_path / "other.json", lambda: {})
+    assert CACHE_KIND == "gauntlet cache"

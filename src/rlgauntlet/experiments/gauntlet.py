@@ -448,16 +448,17 @@ def _threat_eps(spec: str) -> float | None:
 
 
 def _cached(path: Path, compute: Callable[[], dict]) -> dict:
-    """``compute()``, or what an earlier call wrote to ``path`` (a file of ours: marked)."""
-    from rlgauntlet.common.outputs import write_json, written_by_us
+    """``compute()``, or what an earlier call wrote to ``path`` (a cache file of ours: marked; an
+    earlier version's unmarked kind is read too). Any other file there is never replaced."""
+    from rlgauntlet.common.outputs import JSON_KIND_KEY, output_kind, write_json
 
-    if path.is_file() and written_by_us(path):
-        try:
-            data = json.loads(path.read_text())
-            data.pop("generator", None)
-            return data
-        except ValueError:
-            pass
+    if path.exists():
+        kind = output_kind(path)
+        if kind not in (CACHE_KIND, ""):
+            raise UserError(f"{path} is in the gauntlet's cache folder but is not a cache file rlgauntlet wrote; it "
+                            f"was left untouched: move it away, or give another --store")
+        data = json.loads(path.read_text())
+        return {k: v for k, v in data.items() if k not in ("generator", JSON_KIND_KEY)}
     data = compute()
     write_json(path, data, kind=CACHE_KIND)
     return data
