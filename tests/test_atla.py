@@ -41,12 +41,14 @@ def test_the_alternation_is_one_agent_iteration_then_one_adversary_iteration(tin
         return out
 
     tiny_presets.setattr(PPO, "learn", recording)
+    started = time.time()
     ckpt = train_atla("tiny-pa_atla", tmp_path / "run", log=lambda line: None)
     assert [c[0] for c in calls] == ["agent", "adversary"] * 3
     for i, (role, before, after) in enumerate(calls):  # each call is exactly one rollout of 256 steps
         assert (before, after) == ((i // 2) * ROLLOUT, (i // 2 + 1) * ROLLOUT), (role, before, after)
     progress = json.loads((ckpt / "progress.json").read_text())
     assert progress["iteration"] == 3 and progress["agent_steps"] == progress["adversary_steps"] == 3 * ROLLOUT
+    assert 0 < progress["train_seconds"] < time.time() - started + 1  # wall time spent training, counted up
     assert [h["iteration"] for h in progress["history"]] == [1, 2, 3]
     assert (ckpt / "agent" / "model.zip").is_file() and (ckpt / "adversary" / "policy.pt").is_file()
     # the adversary acted in both envs, at its budget: every agent observation perturbed, by up to

@@ -917,3 +917,73 @@ def test_a_foreign_file_in_the_gauntlet_cache_is_never_replaced(tmp_path):
     with pytest.raises(UserError):
         _cached(tmp_path / "other.json", lambda: {})
     assert CACHE_KIND == "gauntlet cache"
+
+
+def _recipe_digests() -> dict[str, str]:
+    """sha256 of every training preset's recipe (schedules by their value at the start, notes left out)."""
+    import dataclasses
+    import hashlib
+
+    from rlgauntlet.training.atla import ATLA_PRESETS
+    from rlgauntlet.training.presets import PRESETS
+
+    def plain(value):
+        if callable(value) and not isinstance(value, type):
+            return f"schedule(1.0)={value(1.0)!r}"
+        if isinstance(value, type):
+            return value.__qualname__
+        return repr(value)
+
+    out = {}
+    for name, preset in {**PRESETS, **ATLA_PRESETS}.items():
+        recipe = {k: v for k, v in dataclasses.asdict(preset).items() if k not in ("notes", "source")}
+        text = json.dumps(recipe, sort_keys=True, default=plain)
+        out[name] = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return out
+
+
+RECIPES = Path(__file__).with_name("recipe_digests.json")
+
+
+def test_every_training_recipe_is_the_recorded_one():
+    """A zoo agent's manifest records the command that trained it (`train --preset NAME`): a recipe
+    changed under the same name would make that command train another agent. Change a recipe
+    deliberately: give it a new preset name, or regenerate tests/recipe_digests.json
+    (`python -c "import sys; sys.path.insert(0, 'tests'); import test_audit_v3 as t; t.write_recipe_digests()"`) in the same commit."""
+    recorded = json.loads(RECIPES.read_text())
+    now = _recipe_digests()
+    changed = sorted(name for name in recorded if name in now and recorded[name] != now[name])
+    assert not changed, f"recipes changed under their recorded names: {changed}"
+    assert set(now) >= set(recorded), f"presets removed: {sorted(set(recorded) - set(now))}"
+
+
+def write_recipe_digests() -> None:
+    RECIPES.write_text(json.dumps(_recipe_digests(), indent=1, sort_keys=True) + "\n")
+
+
+def test_a_pickled_buffer_loads_with_allow_pickle_and_a_checkpoint_missing_a_part_is_refused(tmp_path):
+    """--allow-pickle resumes an earlier version's pickled buffer (and says it did); a checkpoint
+    zip without its optimizer state is refused, never resumed with a fresh optimizer."""
+    import zipfile
+
+    from stable_baselines3 import DQN
+
+    from rlgauntlet.training.checkpoints import load_checkpoint_zip, load_replay_buffer
+
+    def build():
+        return DQN("MlpPolicy", "CartPole-v1", buffer_size=50, learning_starts=1000, seed=0,
+                   policy_kwargs={"net_arch": [8]})
+
+    model = build()
+    model.learn(20)
+    model.save_replay_buffer(tmp_path / "replay_buffer.pkl")  # our own file, written by this test
+    fresh = build()
+    assert load_replay_buffer(fresh, tmp_path, allow_pickle=True) is True
+    assert fresh.replay_buffer.pos == model.replay_buffer.pos
+    model.save(tmp_path / "model.zip")
+    with zipfile.ZipFile(tmp_path / "model.zip") as zin, zipfile.ZipFile(tmp_path / "partial.zip", "w") as zout:
+        for item in zin.infolist():
+            if item.filename != "policy.optimizer.pth":
+                zout.writestr(item, zin.read(item.filename))
+    with pytest.raises(UserError, match="does not fit this recipe"):
+        load_checkpoint_zip(build(), tmp_path / "partial.zip")
