@@ -38,25 +38,11 @@ app = typer.Typer(
 
 zoo_app = typer.Typer(no_args_is_help=True, help="Reference agents trained by this project.")
 app.add_typer(zoo_app, name="zoo")
-
-
-app.add_typer(zoo_app, name="zoo")
 ood_app = typer.Typer(no_args_is_help=True, help="Out-of-distribution detection benchmark (shift grids, AUROC).")
 app.add_typer(ood_app, name="ood")
-
-
-ood_app = typer.Typer(no_args_is_help=True, help="Out-of-distribution detection benchmark (shift grids, AUROC).")
-app.add_typer(ood_app, name="ood")
-
-
-app.add_typer(ood_app, name="ood")
-console = Console(stderr=True)
-
 
 console = Console(stderr=True)
 # Piped output (logs, CI) gets a wide table rather than one cropped to 80 columns.
-
-
 out_console = Console() if sys.stdout.isatty() else Console(width=160)
 
 
