@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from rlgauntlet.experiments.gauntlet import run_gauntlet
+from rlgauntlet.gauntlet import run_gauntlet
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "results" / "gauntlet_time.json"

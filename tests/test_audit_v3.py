@@ -26,21 +26,21 @@ from rlgauntlet.errors import UserError
 
 def test_a_worst_case_rows_standard_error_is_scipys_sem_of_the_pooled_episodes():
     """ddof 1 over √n of every seed's episodes pooled (ddof 0 gives 1.118 here, not 1.291)."""
-    from rlgauntlet.experiments.gauntlet import _pooled
+    from rlgauntlet.gauntlet.summary import pool_episodes
 
     reports = [{"evaluations": [{"spec": "pgd:eps=0.1", "returns": [1.0, 2.0], "return_mean": 1.5}]},
                {"evaluations": [{"spec": "pgd:eps=0.1", "returns": [3.0, 4.0, 5.0], "return_mean": 4.0},
                                 {"spec": "ignored", "returns": [9.0], "return_mean": 9.0}]}]
-    pooled = _pooled(reports, lambda spec: None if spec == "ignored" else spec)
-    row = pooled["pgd:eps=0.1"]
-    assert set(pooled) == {"pgd:eps=0.1"}
+    rows = pool_episodes(reports, lambda spec: None if spec == "ignored" else spec)
+    row = rows["pgd:eps=0.1"]
+    assert set(rows) == {"pgd:eps=0.1"}
     assert row["return_mean"] == pytest.approx(3.0)
     assert row["return_sem"] == pytest.approx(float(stats.sem([1.0, 2.0, 3.0, 4.0, 5.0])), rel=1e-12)
     assert row["episodes"] == 5 and row["seed_means"] == [1.5, 4.0]
 
 
 def _plan_stub(tmp_path: Path, seeds: list[int]):
-    from rlgauntlet.experiments.protocols import get_protocol
+    from rlgauntlet.gauntlet.protocols import get_protocol
 
     protocol = get_protocol("classic")
     return SimpleNamespace(protocol=protocol, store=tmp_path / "g.sqlite", sha="ab" * 32, env="CartPole-v1",
@@ -49,16 +49,16 @@ def _plan_stub(tmp_path: Path, seeds: list[int]):
 
 def test_the_certification_and_checks_caches_are_keyed_by_the_seed(tmp_path):
     """Another --seeds must not reuse the certification or checks computed with another seed."""
-    from rlgauntlet.experiments.gauntlet import _cache_file
+    from rlgauntlet.gauntlet.run import cache_file
 
     for what in ("certified", "checks"):
-        first, other = _cache_file(_plan_stub(tmp_path, [0, 1]), what), _cache_file(_plan_stub(tmp_path, [5, 6]), what)
+        first, other = cache_file(_plan_stub(tmp_path, [0, 1]), what), cache_file(_plan_stub(tmp_path, [5, 6]), what)
         assert first != other
-        assert _cache_file(_plan_stub(tmp_path, [0, 1]), what) == first  # and the same seeds find it again
+        assert cache_file(_plan_stub(tmp_path, [0, 1]), what) == first  # and the same seeds find it again
 
 
 def test_the_checks_standard_error_is_over_the_square_root_of_n():
-    from rlgauntlet.experiments.false_robustness import _mean_se
+    from rlgauntlet.gauntlet.checks import _mean_se
 
     values = torch.tensor([0.0, 1.0, 1.0, 3.0, 7.0, 2.0, 2.0, 0.5, 4.0], dtype=torch.float64)
     mean, se = _mean_se(values)
@@ -70,7 +70,7 @@ def test_the_checks_standard_error_is_over_the_square_root_of_n():
                                                (3.0, False)])
 def test_worse_than_random_fires_only_below_two_standard_errors(gap_in_se, fires):
     """A gap of 1 SE below random is noise; 3 SE below is a warning; above random never is."""
-    from rlgauntlet.experiments.false_robustness import Z, significantly_below_zero
+    from rlgauntlet.gauntlet.checks import Z, significantly_below_zero
 
     assert Z == 2.0
     assert significantly_below_zero(gap_in_se * 0.05, 0.05) is fires
@@ -92,7 +92,7 @@ def test_iqm_interval_point_is_scipys_25_percent_trimmed_mean():
 
 def _gauntlet_store(path: Path, runs: list[tuple[str, object, float]]) -> None:
     """A store with one gauntlet run per (method, version, score at the current headline ε)."""
-    from rlgauntlet.experiments.protocols import get_protocol
+    from rlgauntlet.gauntlet.protocols import get_protocol
     from rlgauntlet.experiments.store import ResultsStore, run_key
 
     headline = get_protocol("classic").headline_eps
@@ -109,8 +109,8 @@ def _gauntlet_store(path: Path, runs: list[tuple[str, object, float]]) -> None:
 def test_the_leaderboard_scores_no_unknown_protocol_version(tmp_path):
     """A version this code does not know has no known headline ε: its agents are unscored,
     never ranked at today's headline, and a board of nothing else is a one-line error naming it."""
-    from rlgauntlet.experiments.protocols import get_protocol
-    from rlgauntlet.report.leaderboard import leaderboard
+    from rlgauntlet.gauntlet.protocols import get_protocol
+    from rlgauntlet.gauntlet.leaderboard import leaderboard
 
     current = get_protocol("classic").version
     _gauntlet_store(tmp_path / "mixed.sqlite", [("known", current, 100.0), ("future", 999, 400.0)])
@@ -124,8 +124,8 @@ def test_the_leaderboard_scores_no_unknown_protocol_version(tmp_path):
 
 
 def test_a_non_finite_worst_case_is_never_ranked_and_says_why(tmp_path):
-    from rlgauntlet.experiments.protocols import get_protocol
-    from rlgauntlet.report.leaderboard import leaderboard
+    from rlgauntlet.gauntlet.protocols import get_protocol
+    from rlgauntlet.gauntlet.leaderboard import leaderboard
 
     version = get_protocol("classic").version
     _gauntlet_store(tmp_path / "s.sqlite", [("broken", version, math.inf), ("fine", version, 10.0),
@@ -548,9 +548,9 @@ def test_the_improvement_interval_resamples_each_method_apart():
 
 
 def test_a_board_pairs_every_method_once_and_averages_its_agents_clean_returns(tmp_path):
-    from rlgauntlet.experiments.protocols import get_protocol
+    from rlgauntlet.gauntlet.protocols import get_protocol
     from rlgauntlet.experiments.store import ResultsStore, run_key
-    from rlgauntlet.report.leaderboard import leaderboard
+    from rlgauntlet.gauntlet.leaderboard import leaderboard
 
     version, headline = get_protocol("classic").version, get_protocol("classic").headline_eps
     store = ResultsStore(tmp_path / "b.sqlite")
@@ -734,15 +734,23 @@ def test_radial_dqn_kappa_ramp_and_terminal_targets(monkeypatch):
     assert model.current_kappa() == pytest.approx(0.75) and model.current_eps() == pytest.approx(0.025)
     data = _with_dones(_fixed_batch(model))
     monkeypatch.setattr(model.replay_buffer, "sample", lambda batch_size, env=None: data)
-    seen = []
+    seen, worst = [], []
     real = radial.radial_dqn_loss
-    monkeypatch.setattr(radial, "radial_dqn_loss", lambda *a: (seen.append(a[4].detach().clone()), real(*a))[1])
+
+    def spy(*args):
+        seen.append(args[4].detach().clone())
+        out = real(*args)
+        worst.append(out[1].item())
+        return out
+
+    monkeypatch.setattr(radial, "radial_dqn_loss", spy)
     with torch.no_grad():
         online = model.q_net(data.next_observations).argmax(1, keepdim=True)
         next_q = model.q_net_target(data.next_observations).gather(1, online).flatten()
         target = data.rewards.flatten() + (1 - data.dones.flatten()) * model.gamma * next_q
-    model.train(gradient_steps=1, batch_size=8)
+    model.train(gradient_steps=2, batch_size=8)
     torch.testing.assert_close(seen[0], target)
+    assert len(worst) == 2 and model.logger.name_to_value["radial/worst_case_loss"] == pytest.approx(np.mean(worst))
 
 
 def test_median_logit_width_is_the_median_of_per_state_mean_widths():
@@ -815,11 +823,12 @@ def test_outputs_are_written_into_new_folders_and_odd_files_are_read_safely(tmp_
     """Outputs create their folders; a truncated PNG and a symlink loop are read as 'not ours'
     and 'not the store', never a crash."""
     from rlgauntlet.common.outputs import _same, output_kind, write_json
-    from rlgauntlet.report.leaderboard import leaderboard, render_leaderboard
+    from rlgauntlet.gauntlet.leaderboard import leaderboard
+    from rlgauntlet.report.leaderboard import render_leaderboard
 
     write_json(tmp_path / "a" / "b" / "c.json", {"x": 1}, kind="evaluation")
     assert output_kind(tmp_path / "a" / "b" / "c.json") == "evaluation"
-    _gauntlet_store(tmp_path / "s.sqlite", [("m", __import__("rlgauntlet.experiments.protocols", fromlist=["x"])
+    _gauntlet_store(tmp_path / "s.sqlite", [("m", __import__("rlgauntlet.gauntlet.protocols", fromlist=["x"])
                                              .get_protocol("classic").version, 1.0)])
     page = render_leaderboard(leaderboard([tmp_path / "s.sqlite"]), tmp_path / "new" / "deeper" / "board.html")
     assert output_kind(page) == "leaderboard page"
@@ -835,7 +844,7 @@ def test_the_checks_random_streams_are_pinned_apart_from_evaluation_episodes():
     """Each draw of the checks is the threat stream of episode 10⁶·(1 + its index) + k: pinned,
     so a change of the scheme (which changes every stored check) must be deliberate."""
     from rlgauntlet.common.seeding import episode_generator
-    from rlgauntlet.experiments.false_robustness import _DRAWS, _rng
+    from rlgauntlet.gauntlet.checks import _DRAWS, _rng
 
     for index, draw in enumerate(_DRAWS):
         rng = _rng(7, 3, draw)
@@ -850,7 +859,7 @@ def test_a_gradient_that_is_zero_in_one_input_only_has_not_vanished():
     import gymnasium as gym
     import torch.nn as nn
 
-    from rlgauntlet.experiments.false_robustness import GRADIENT_FLOOR, _gradient_vanishes
+    from rlgauntlet.gauntlet.checks import GRADIENT_FLOOR, _gradient_vanishes
     from rlgauntlet.threats import parse_threat
     from rlgauntlet.victims.torch_module import TorchVictim
 
@@ -876,7 +885,7 @@ def test_a_forward_that_wobbles_by_rounding_only_is_not_stochastic():
     import torch.nn as nn
 
     from rlgauntlet.envs import make_env
-    from rlgauntlet.experiments.false_robustness import WOBBLE_FLOOR, check_false_robustness
+    from rlgauntlet.gauntlet.checks import WOBBLE_FLOOR, check_false_robustness
     from rlgauntlet.victims.torch_module import TorchVictim
 
     class Jitter(nn.Module):
@@ -896,26 +905,26 @@ def test_a_forward_that_wobbles_by_rounding_only_is_not_stochastic():
 
 
 def test_the_vanishing_gradient_check_needs_more_than_half_the_states():
-    from rlgauntlet.experiments.false_robustness import vanishing_gradient_holds
+    from rlgauntlet.gauntlet.checks import vanishing_gradient_holds
 
     assert [vanishing_gradient_holds(f) for f in (0.0, 0.5, 0.5001, 1.0)] == [False, False, True, True]
 
 
 def test_a_foreign_file_in_the_gauntlet_cache_is_never_replaced(tmp_path):
     from rlgauntlet.common.outputs import write_json
-    from rlgauntlet.experiments.gauntlet import CACHE_KIND, _cached
+    from rlgauntlet.gauntlet.run import CACHE_KIND, cached
 
     theirs = tmp_path / "checks.json"
     theirs.write_text('{"notes": 1}')
     with pytest.raises(UserError, match="not a cache file"):
-        _cached(theirs, lambda: {"computed": True})
+        cached(theirs, lambda: {"computed": True})
     assert theirs.read_text() == '{"notes": 1}'
     ours = tmp_path / "certified.json"
-    assert _cached(ours, lambda: {"rows": [1]}) == {"rows": [1]}
-    assert _cached(ours, lambda: pytest.fail("computed again")) == {"rows": [1]}  # read back, not recomputed
+    assert cached(ours, lambda: {"rows": [1]}) == {"rows": [1]}
+    assert cached(ours, lambda: pytest.fail("computed again")) == {"rows": [1]}  # read back, not recomputed
     write_json(tmp_path / "other.json", {"x": 1}, kind="evaluation")
     with pytest.raises(UserError):
-        _cached(tmp_path / "other.json", lambda: {})
+        cached(tmp_path / "other.json", lambda: {})
     assert CACHE_KIND == "gauntlet cache"
 
 

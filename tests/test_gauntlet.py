@@ -17,10 +17,10 @@ from scipy import stats
 
 from rlgauntlet.envs import make_env
 from rlgauntlet.errors import UserError
-from rlgauntlet.experiments import protocols as protocols_module
+from rlgauntlet.gauntlet import protocols as protocols_module
 from rlgauntlet.experiments.agents import load_for_env
-from rlgauntlet.experiments.false_robustness import check_false_robustness, per_step_objective
-from rlgauntlet.experiments.protocols import PROTOCOLS, Level, Protocol, get_protocol, protocol_for
+from rlgauntlet.gauntlet.checks import check_false_robustness, per_step_objective
+from rlgauntlet.gauntlet.protocols import PROTOCOLS, Level, Protocol, get_protocol, protocol_for
 from rlgauntlet.metrics.aggregates import improvement_interval, iqm, iqm_interval, probability_of_improvement
 from rlgauntlet.victims.base import PolicyOutput
 
@@ -206,7 +206,7 @@ def test_gauntlet_on_a_masked_agent(tiny_protocol, masked_agent, tmp_path):
     """Strongest-of is the minimum over every attack; the masked agent's gradient attacks do
     nothing while noise and the learned attacker do, and the warning is raised; a re-run
     recomputes nothing; a store of another protocol version is refused."""
-    from rlgauntlet.experiments.gauntlet import run_gauntlet
+    from rlgauntlet.gauntlet import run_gauntlet
 
     store = tmp_path / "g.sqlite"
     result = run_gauntlet(f"torchscript:{masked_agent}", "CartPole-v1", level="quick", store=store, kind="q",
@@ -270,7 +270,8 @@ class _opened:
 
 def test_leaderboard_ranks_by_worst_case_and_never_mixes_versions(tmp_path):
     from rlgauntlet.experiments.store import ResultsStore, run_key
-    from rlgauntlet.report.leaderboard import leaderboard, render_leaderboard
+    from rlgauntlet.gauntlet.leaderboard import leaderboard
+    from rlgauntlet.report.leaderboard import render_leaderboard
 
     path = tmp_path / "board.sqlite"
     store = ResultsStore(path)
@@ -360,9 +361,9 @@ def test_docs_state_every_protocols_version_and_grid():
 
 RESUME_SCRIPT = """
 import sys
-from rlgauntlet.experiments import protocols
-from rlgauntlet.experiments.gauntlet import run_gauntlet
-from rlgauntlet.experiments.protocols import Level, Protocol
+from rlgauntlet.gauntlet import protocols
+from rlgauntlet.gauntlet import run_gauntlet
+from rlgauntlet.gauntlet.protocols import Level, Protocol
 
 if __name__ == "__main__":
     protocols.PROTOCOLS["classic"] = Protocol(
@@ -422,7 +423,7 @@ def test_the_worst_case_takes_every_attack_within_the_budget():
     worst case at 0.1; at 0.05 it does not count. Pooled means over two seeds."""
     from types import SimpleNamespace
 
-    from rlgauntlet.experiments.gauntlet import _summary
+    from rlgauntlet.gauntlet.summary import summarise
 
     def ev(spec, returns):
         return {"spec": spec, "returns": returns, "return_mean": float(np.mean(returns))}
@@ -444,7 +445,7 @@ def test_the_worst_case_takes_every_attack_within_the_budget():
                             "paad:attacker=/a,eps=0.075": "paad:eps=0.075", "paad:attacker=/b,eps=0.075": "paad:eps=0.075",
                             "gaussian_noise:std=0.1": "gaussian_noise:std=0.1"})
     plan.adversarial = plan.heuristics + plan.learned
-    summary = _summary(plan, reports, None)
+    summary = summarise(plan, reports, None)
     worst = {w["eps"]: w for w in summary["worst_case"]}
     # the natural change keeps 2200 of 3000 pooled over both seeds: 1 − 2200/3000 of the return lost
     assert summary["natural"]["return_drop_mean"] == pytest.approx(1 - 2200 / 3000)
@@ -458,7 +459,7 @@ def test_the_worst_case_takes_every_attack_within_the_budget():
 
 def test_an_agent_counts_once_on_the_leaderboard_under_its_latest_method(tmp_path):
     from rlgauntlet.experiments.store import ResultsStore, run_key
-    from rlgauntlet.report.leaderboard import leaderboard
+    from rlgauntlet.gauntlet.leaderboard import leaderboard
 
     path = tmp_path / "s.sqlite"
     store = ResultsStore(path)
@@ -477,7 +478,7 @@ def test_an_agent_counts_once_on_the_leaderboard_under_its_latest_method(tmp_pat
 def test_the_pixel_protocol_fits_the_zoo_pong_agent(tmp_path):
     """Every entry of the pixel protocol applies to an Atari agent (nothing skipped): the image
     natural suite, the corruption grid at severities 1 and 5 (quick), PA-AD and SA-RL at 1/255."""
-    from rlgauntlet.experiments.gauntlet import plan_gauntlet
+    from rlgauntlet.gauntlet import plan_gauntlet
 
     plan = plan_gauntlet("zoo:pong-ppo", "PongNoFrameskip-v4", level="quick", store=tmp_path / "g.sqlite")
     assert plan.protocol.tag == "pixel@v1" and plan.victim.budget_space == "pixel01" and plan.skipped == []
@@ -491,7 +492,7 @@ def test_the_mujoco_protocol_trains_each_director_with_both_settings_and_keeps_i
     """mujoco v2: PA-AD and SA-RL each trained with our director settings and the official
     code's, best checkpoint kept; the two settings are two rows of the results (never pooled),
     each in a folder of its own; Robust Sarsa has no director and stays one."""
-    from rlgauntlet.experiments.gauntlet import plan_gauntlet
+    from rlgauntlet.gauntlet import plan_gauntlet
 
     plan = plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", level="quick", store=tmp_path / "g.sqlite")
     assert plan.protocol.tag == "mujoco@v3" and plan.skipped == []
@@ -507,7 +508,7 @@ def test_the_mujoco_protocol_trains_each_director_with_both_settings_and_keeps_i
 def test_continuous_agents_meet_every_constant_director_at_every_eps(tmp_path):
     """mujoco v3: the push along each of Hopper's 14 directions is a heuristic attack at each of
     the 4 budgets, so each is in its ε's strongest-of; a discrete agent's protocol has none."""
-    from rlgauntlet.experiments.gauntlet import plan_gauntlet
+    from rlgauntlet.gauntlet import plan_gauntlet
     from rlgauntlet.threats.attacks.push import push_directions
 
     plan = plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", level="quick", store=tmp_path / "g.sqlite")
@@ -521,20 +522,21 @@ def test_continuous_agents_meet_every_constant_director_at_every_eps(tmp_path):
 
 
 def test_a_director_setting_an_env_lacks_is_skipped_with_its_reason():
-    from rlgauntlet.experiments.gauntlet import _director_settings
+    from rlgauntlet.gauntlet.plan import director_settings_for
 
     skipped: list[dict] = []
     protocol = get_protocol("mujoco")
-    assert _director_settings(protocol, "Walker2d-v5", skipped) == ["default", "official"] and skipped == []
-    assert _director_settings(protocol, "Swimmer-v5", skipped) == ["default"]
-    assert _director_settings(protocol, "Swimmer-v5", skipped) == ["default"]
+    assert director_settings_for(protocol, "Walker2d-v5", skipped) == ["default", "official"] and skipped == []
+    assert director_settings_for(protocol, "Swimmer-v5", skipped) == ["default"]
+    assert director_settings_for(protocol, "Swimmer-v5", skipped) == ["default"]
     [row] = skipped  # once, however many methods and seeds asked
     assert row["spec"] == "director setting official" and "Hopper, Walker2d, HalfCheetah, Ant" in row["reason"]
 
 
 def test_an_attacker_task_trains_with_its_setting_and_selection(monkeypatch):
     from rlgauntlet.experiments import attackers
-    from rlgauntlet.experiments.gauntlet import AttackerTask, train_attacker_task
+    from rlgauntlet.gauntlet.plan import AttackerTask
+    from rlgauntlet.gauntlet.run import train_attacker_task
 
     seen = {}
 
@@ -552,9 +554,9 @@ def test_an_attacker_task_trains_with_its_setting_and_selection(monkeypatch):
 
 RAY_SCRIPT = """
 import json, sys
-from rlgauntlet.experiments import protocols
-from rlgauntlet.experiments.gauntlet import run_gauntlet
-from rlgauntlet.experiments.protocols import Level, Protocol
+from rlgauntlet.gauntlet import protocols
+from rlgauntlet.gauntlet import run_gauntlet
+from rlgauntlet.gauntlet.protocols import Level, Protocol
 
 if __name__ == "__main__":
     protocols.PROTOCOLS["classic"] = Protocol(

@@ -105,12 +105,12 @@ class Accepted(BaseException):
 WORK = ("rlgauntlet.experiments.spectrum:spectrum", "rlgauntlet.experiments.calibrate:calibrate_agent",
         "rlgauntlet.experiments.certify:certify", "rlgauntlet.experiments.evaluate:evaluate",
         "rlgauntlet.report.curves:budget_curves", "rlgauntlet.report.html:render_report",
-        "rlgauntlet.experiments.gauntlet:run_gauntlet", "rlgauntlet.experiments.ood:ood_scan",
+        "rlgauntlet.gauntlet:run_gauntlet", "rlgauntlet.experiments.ood:ood_scan",
         "rlgauntlet.experiments.ood:ood_bench", "rlgauntlet.experiments.sweep:run_sweep",
         "rlgauntlet.experiments.sweep:preview_sweep", "rlgauntlet.training.job:train",
         "rlgauntlet.training.job:train_seeds", "rlgauntlet.experiments.attackers:train_attacker",
         "rlgauntlet.training.dynamics:learn_dynamics", "rlgauntlet.training.export:export_sb3",
-        "rlgauntlet.report.leaderboard:leaderboard")
+        "rlgauntlet.gauntlet.leaderboard:leaderboard")
 
 
 def _no_work(patch) -> None:

@@ -8,12 +8,12 @@ Run from the repository root, in a worktree of its own (it edits modules in plac
 import subprocess
 import sys
 M = [
- ("src/rlgauntlet/experiments/gauntlet.py", "np.std(values, ddof=1)", "np.std(values, ddof=0)", "test_a_worst_case_rows"),
- ("src/rlgauntlet/experiments/gauntlet.py", "-seed{plan.seeds[0]}-", "-", "test_the_certification_and_checks"),
- ("src/rlgauntlet/experiments/false_robustness.py", "v.std(unbiased=True) / math.sqrt(n)", "v.std(unbiased=True) / n", "test_the_checks_standard_error"),
- ("src/rlgauntlet/experiments/false_robustness.py", "return mean < -Z * sem and mean < -1e-9", "return mean < Z * sem and mean < -1e-9", "test_worse_than_random"),
+ ("src/rlgauntlet/gauntlet/summary.py", "np.std(values, ddof=1)", "np.std(values, ddof=0)", "test_a_worst_case_rows"),
+ ("src/rlgauntlet/gauntlet/summary.py", "-seed{plan.seeds[0]}-", "-", "test_the_certification_and_checks"),
+ ("src/rlgauntlet/gauntlet/checks.py", "v.std(unbiased=True) / math.sqrt(n)", "v.std(unbiased=True) / n", "test_the_checks_standard_error"),
+ ("src/rlgauntlet/gauntlet/checks.py", "return mean < -Z * sem and mean < -1e-9", "return mean < Z * sem and mean < -1e-9", "test_worse_than_random"),
  ("src/rlgauntlet/metrics/aggregates.py", "point = float(iqm(np.concatenate(strata)))", "point = float(np.mean(np.concatenate(strata)))", "test_iqm_interval_point"),
- ("src/rlgauntlet/report/leaderboard.py", "headline = protocol.headline_of(meta.get(\"version\")) if protocol else None", "headline = protocol.headline_eps if protocol else None", "test_the_leaderboard_scores_no_unknown"),
+ ("src/rlgauntlet/gauntlet/leaderboard.py", "headline = protocol.headline_of(meta.get(\"version\")) if protocol else None", "headline = protocol.headline_eps if protocol else None", "test_the_leaderboard_scores_no_unknown"),
  ("src/rlgauntlet/metrics/ood.py", 'np.searchsorted(tprs, tpr, side="left")', 'np.searchsorted(tprs, tpr, side="right")', "test_fpr_at_95"),
  ("src/rlgauntlet/threats/attacks/push.py", '(f",steps={steps}" if steps != 1 else "")', '""', "test_a_pgd_push"),
  ("src/rlgauntlet/training/radial.py", "radial_ppo_policy_loss(terms, lower, upper, self.kappa)", "radial_ppo_policy_loss(terms, upper, lower, self.kappa)", "test_radial_ppo_training_passes"),

@@ -17,7 +17,7 @@ from rlgauntlet.errors import UserError
 
 
 def _list_protocols(as_json: bool) -> None:
-    from rlgauntlet.experiments.protocols import PROTOCOLS
+    from rlgauntlet.gauntlet.protocols import PROTOCOLS
 
     if as_json:
         out_console.print_json(json.dumps({name: p.describe() for name, p in PROTOCOLS.items()}))
@@ -63,8 +63,8 @@ def gauntlet(
     Example: rlgauntlet gauntlet --agent zoo:cartpole-dqn --env CartPole-v1 --level quick --out runs/dqn --workers 2
     """
     from rlgauntlet.experiments.executors import check_executor
-    from rlgauntlet.experiments.gauntlet import plan_gauntlet, run_gauntlet
-    from rlgauntlet.experiments.protocols import protocol_fitting
+    from rlgauntlet.gauntlet import plan_gauntlet, run_gauntlet
+    from rlgauntlet.gauntlet.protocols import protocol_fitting
     from rlgauntlet.experiments.store import check_store_location
     from rlgauntlet.report.html import REPORT_KIND, render_report
 
@@ -129,7 +129,8 @@ def leaderboard(
 
     Example: rlgauntlet leaderboard --store runs/dqn/gauntlet.sqlite --store runs/ppo/gauntlet.sqlite --out board.html
     """
-    from rlgauntlet.report.leaderboard import JSON_KIND, PAGE_KIND, leaderboard as rank, render_leaderboard
+    from rlgauntlet.gauntlet.leaderboard import JSON_KIND, leaderboard as rank
+    from rlgauntlet.report.leaderboard import PAGE_KIND, render_leaderboard
 
     if out.suffix.lower() not in (".html", ".htm"):
         raise UserError(f"--out {out}: the leaderboard is an HTML page; give a name ending in .html")

@@ -27,6 +27,7 @@ from rlgauntlet.common.outputs import check_run_dir
 from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.agents import AgentSpec, as_agent_spec, open_job
 from rlgauntlet.threats.learned.base import ATTACKER_FILE, MANIFEST
+from rlgauntlet.threats.spec import quote_value
 
 #: the learned attackers ``attack-train`` trains
 METHODS = ("paad", "sarl", "robust-sarsa")
@@ -176,8 +177,8 @@ def attacker_strength(agent: str | AgentSpec, env: str, run_dir: str | Path, eps
 def _threat_spec(method: str, run_dir: Path, eps: float) -> str:
     """The threat spec that applies the attacker (or Q function) trained in ``run_dir``."""
     if method == "robust-sarsa":
-        return f"robust_sarsa:q={_quoted(run_dir)},eps={eps!r}"
-    return f"{method}:attacker={_quoted(run_dir)},eps={eps!r}"
+        return f"robust_sarsa:q={quote_value(str(run_dir))},eps={eps!r}"
+    return f"{method}:attacker={quote_value(str(run_dir))},eps={eps!r}"
 
 
 def _strength(victim, env: str, threat: str, eps: float, run_dir: Path, manifest: dict, episodes: int, seed: int,
@@ -232,10 +233,3 @@ def _finished_q_function(run_dir: Path, config: dict, transitions: int) -> dict 
         return None
     same = all(manifest.get(key) == value for key, value in config.items())
     return manifest if same and manifest.get("steps") == transitions and (run_dir / Q_FILE).exists() else None
-
-
-def _quoted(path: Path) -> str:
-    """``path`` as a spec value: quoted (inner quotes escaped, as ``threats.spec`` reads them)
-    when it holds a character the spec grammar gives a meaning."""
-    text = str(path)
-    return '"' + text.replace('"', '\\"') + '"' if any(c in text for c in ',:="|\'') else text

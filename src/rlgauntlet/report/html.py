@@ -28,10 +28,11 @@ from rlgauntlet.report.sections import SECTIONS, comparison
 #: how the first lines of every report mark it (so that an --out we did not write is never replaced)
 #: what a report page is, in its mark (common.outputs)
 REPORT_KIND = "report"
-GENERATOR_MARK = '<meta name="generator" content="rlgauntlet'
 
 
-def _environment():
+def template_environment():
+    """The Jinja environment of the report's templates (strict: an undefined name is an error;
+    autoescaped: user text never becomes markup). The leaderboard page renders with it too."""
     from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
     return Environment(loader=PackageLoader("rlgauntlet.report", "templates"), autoescape=select_autoescape(["j2"]),
@@ -101,7 +102,7 @@ def render_report(stores: list[str | Path], out: str | Path, agents: list[str] |
                   title: str = "rlgauntlet robustness report", gauntlet: dict | None = None,
                   runs: set[tuple[int, int]] | None = None, labels: dict[str, str] | None = None) -> Path:
     """Render the report of ``stores`` (paths) to ``out``; returns the path written. ``gauntlet``
-    (a :func:`~rlgauntlet.experiments.gauntlet.run_gauntlet` result) adds its summary at the top;
+    (a :func:`~rlgauntlet.gauntlet.run.run_gauntlet` result) adds its summary at the top;
     ``runs`` (store index, run id) keeps only those runs and ``labels`` renames agents, as in
     :func:`~rlgauntlet.report.data.load_groups`."""
     from rlgauntlet.common.outputs import check_output
@@ -113,7 +114,7 @@ def render_report(stores: list[str | Path], out: str | Path, agents: list[str] |
     finally:
         for store in opened:
             store.close()
-    html = _environment().get_template("report.html.j2").render(
+    html = template_environment().get_template("report.html.j2").render(
         title=title, version=rlgauntlet.__version__, rendered=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         gauntlet=gauntlet, output_kind=REPORT_KIND, **context)
     out.parent.mkdir(parents=True, exist_ok=True)

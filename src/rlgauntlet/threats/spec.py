@@ -217,3 +217,13 @@ def parse_threat(spec: str) -> Threat:
         hint = f"; required: {', '.join(required)}" if required else ""
         raise UserError(f"threat spec {spec!r}: {where}: {err['msg']}{hint}") from None
     return cls(model, Schedule(float(p)), spec=spec)
+
+
+def quote_value(text: str) -> str:
+    """``text`` as a spec value: quoted (inner quotes escaped, as :func:`parse_threat` reads them)
+    when it holds a character the spec grammar gives a meaning (a path with a comma, say).
+
+    >>> quote_value("runs/paad"), quote_value("runs/a,b")
+    ('runs/paad', '"runs/a,b"')
+    """
+    return '"' + text.replace('"', '\\"') + '"' if any(c in text for c in ',:="|\'') else text

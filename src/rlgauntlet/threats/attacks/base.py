@@ -111,6 +111,13 @@ class GradientAttack(Threat):
     def loss(self, out: PolicyOutput, ref: Any) -> torch.Tensor:
         """Per-row loss to *maximise*, shape (B,)."""
 
+    @classmethod
+    def measure(cls, victim: Victim, x: torch.Tensor, x_adv: torch.Tensor) -> torch.Tensor:
+        """What this attack achieves on each state, in its own objective's units, (B,): the
+        quantity the false-robustness checks compare with random noise (not the surrogate loss
+        the gradient follows). Attacks that declare no measure are not checked."""
+        raise NotImplementedError(f"{cls.name} declares no per-state measure of its objective")
+
     def loss_and_gradient(self, x_adv: torch.Tensor, victim: Victim, ref: Any) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-row loss at ``x_adv`` (B,) and its gradient with respect to ``x_adv``."""
         z = x_adv.detach().requires_grad_(True)

@@ -54,6 +54,12 @@ class MaxDiff(GradientAttack):
     def loss(self, out: PolicyOutput, ref: PolicyOutput) -> torch.Tensor:
         return policy_divergence(out, ref)
 
+    @classmethod
+    @torch.no_grad()
+    def measure(cls, victim: Victim, x: torch.Tensor, x_adv: torch.Tensor) -> torch.Tensor:
+        """KL(π(·|x̃) ‖ π(·|x)) on each state (squared action distance for deterministic policies)."""
+        return policy_divergence(victim.forward(x_adv), victim.forward(x))
+
     def iteration_move(self, grad: torch.Tensor, i: int, rng: BatchRNG) -> torch.Tensor:
         if self.params.noise:
             grad = grad + math.sqrt(2 * self.step_size) / (i + 2) * rng.normal(grad.shape[1:]).to(grad)

@@ -31,3 +31,9 @@ class MinBest(GradientAttack):
 
     def loss(self, out: PolicyOutput, best: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(out.scores(), best, reduction="none")
+
+    @classmethod
+    @torch.no_grad()
+    def measure(cls, victim: Victim, x: torch.Tensor, x_adv: torch.Tensor) -> torch.Tensor:
+        """Whether the greedy action changed (1) or not (0) on each state."""
+        return (victim.forward(x_adv).scores().argmax(-1) != victim.forward(x).scores().argmax(-1)).to(x.dtype)

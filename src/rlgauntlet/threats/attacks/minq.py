@@ -32,3 +32,12 @@ class MinQ(GradientAttack):
 
     def loss(self, out: PolicyOutput, worst: torch.Tensor) -> torch.Tensor:
         return -F.cross_entropy(out.q, worst, reduction="none")
+
+    @classmethod
+    @torch.no_grad()
+    def measure(cls, victim: Victim, x: torch.Tensor, x_adv: torch.Tensor) -> torch.Tensor:
+        """The Q drop Q(x, a(x)) − Q(x, a(x̃)) on each state, in the agent's Q units."""
+        q = victim.forward(x).q
+        best = q.gather(1, q.argmax(-1, keepdim=True)).squeeze(1)
+        taken = q.gather(1, victim.forward(x_adv).q.argmax(-1, keepdim=True)).squeeze(1)
+        return best - taken

@@ -46,8 +46,7 @@ import gymnasium as gym
 import torch
 
 from rlgauntlet.common.seeding import BatchRNG, episode_generator
-from rlgauntlet.threats import parse_threat
-from rlgauntlet.threats.attacks.maxdiff import policy_divergence
+from rlgauntlet.threats import THREATS, parse_threat
 from rlgauntlet.victims.base import PolicyOutput, Victim
 
 #: the gradient of an attack's loss counts as vanished at or below this max-abs value
@@ -70,28 +69,17 @@ ATTACKS = {
 
 
 def objectives_for(victim: Victim) -> list[str]:
-    """The objectives whose attacks apply to ``victim``'s kind."""
-    if victim.kind == "q":
-        return ["minbest", "maxdiff", "minq"]
-    if victim.kind == "categorical":
-        return ["minbest", "maxdiff"]
-    return ["maxdiff"]
+    """The objectives of :data:`ATTACKS` whose attacks apply to ``victim``'s kind (the registry's
+    ``kinds`` of each attack)."""
+    return [name for name in ATTACKS if victim.kind in THREATS[name].kinds]
 
 
-@torch.no_grad()
 def per_step_objective(name: str, victim: Victim, x: torch.Tensor, x_adv: torch.Tensor) -> torch.Tensor:
-    """The objective ``name`` of perturbed inputs ``x_adv`` against clean ``x`` (both (B, ...)): (B,)."""
-    clean, attacked = victim.forward(x), victim.forward(x_adv)
-    if name == "minbest":
-        return (attacked.scores().argmax(-1) != clean.scores().argmax(-1)).to(x.dtype)
-    if name == "maxdiff":
-        return policy_divergence(attacked, clean)
-    if name == "minq":
-        q = clean.q
-        best = q.gather(1, q.argmax(-1, keepdim=True)).squeeze(1)
-        taken = q.gather(1, attacked.q.argmax(-1, keepdim=True)).squeeze(1)
-        return best - taken
-    raise ValueError(f"unknown objective {name!r}")
+    """The objective ``name`` of perturbed inputs ``x_adv`` against clean ``x`` (both (B, ...)):
+    (B,), as its attack declares it (``measure`` of the registered attack)."""
+    if name not in THREATS:
+        raise ValueError(f"unknown objective {name!r}")
+    return THREATS[name].measure(victim, x, x_adv)
 
 
 def collect_states(victim: Victim, env_fn: Callable[[], gym.Env], seed: int, count: int) -> torch.Tensor:

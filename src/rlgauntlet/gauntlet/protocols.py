@@ -5,7 +5,7 @@ the headline ε a leaderboard ranks by, the heuristic attacks per policy kind wi
 settings, the learned attackers and their training steps per level, the natural suite, the
 physics or corruption shift grid, and whether the agent is certified. Changing any of it is a
 new ``version``; results of different versions are never ranked together (the store refuses to
-mix them, see :mod:`rlgauntlet.experiments.gauntlet`). docs/protocols.md writes each one out.
+mix them, see :mod:`rlgauntlet.gauntlet.run`). docs/protocols.md writes each one out.
 
 Levels trade cost for confidence: ``quick`` (minutes on a laptop: fewer episodes, learned
 attackers at the headline ε only, a reduced shift grid), ``standard`` and ``paper`` (the

@@ -1,0 +1,31 @@
+"""The gauntlet: an env family's whole evaluation protocol on one agent, and the board that
+ranks the agents it judged.
+
+What it owns:
+
+* :mod:`~rlgauntlet.gauntlet.protocols`: the versioned protocols (ε grid and units, attacks,
+  natural and shift suites, learned attackers, levels);
+* :mod:`~rlgauntlet.gauntlet.plan`: the plan of one agent's gauntlet, decided and checked before
+  any work (attacker tasks and their cache folders);
+* :mod:`~rlgauntlet.gauntlet.run`: :func:`run_gauntlet`, its three phases and its caches;
+* :mod:`~rlgauntlet.gauntlet.summary`: the worst-case statistics and the stored result, with the
+  metric names as constants;
+* :mod:`~rlgauntlet.gauntlet.checks`: the false-robustness checks;
+* :mod:`~rlgauntlet.gauntlet.leaderboard`: the board's ranking (IQM, bootstrap intervals,
+  P(X > Y)); :mod:`rlgauntlet.report.leaderboard` only renders it.
+
+What it may import: the job kit and jobs of :mod:`rlgauntlet.experiments`, and every layer below
+them (threats, victims, envs, engine, bounds, metrics, common). Nothing below imports it; the CLI
+and the report's rendering use it.
+
+Example:
+    >>> from rlgauntlet.gauntlet import get_protocol
+    >>> get_protocol("classic").eps_grid[:2]
+    ('0.05', '0.1')
+"""
+
+from rlgauntlet.gauntlet.plan import GauntletPlan, plan_gauntlet
+from rlgauntlet.gauntlet.protocols import PROTOCOLS, Protocol, get_protocol, protocol_for
+from rlgauntlet.gauntlet.run import run_gauntlet
+
+__all__ = ["GauntletPlan", "plan_gauntlet", "run_gauntlet", "PROTOCOLS", "Protocol", "get_protocol", "protocol_for"]

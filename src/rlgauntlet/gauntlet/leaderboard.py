@@ -1,0 +1,141 @@
+"""The leaderboard's maths: every agent the gauntlet evaluated, ranked by its worst case, one
+board per protocol version, level and env (results of different versions or levels are never
+ranked together). :mod:`rlgauntlet.report.leaderboard` renders the board as a page.
+
+An agent's score is its worst-case mean return at the protocol's headline ε (the lowest over
+every attack of the protocol, learned attackers included). Agents of one method (the gauntlet's
+``--method``, e.g. several training seeds of SA-PPO) are aggregated with the interquartile mean
+and a 95% stratified-bootstrap interval, and each pair of methods gets the probability that a
+run of one scores above a run of the other (:mod:`rlgauntlet.metrics.aggregates`). Clean return,
+natural impact and certified figures stand beside the score, as means over the method's agents.
+
+Example:
+    >>> board = leaderboard(["a.sqlite", "b.sqlite"])                    # doctest: +SKIP
+    >>> [r["method"] for r in board["boards"][0]["rows"]]                 # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+import rlgauntlet
+from rlgauntlet.errors import UserError
+from rlgauntlet.gauntlet.summary import CLEAN_RETURN, NATURAL_IMPACT, WARNINGS, acr_metric, gwc_metric, worst_case_metric
+from rlgauntlet.metrics.aggregates import improvement_interval, iqm_interval
+
+
+#: what the board's JSON is, in its mark (common.outputs)
+JSON_KIND = "leaderboard"
+
+
+def _value(metrics: dict, name: str) -> float | None:
+    """The stored metric ``name``: None where it is missing or not a finite number (an inf or
+    NaN worst case is never ranked; :func:`_why_unscored` says why)."""
+    entry = metrics.get(name)
+    if entry is None or entry["value"] is None:
+        return None
+    value = float(entry["value"])
+    return value if math.isfinite(value) else None
+
+
+def _why_unscored(metrics: dict, protocol: object, version: object, headline: str | None) -> str | None:
+    """Why a gauntlet result has no score (None: it has one)."""
+    if headline is None:
+        known = "unknown protocol" if protocol is None else f"a version this rlgauntlet does not know (it knows " \
+                                                              f"v{protocol.headline_since} to v{protocol.version})"
+        return f"version {version}: {known}, so its headline ε is unknown"
+    entry = metrics.get(worst_case_metric(headline))
+    if entry is None or entry["value"] is None:
+        return f"no worst case at the headline ε {headline}"
+    if not math.isfinite(float(entry["value"])):
+        return f"its worst case at ε {headline} is {entry['value']}, not a finite number"
+    return None
+
+
+def _mean(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return float(np.mean(known)) if known else None
+
+
+def gauntlet_entries(paths: list[str | Path]) -> list[dict]:
+    """Every gauntlet result stored in ``paths``: its identity and metrics (the latest result of
+    an agent, by sha256, under one protocol version, level and env, when the stores hold several)."""
+    from rlgauntlet.experiments.store import open_existing_store
+    from rlgauntlet.gauntlet.protocols import PROTOCOLS
+
+    entries: dict[tuple, dict] = {}
+    for given in paths:
+        store = open_existing_store(given)
+        path = Path(store.path)
+        try:
+            for run_id, meta in store.runs("gauntlet"):
+                metrics = store.metrics(run_id)
+                protocol = PROTOCOLS.get(meta.get("protocol"))
+                headline = protocol.headline_of(meta.get("version")) if protocol else None
+                # one agent counts once: its latest result (and the method that result names)
+                key = (meta.get("protocol"), meta.get("version"), meta.get("level"), meta.get("env"),
+                       meta.get("sha256"))
+                entries[key] = {**meta, "store": path.name, "run_id": run_id, "headline_eps": headline,
+                                "score": _value(metrics, worst_case_metric(headline)) if headline else None,
+                                "unscored_reason": _why_unscored(metrics, protocol, meta.get("version"), headline),
+                                "clean": _value(metrics, CLEAN_RETURN),
+                                "natural_impact": _value(metrics, NATURAL_IMPACT),
+                                "acr": _value(metrics, acr_metric(headline)) if headline else None,
+                                "gwc": _value(metrics, gwc_metric(headline)) if headline else None,
+                                "warnings": int(_value(metrics, WARNINGS) or 0)}
+        finally:
+            store.close()
+    return list(entries.values())
+
+
+def leaderboard(paths: list[str | Path], seed: int = 0) -> dict:
+    """The boards of every gauntlet result in the stores at ``paths`` (see the module docstring)."""
+    entries = gauntlet_entries(paths)
+    if not entries:
+        raise UserError("the stores hold no gauntlet result; run `rlgauntlet gauntlet --store FILE` first")
+    if all(e["score"] is None for e in entries):
+        found = sorted({f"{e['protocol']} v{e['version']}" for e in entries})
+        reasons = sorted({e["unscored_reason"] for e in entries if e["unscored_reason"]})
+        raise UserError(f"no gauntlet result in the stores can be ranked ({'; '.join(reasons)}); versions found: "
+                        f"{', '.join(found)}; run the gauntlet with this rlgauntlet on a new --store")
+    boards: dict[tuple, list[dict]] = {}
+    for e in entries:
+        boards.setdefault((e["protocol"], e["version"], e["level"], e["env"]), []).append(e)
+    out = []
+    for (protocol, version, level, env), members in sorted(boards.items(), key=lambda kv: tuple(map(str, kv[0]))):
+        methods: dict[str, list[dict]] = {}
+        for e in members:
+            methods.setdefault(e["method"], []).append(e)
+        rows, unscored = [], []
+        missing = [{"method": a["method"], "agent": a["agent"], "reason": a["unscored_reason"]}
+                   for a in members if a["score"] is None]
+        for method, agents in methods.items():
+            scores = [a["score"] for a in agents if a["score"] is not None]
+            if not scores:
+                unscored.append(method)
+                continue
+            point, low, high = iqm_interval([scores], seed=seed)
+            rows.append({"method": method, "agents": len(scores), "scores": scores, "iqm": point,
+                         "ci_low": low, "ci_high": high, "clean": _mean([a["clean"] for a in agents]),
+                         "natural_impact": _mean([a["natural_impact"] for a in agents]),
+                         "acr": _mean([a["acr"] for a in agents]), "gwc": _mean([a["gwc"] for a in agents]),
+                         "warnings": sum(a["warnings"] for a in agents),
+                         "members": [{"agent": a["agent"], "sha256": a["sha256"], "score": a["score"],
+                                      "store": a["store"], "run_id": a["run_id"]} for a in agents]})
+        rows.sort(key=lambda r: -r["iqm"])
+        for rank, r in enumerate(rows, 1):
+            r["rank"] = rank
+        pairs = []
+        for i, a in enumerate(rows):
+            for b in rows[i + 1:]:
+                p, low, high = improvement_interval(a["scores"], b["scores"], seed=seed)
+                pairs.append({"x": a["method"], "y": b["method"], "p_x_better": p, "ci_low": low, "ci_high": high})
+        out.append({"protocol": protocol, "version": version, "level": level, "env": env,
+                    "headline_eps": members[0]["headline_eps"], "rows": rows, "pairs": pairs,
+                    "unscored": unscored, "missing": missing})
+    return {"rlgauntlet_version": rlgauntlet.__version__, "boards": out,
+            "statistics": "IQM over a method's agents with a 95% stratified-bootstrap percentile interval "
+                          "(scipy.stats.bootstrap, 2000 resamples); P(X > Y) with ties counted one half"}

@@ -1,0 +1,250 @@
+"""The gauntlet's plan: which protocol, which evaluations and which learned attackers, decided
+and checked against the loaded agent and env before any work (bad input fails here, with a
+:class:`~rlgauntlet.errors.UserError`, and nothing is written).
+
+Example:
+    >>> plan = plan_gauntlet("zoo:cartpole-dqn", "CartPole-v1", level="quick",
+    ...                      store="runs/g.sqlite")                               # doctest: +SKIP
+    >>> len(plan.heuristics), [t.method for t in plan.tasks]                      # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Sequence
+
+from rlgauntlet.errors import UserError
+from rlgauntlet.experiments.agents import AgentSpec, as_agent_spec
+from rlgauntlet.experiments.store import ResultsStore
+from rlgauntlet.gauntlet.protocols import Protocol, protocol_fitting
+
+#: the learned attackers' threat names per training method
+THREAT_OF_METHOD = {"paad": "paad", "sarl": "sarl", "robust-sarsa": "robust_sarsa"}
+#: the folder beside the store that holds trained attackers and cached results
+CACHE_FOLDER = "gauntlet-cache"
+
+
+@dataclass(frozen=True)
+class AttackerTask:
+    """One learned attacker to train (a cell of the executor): everything a worker needs."""
+
+    agent: tuple[tuple[str, object], ...]  # the AgentSpec's fields
+    env: str
+    method: str
+    eps: str  # as written in the protocol (e.g. 1/255)
+    eps_value: float
+    seed: int
+    steps: int
+    folder: str
+    setting: str = "default"  # the director's PPO settings (Robust Sarsa has none)
+    select: str = "last"  # the director checkpoint the attacker is
+
+    @property
+    def spec(self) -> str:
+        """The threat spec that applies the trained attacker."""
+        from rlgauntlet.threats.spec import quote_value
+
+        key = "q" if self.method == "robust-sarsa" else "attacker"
+        return f"{THREAT_OF_METHOD[self.method]}:{key}={quote_value(self.folder)},eps={self.eps}"
+
+    @property
+    def name(self) -> str:
+        """The threat, and a director setting other than the default: the attackers of two
+        settings are two rows of the results, never pooled."""
+        return THREAT_OF_METHOD[self.method] + ("" if self.setting == "default" else f"@{self.setting}")
+
+    @property
+    def label(self) -> str:
+        """How results name it: :attr:`name` and ε (its folder left out)."""
+        return f"{self.name}:eps={self.eps}"
+
+    def done(self) -> bool:
+        manifest = Path(self.folder) / "manifest.json"
+        if not manifest.is_file():
+            return False
+        try:
+            return int(json.loads(manifest.read_text()).get("steps", 0)) >= (
+                0 if self.method == "robust-sarsa" else self.steps)
+        except (ValueError, OSError, TypeError):
+            return False
+
+
+def safe_name(text: str) -> str:
+    """``text`` as a file-name part (anything but letters, digits, ``._-`` becomes ``_``)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)
+
+
+def eps_value(text: str) -> float:
+    """A budget as the protocol writes it (``0.1``, ``1/255``) as a number."""
+    from rlgauntlet.threats.spec import parse_value
+
+    return float(parse_value(text, f"eps {text}", "eps"))
+
+
+def with_eps(spec: str, eps: str) -> str:
+    """``spec`` with the budget ``eps`` added (``pgd:steps=10`` → ``pgd:steps=10,eps=0.1``)."""
+    return f"{spec}{',' if ':' in spec else ':'}eps={eps}"
+
+
+@lru_cache(maxsize=None)
+def threat_eps(spec: str) -> float | None:
+    """The budget of a threat spec (parsed once: the summary asks for every spec at every ε)."""
+    from rlgauntlet.threats import parse_threat
+
+    return getattr(parse_threat(spec).params, "eps", None)
+
+
+def check_protocol_version(store: ResultsStore, protocol: Protocol) -> None:
+    """Refuse a store that holds gauntlet results of another version of ``protocol``."""
+    for _, meta in store.runs("gauntlet"):
+        if meta.get("protocol") == protocol.name and meta.get("version") != protocol.version:
+            raise UserError(f"--store {store.path} holds {protocol.name} gauntlet results of version "
+                            f"{meta.get('version')}, and this is version {protocol.version}: results of different "
+                            "versions are never ranked together; give a new --store")
+
+
+def fitting_specs(specs: list[str], victim, env: str, preset: str) -> tuple[list[str], list[dict]]:
+    """The specs that apply to this agent and env, and the skipped ones with the reason."""
+    from rlgauntlet.experiments.evaluate import checked_threats
+
+    kept, skipped = [], []
+    for spec in specs:
+        try:
+            checked_threats([spec], victim, env, preset)
+            kept.append(spec)
+        except UserError as exc:
+            skipped.append({"spec": spec, "reason": str(exc)})
+    return kept, skipped
+
+
+@dataclass
+class GauntletPlan:
+    """What a gauntlet will run, decided (and checked against the agent and env) before any work."""
+
+    protocol: Protocol
+    level: str
+    spec: AgentSpec
+    env: str
+    preset: str
+    victim: object
+    sha: str
+    seeds: list[int]
+    store: Path
+    heuristics: list[str]
+    natural: list[str]
+    shifts: list[str]
+    skipped: list[dict]
+    tasks: list[AttackerTask]
+    learned: list[str]  # the learned attackers' threat specs
+    labels: dict[str, str]  # spec -> how results name it (a learned attacker's without its folder)
+
+    @property
+    def settings(self):
+        return self.protocol.levels[self.level]
+
+    @property
+    def adversarial(self) -> list[str]:
+        return self.heuristics + self.learned
+
+    def sweep(self, threats: list[str], groups: list[list[str]]):
+        """The sweep of ``threats`` on this agent, with strongest-of ``groups``."""
+        from rlgauntlet.experiments.sweep import AgentEntry, SweepSpec
+
+        entry = dict(self.spec.model_dump(), envs=[self.env])
+        pickle = entry.pop("allow_pickle")
+        agent = AgentEntry(**entry, threats=threats, strongest_of=groups or None)
+        if pickle:  # the user's own flag, never a sweep file's
+            agent = agent.model_copy(update={"allow_pickle": True})
+        return SweepSpec(name=f"gauntlet {self.protocol.tag} {self.level}", agents=[agent], seeds=self.seeds,
+                         episodes=self.settings.episodes, chunk_episodes=5, n_envs=1, deterministic=True,
+                         impact=True)
+
+
+def director_settings_for(protocol: Protocol, env: str, skipped: list[dict]) -> list[str]:
+    """The protocol's director settings that exist for ``env`` (the official code's adversary
+    settings exist for four MuJoCo envs); each one missing goes to ``skipped`` with the reason."""
+    from rlgauntlet.training.attack_train import director_settings
+
+    kept = []
+    for setting in protocol.director_settings:
+        try:
+            director_settings(env, setting)
+        except UserError as exc:
+            row = {"spec": f"director setting {setting}", "reason": str(exc)}
+            if row not in skipped:
+                skipped.append(row)
+            continue
+        kept.append(setting)
+    return kept
+
+
+def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None, level: str = "standard",
+                  seeds: Sequence[int] | None = None, store: str | Path = "gauntlet.sqlite",
+                  **load_options) -> GauntletPlan:
+    """Load the agent, pick the protocol and level, and list every evaluation and attacker the
+    gauntlet runs (entries that do not fit the agent or env are kept in ``skipped`` with the
+    reason). Bad input fails here, before any work, with a :class:`UserError`."""
+    from rlgauntlet.common.seeding import check_seeds
+    from rlgauntlet.experiments.store import check_store_location
+
+    spec = as_agent_spec(agent, **load_options)
+    if not isinstance(spec, AgentSpec):
+        raise UserError("the gauntlet runs an agent spec (zoo:NAME, sb3:PATH.zip, torchscript:PATH), not a loaded victim")
+    chosen = protocol_fitting(protocol, env, spec.preset)
+    settings = chosen.level(level)
+    seeds = check_seeds(settings.seeds if seeds is None else seeds, settings.episodes)
+    store_path = check_store_location(store)
+    victim, preset = spec.load(env)
+    sha = victim.description.get("sha256") or "unhashed"
+    if victim.budget_space is None:
+        raise UserError("the agent's input space is unknown, so ε has no unit; pass --input-space")
+    if store_path.exists():  # a new store is created by the first sweep, not by a check
+        results = ResultsStore(store_path)
+        try:
+            check_protocol_version(results, chosen)
+        finally:
+            results.close()
+
+    kinds = list(chosen.heuristics[victim.kind])
+    if chosen.push and not victim.is_discrete:
+        from rlgauntlet.threats.attacks.push import direction_param, push_directions
+
+        kinds += [f"push:direction={direction_param(d)}" for d in push_directions(victim.action_space.shape[0])]
+    heuristics, skipped = fitting_specs([with_eps(h, e) for e in chosen.eps_grid for h in kinds], victim, env, preset)
+    natural: list[str] = []
+    if chosen.natural:
+        from rlgauntlet.threats.suites import natural_suite
+
+        natural, skipped_natural = fitting_specs(natural_suite(victim, env), victim, env, preset)
+        skipped += skipped_natural
+    shifts, skipped_shifts = fitting_specs([s for s in chosen.shifts(env, settings.shifts) if s not in natural], victim, env,
+                                   preset)
+    skipped += skipped_shifts
+
+    learned_eps = [chosen.headline_eps] if settings.learned_at == "headline" else list(chosen.eps_grid)
+    cache = store_path.parent / CACHE_FOLDER / sha[:16] / safe_name(env)
+    options = tuple(sorted(spec.model_dump().items()))
+    directors = [(setting, chosen.select) for setting in director_settings_for(chosen, env, skipped)]
+    tasks = []
+    for seed in seeds:
+        for m in chosen.learned_methods(victim.is_discrete):
+            for e in ([chosen.headline_eps] if m == "robust-sarsa" else learned_eps):
+                where = "q" if m == "robust-sarsa" else f"eps{safe_name(e)}"
+                for setting, select in ([("default", "last")] if m == "robust-sarsa" else directors):
+                    how = "".join(f"-{x}" for x in (setting, select) if x not in ("default", "last"))
+                    folder = cache / (f"{m}-{where}{how}-seed{seed}-{chosen.name}-v{chosen.version}-"
+                                      f"{settings.attacker_steps}steps")
+                    tasks.append(AttackerTask(options, env, m, e, eps_value(e), seed, settings.attacker_steps,
+                                              str(folder), setting, select))
+    # a Robust Sarsa Q function serves every ε: one training, one MinQ evaluation per learned ε
+    labels = {s: s for s in heuristics + natural + shifts}
+    learned_labels = {with_eps(t.spec.rsplit(",eps=", 1)[0], e): f"{t.name}:eps={e}" for t in tasks
+                      for e in (learned_eps if t.method == "robust-sarsa" else [t.eps])}
+    labels.update(learned_labels)
+    learned = list(learned_labels)
+    return GauntletPlan(chosen, level, spec, env, preset, victim, sha, seeds, store_path, heuristics, natural, shifts,
+                        skipped, tasks, learned, labels)
