@@ -42,7 +42,7 @@ def main() -> None:
     from rlgauntlet.envs.presets import make_train_vec_env
     from rlgauntlet.training import atla
     from rlgauntlet.training.greedy_eval import greedy_returns
-    from rlgauntlet.training.sb3_train import _build_model
+    from rlgauntlet.training.kit import build_model
     from rlgauntlet.training.threat_env import ThreatVecEnv
     from rlgauntlet.victims.sb3 import SB3Victim
 
@@ -60,10 +60,10 @@ def main() -> None:
     from rlgauntlet.training.attack_mdp import AttackVecEnv
 
     agent_env = normalised(args.seed)
-    agent = _build_model(recipe, agent_env, "cpu")
+    agent = build_model(recipe, agent_env, "cpu")
     live = SB3Victim.from_model(agent)
     actor = atla.adversary_actor(preset, live)
-    adversary = _build_model(adversary_recipe, AttackVecEnv(make_train_vec_env(recipe.env_id, recipe.n_envs, 1), live,
+    adversary = build_model(adversary_recipe, AttackVecEnv(make_train_vec_env(recipe.env_id, recipe.n_envs, 1), live,
                                                              actor, seed=1), "cpu")
     atla._restore(ckpt, agent, adversary, progress)
     agent_env.training = False

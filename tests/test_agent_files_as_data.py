@@ -158,7 +158,7 @@ def test_init_from_an_sb3_zip_reads_it_as_data(tiny_models, tmp_path, no_unpickl
     from stable_baselines3.common.env_util import make_vec_env
 
     from rlgauntlet.training.presets import PRESETS
-    from rlgauntlet.training.sb3_train import _build_model, _init_from
+    from rlgauntlet.training.kit import build_model, init_from_agent
 
     marker = tmp_path / "pwned"
     evil = tmp_path / "evil.zip"
@@ -168,8 +168,8 @@ def test_init_from_an_sb3_zip_reads_it_as_data(tiny_models, tmp_path, no_unpickl
     env = make_vec_env("CartPole-v1", n_envs=1, seed=0)
     preset = type(preset)(**{**preset.__dict__, "hyperparams": {**preset.hyperparams,
                                                                    "policy_kwargs": {"net_arch": [32, 32]}}})
-    model = _build_model(preset, env, "cpu")
-    _init_from(model, env, f"sb3:{evil}", preset)
+    model = build_model(preset, env, "cpu")
+    init_from_agent(model, env, f"sb3:{evil}", preset)
     assert not marker.exists()
     source = load_sb3(tiny_models["dqn"], precision="float32").policy.state_dict()
     assert all(torch.equal(model.policy.state_dict()[k], v) for k, v in source.items())  # bit-exact: copied
@@ -184,7 +184,8 @@ def test_a_checkpoint_is_resumed_as_data_with_everything_restored(tmp_path, no_u
 
     from rlgauntlet.training.checkpoints import load_checkpoint_zip, load_replay_buffer
     from rlgauntlet.training.presets import PRESETS
-    from rlgauntlet.training.sb3_train import _build_model, train_preset
+    from rlgauntlet.training.kit import build_model
+    from rlgauntlet.training.sb3_train import train_preset
 
     run_dir = tmp_path / "run"
     ckpt = train_preset("cartpole-dqn", run_dir, total_timesteps=1200, stop_at_target=False, log=lambda s: None)
@@ -194,7 +195,7 @@ def test_a_checkpoint_is_resumed_as_data_with_everything_restored(tmp_path, no_u
     (ckpt / "model.zip").rename(clean)
     _tamper(clean, ckpt / "model.zip", "learning_rate",
             {":type:": "<class 'function'>", ":serialized:": base64.b64encode(_payload(marker)).decode()})
-    model = _build_model(PRESETS["cartpole-dqn"], make_vec_env("CartPole-v1", n_envs=1, seed=5), "cpu")
+    model = build_model(PRESETS["cartpole-dqn"], make_vec_env("CartPole-v1", n_envs=1, seed=5), "cpu")
     load_checkpoint_zip(model, ckpt / "model.zip")
     assert load_replay_buffer(model, ckpt)
     with zipfile.ZipFile(clean) as archive:
@@ -217,9 +218,9 @@ def test_a_pickled_replay_buffer_needs_allow_pickle(tmp_path):
 
     from rlgauntlet.training.checkpoints import load_replay_buffer
     from rlgauntlet.training.presets import PRESETS
-    from rlgauntlet.training.sb3_train import _build_model
+    from rlgauntlet.training.kit import build_model
 
-    model = _build_model(PRESETS["cartpole-dqn"], make_vec_env("CartPole-v1", n_envs=1, seed=5), "cpu")
+    model = build_model(PRESETS["cartpole-dqn"], make_vec_env("CartPole-v1", n_envs=1, seed=5), "cpu")
     marker = tmp_path / "pwned"
     (tmp_path / "replay_buffer.pkl").write_bytes(_payload(marker))
     with pytest.raises(UserError, match="pickled replay buffer.*--allow-pickle"):

@@ -115,7 +115,7 @@ def test_a_vecnormalize_agent_shares_its_normaliser_with_the_adversary_and_resum
     normalises with the agent's own statistics object (so ε is in the same normalised units on
     both sides), the checkpoint holds them, and a resume restores them."""
     from rlgauntlet.training.checkpoints import load_data_pickle
-    from rlgauntlet.training.sb3_train import _find_vecnormalize
+    from rlgauntlet.training.kit import find_vecnormalize
 
     monkeypatch.setitem(atla.ATLA_PRESETS, "tiny-hopper", ATLAPreset(
         "tiny-hopper", "hopper-ppo", "pa_atla", eps=0.075, total_agent_steps=2 * 128, checkpoint_every=1,
@@ -129,7 +129,7 @@ def test_a_vecnormalize_agent_shares_its_normaliser_with_the_adversary_and_resum
 
     def checking(folder, agent, adversary, progress):
         restore(folder, agent, adversary, progress)
-        norm = _find_vecnormalize(agent.get_env())
+        norm = find_vecnormalize(agent.get_env())
         np.testing.assert_array_equal(norm.obs_rms.mean, saved.obs_rms.mean)  # bit-exact: copied numbers
         np.testing.assert_array_equal(norm.ret_rms.var, saved.ret_rms.var)
         seen["shared"] = adversary.get_env().core.victim.vecnormalize._source is norm
@@ -234,7 +234,7 @@ def test_pa_ad_breaks_vanilla_ppo_but_not_the_atla_agents(tmp_path):
 def test_each_checkpoint_records_the_clean_greedy_return_of_the_agent_it_saves(tiny_presets, tmp_path):
     from rlgauntlet.envs.presets import make_train_vec_env
     from rlgauntlet.training.greedy_eval import greedy_returns
-    from rlgauntlet.training.sb3_train import GREEDY_SEED_OFFSET
+    from rlgauntlet.training.kit import GREEDY_SEED_OFFSET
 
     ckpt = train_atla("tiny-pa_atla", tmp_path / "run", log=lambda line: None)
     history = json.loads((ckpt / "progress.json").read_text())["history"]

@@ -336,7 +336,7 @@ def test_atla_clean_games_read_the_agents_current_normaliser():
     from rlgauntlet.envs.presets import make_train_vec_env
     from rlgauntlet.training.atla import CLEAN_GAMES, _clean_return
     from rlgauntlet.training.greedy_eval import greedy_returns
-    from rlgauntlet.training.sb3_train import GREEDY_SEED_OFFSET
+    from rlgauntlet.training.kit import GREEDY_SEED_OFFSET
 
     # a linear policy that pushes toward the pole's fall (logit of "right" = 5·(angle + angular
     # velocity), normalised): with the games' own statistics (mean 0, var 1) it balances for a while;
@@ -456,7 +456,8 @@ def test_a_resumed_sac_run_restores_its_entropy_coefficient_and_full_buffer(tmp_
 
     from rlgauntlet.training import presets
     from rlgauntlet.training.checkpoints import load_checkpoint_zip, load_replay_buffer
-    from rlgauntlet.training.sb3_train import _build_model, train_preset
+    from rlgauntlet.training.kit import build_model
+    from rlgauntlet.training.sb3_train import train_preset
 
     tiny = dataclasses.replace(
         presets.PRESETS["pendulum-td3"], name="tiny-sac", algo="sac", total_timesteps=300, checkpoint_every=300,
@@ -471,7 +472,7 @@ def test_a_resumed_sac_run_restores_its_entropy_coefficient_and_full_buffer(tmp_
                       for name in archive.namelist() if name.endswith("optimizer.pth")}
     saved_log_alpha = variables["log_ent_coef"]
     assert abs(float(saved_log_alpha)) > 1e-3  # it moved: the test is not at the initial 0
-    model = _build_model(tiny, make_vec_env("Pendulum-v1", n_envs=1, seed=5), "cpu")
+    model = build_model(tiny, make_vec_env("Pendulum-v1", n_envs=1, seed=5), "cpu")
     assert not torch.allclose(model.log_ent_coef.detach(), saved_log_alpha)
     load_checkpoint_zip(model, ckpt / "model.zip")
     assert load_replay_buffer(model, ckpt)
@@ -805,7 +806,6 @@ def test_radial_ppo_total_loss_counts_and_guard_edges(monkeypatch):
 
 def test_radial_ppo_guard_share_counts_every_env(monkeypatch):
     from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.logger import configure
 
     from rlgauntlet.training import radial
 

@@ -511,10 +511,10 @@ def test_attack_train_interrupted_keeps_its_checkpoint_and_resumes(tmp_path, cli
 def test_attacker_folders_round_trip_through_the_spec_grammar(folder):
     from pathlib import Path
 
-    from rlgauntlet.experiments.attackers import _quoted
+    from rlgauntlet.threats.spec import quote_value
     from rlgauntlet.threats.spec import parse_params
 
-    assert parse_params(f"attacker={_quoted(Path(folder))},eps=0.1") == {"attacker": folder, "eps": 0.1}
+    assert parse_params(f"attacker={quote_value(folder)},eps=0.1") == {"attacker": folder, "eps": 0.1}
 
 
 def test_the_director_file_is_the_one_the_manifest_names_and_a_stale_one_is_never_used(tmp_path):

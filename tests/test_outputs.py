@@ -495,7 +495,7 @@ def test_init_from_reads_the_agents_pickled_statistics_with_allow_pickle(monkeyp
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 
-    from rlgauntlet.training import sb3_train
+    from rlgauntlet.training import kit
     from rlgauntlet.training.presets import PRESETS
     from rlgauntlet.victims import sb3 as sb3_victims
 
@@ -507,16 +507,16 @@ def test_init_from_reads_the_agents_pickled_statistics_with_allow_pickle(monkeyp
             raise RuntimeError("stop here")
 
     monkeypatch.setattr(sb3_victims, "VecNormalizeStats", Stats)
-    monkeypatch.setattr(sb3_train, "_agent_files", lambda agent: (Path("a.zip"), Path("a.vecnormalize.pkl")))
+    monkeypatch.setattr(kit, "agent_files", lambda agent: (Path("a.zip"), Path("a.vecnormalize.pkl")))
     monkeypatch.setattr("rlgauntlet.victims.sb3_files.read_sb3_zip", lambda path: ({}, {}))
     monkeypatch.setattr("rlgauntlet.victims.sb3_files.with_target_networks", lambda state, keys: {})
     monkeypatch.setattr("rlgauntlet.victims.sb3.sha256_file", lambda path: "0" * 64)
     env = VecNormalize(make_vec_env("CartPole-v1", n_envs=1))
-    model = sb3_train._build_model(PRESETS["cartpole-ppo"], env, "cpu")
+    model = kit.build_model(PRESETS["cartpole-ppo"], env, "cpu")
     monkeypatch.setattr(model.policy, "load_state_dict", lambda state: None)
     for allow in (False, True):
         with pytest.raises(RuntimeError, match="stop here"):
-            sb3_train._init_from(model, env, "sb3:a.zip", PRESETS["cartpole-ppo"], allow_pickle=allow)
+            kit.init_from_agent(model, env, "sb3:a.zip", PRESETS["cartpole-ppo"], allow_pickle=allow)
     assert seen == [False, True]
 
 

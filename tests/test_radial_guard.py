@@ -153,12 +153,12 @@ def test_a_greedy_guard_on_a_vecnormalize_preset_is_refused(monkeypatch):
     import dataclasses
 
     from rlgauntlet.errors import UserError
-    from rlgauntlet.training import sb3_train
+    from rlgauntlet.training.kit import greedy_games_callback
     from rlgauntlet.training.presets import get_preset
 
     preset = dataclasses.replace(get_preset("cartpole-radial-ppo"), normalize=True)
     with pytest.raises(UserError, match="greedy-games guard needs a preset without VecNormalize"):
-        sb3_train._greedy_games(_model(guard_greedy_return=1.0), preset, print)
+        greedy_games_callback(_model(guard_greedy_return=1.0), preset, print)
 
 
 def test_train_preset_plays_the_greedy_games_of_a_preset_that_asks_and_keeps_their_return(tmp_path, monkeypatch):

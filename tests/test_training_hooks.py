@@ -80,19 +80,19 @@ def test_seed_changes_the_run_and_same_seed_repeats_it(tmp_path):
 def test_init_from_loads_the_agents_weights_and_refuses_a_misfit(tmp_path):
     from stable_baselines3.common.env_util import make_vec_env
 
-    from rlgauntlet.training.sb3_train import _build_model, _init_from
+    from rlgauntlet.training.kit import build_model, init_from_agent
     from rlgauntlet.victims import load_victim
 
     preset = PRESETS["cartpole-ppo"]
     env = make_vec_env("CartPole-v1", n_envs=2, seed=0)
-    model = _build_model(preset, env, "cpu")
-    record = _init_from(model, env, "zoo:cartpole-ppo", preset)
+    model = build_model(preset, env, "cpu")
+    record = init_from_agent(model, env, "zoo:cartpole-ppo", preset)
     zoo_policy = load_victim("zoo:cartpole-ppo", precision="float32").policy
     for (k, a), b in zip(model.policy.state_dict().items(), zoo_policy.state_dict().values()):
         assert torch.equal(a, b), k
     assert len(record["sha256"]) == 64
     with pytest.raises(UserError, match="does not fit the PPO policy of preset cartpole-ppo"):
-        _init_from(_build_model(preset, env, "cpu"), env, "zoo:cartpole-dqn", preset)
+        init_from_agent(build_model(preset, env, "cpu"), env, "zoo:cartpole-dqn", preset)
 
 
 def test_threat_acts_after_vecnormalize_in_normalized_units():

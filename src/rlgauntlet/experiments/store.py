@@ -112,7 +112,7 @@ SCHEMA_VERSION = 3
 OUR_TABLES = {"runs", "episodes", "metrics", "sqlite_sequence"}
 
 
-def _check_is_our_store(path: Path) -> None:
+def check_is_our_store(path: Path) -> None:
     """Refuse, without writing a byte, a file that is not an rlgauntlet store: not SQLite at all,
     or SQLite marked by another application or holding other tables."""
     from rlgauntlet.errors import UserError
@@ -145,7 +145,7 @@ def check_store_location(path: str | Path) -> Path:
     if path.is_dir():
         raise UserError(f"--store {path} is a directory; give a file name, e.g. --store {path}/results.sqlite")
     if path.is_file() and path.stat().st_size > 0:
-        _check_is_our_store(path)
+        check_is_our_store(path)
     check_run_dir(path.parent, f"--store {path}: its folder")
     return path
 
@@ -162,7 +162,7 @@ def open_existing_store(path: str | Path, option: str = "--store") -> "ResultsSt
         raise UserError(f"{option} {path} {'is a directory' if path.is_dir() else 'does not exist'}; {fix}")
     if path.stat().st_size == 0:
         raise UserError(f"{option} {path} is an empty file (0 bytes), not a results store; it was left untouched; {fix}")
-    _check_is_our_store(path)
+    check_is_our_store(path)
     return ResultsStore(path)
 
 

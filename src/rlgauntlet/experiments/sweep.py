@@ -406,12 +406,12 @@ def preview_sweep(spec: SweepSpec, store: str | Path) -> SweepPlan:
     written (the file is not even created). For ``rlgauntlet sweep --dry-run``."""
     import sqlite3
 
-    from rlgauntlet.experiments.store import _check_is_our_store
+    from rlgauntlet.experiments.store import check_is_our_store
 
     copy = ResultsStore(":memory:")
     path = Path(store)
     if path.is_file() and path.stat().st_size > 0:
-        _check_is_our_store(path)
+        check_is_our_store(path)
         source = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
             source.backup(copy.conn)

@@ -35,7 +35,7 @@ def _frames(x: torch.Tensor) -> tuple[int, int]:
     return (c // 3, 3) if c % 3 == 0 else (c, 1)
 
 
-def _per_frame_draw(x: torch.Tensor, draw) -> torch.Tensor:
+def per_frame_draw(x: torch.Tensor, draw) -> torch.Tensor:
     """A draw of one frame's shape, broadcast over the frames of each stack."""
     frames, per = _frames(x)
     sample = draw((1, per, *x.shape[2:]))  # (B, 1, per, H, W)

@@ -48,12 +48,12 @@ class GaussianNoise(Threat):
         super().check_victim(victim)
 
     def perturb(self, x: torch.Tensor, victim: Victim, rng: BatchRNG) -> torch.Tensor:
-        from rlgauntlet.threats.corruptions import GAUSSIAN_STD, _per_frame_draw
+        from rlgauntlet.threats.corruptions import GAUSSIAN_STD, per_frame_draw
 
         p = self.params
         std = p.std if p.std is not None else GAUSSIAN_STD[p.severity - 1]
         if victim.budget_space == "pixel01" and x.ndim == 4:
-            noise = _per_frame_draw(x, rng.normal)
+            noise = per_frame_draw(x, rng.normal)
         else:
             noise = rng.normal(x.shape[1:])
         return clip_to_input(x + std * noise.to(x.dtype), victim)

@@ -163,7 +163,7 @@ def _save(folder: Path, agent, adversary, progress: dict) -> None:
     """Both policies and optimizers (weights only), the agent's VecNormalize statistics (if
     any) and the progress, replaced atomically."""
     from rlgauntlet.training.checkpoints import replace_folder
-    from rlgauntlet.training.sb3_train import _find_vecnormalize
+    from rlgauntlet.training.kit import find_vecnormalize
 
     tmp = folder.with_name(folder.name + ".tmp")
     if tmp.exists():
@@ -178,7 +178,7 @@ def _save(folder: Path, agent, adversary, progress: dict) -> None:
     finally:
         if schedule is not None:
             agent._update_current_progress_remaining = schedule
-    norm = _find_vecnormalize(agent.get_env())
+    norm = find_vecnormalize(agent.get_env())
     if norm is not None:
         norm.save(str(tmp / "agent" / "vecnormalize.pkl"))  # read back as data (restore_vecnormalize)
     # what a zoo entry records of the agent (as a plain training checkpoint's progress.json)
@@ -202,10 +202,10 @@ def _applied(threat_env, adversary_env) -> dict:
 
 def _restore(folder: Path, agent, adversary, progress: dict) -> None:
     from rlgauntlet.training.checkpoints import load_checkpoint_parts, restore_vecnormalize
-    from rlgauntlet.training.sb3_train import _find_vecnormalize
+    from rlgauntlet.training.kit import find_vecnormalize
 
     load_checkpoint_parts(agent, folder / "agent", {"num_timesteps": progress["agent_steps"]})
-    norm = _find_vecnormalize(agent.get_env())
+    norm = find_vecnormalize(agent.get_env())
     if norm is not None:
         restore_vecnormalize(norm, folder / "agent" / "vecnormalize.pkl")
     load_checkpoint_parts(adversary, folder / "adversary", {"num_timesteps": progress["adversary_steps"]})
@@ -222,7 +222,7 @@ def _clean_games(recipe, agent_env):
     """The envs of the checkpoints' clean games, seeded apart from training and evaluation
     (SEED + GREEDY_SEED_OFFSET + i); normalised with the agent's statistics (:func:`_clean_return`)."""
     from rlgauntlet.envs.presets import make_train_vec_env
-    from rlgauntlet.training.sb3_train import GREEDY_SEED_OFFSET
+    from rlgauntlet.training.kit import GREEDY_SEED_OFFSET
 
     games = make_train_vec_env(recipe.env_id, CLEAN_GAMES, recipe.seed + GREEDY_SEED_OFFSET)
     if recipe.normalize:
@@ -234,7 +234,7 @@ def _clean_games(recipe, agent_env):
 
 def _clean_return(agent, games, agent_env, seed: int) -> float:
     """Mean return of the clean greedy games, with the agent's statistics as they are now."""
-    from rlgauntlet.training.sb3_train import GREEDY_SEED_OFFSET
+    from rlgauntlet.training.kit import GREEDY_SEED_OFFSET
 
     if hasattr(games, "obs_rms"):
         games.obs_rms = agent_env.obs_rms  # read each time: a resume replaces the object
@@ -283,7 +283,7 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
                 log: Callable[[str], None], show_progress: bool, deadline: float | None) -> Path:
     from rlgauntlet.envs.presets import make_train_vec_env
     from rlgauntlet.training.attack_mdp import AttackVecEnv
-    from rlgauntlet.training.sb3_train import _build_model, _init_from, quiet_logger
+    from rlgauntlet.training.kit import build_model, init_from_agent, quiet_logger
     from rlgauntlet.training.threat_env import ThreatVecEnv
     from rlgauntlet.victims.sb3 import SB3Victim
 
@@ -311,12 +311,12 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
     adversary_base = make_train_vec_env(recipe.env_id, recipe.n_envs, adversary_recipe.seed)
     # the adversary's env needs the agent, and the agent's env needs the adversary: build the
     # agent on its plain envs first, then wrap both envs around the live models
-    agent = _build_model(recipe, agent_env, device)
+    agent = build_model(recipe, agent_env, device)
     clean_games = _clean_games(recipe, agent_env)
     live_agent = SB3Victim.from_model(agent)
     actor = adversary_actor(preset, live_agent)
     adversary_env = AttackVecEnv(adversary_base, live_agent, actor, seed=adversary_recipe.seed)
-    adversary = _build_model(adversary_recipe, adversary_env, device)
+    adversary = build_model(adversary_recipe, adversary_env, device)
     threat_env = ThreatVecEnv(agent_env, LiveAdversary(adversary, actor), seed=recipe.seed)
     agent.set_env(threat_env)
     threat_env.attach(agent)
@@ -332,7 +332,7 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
         _restore(ckpt, agent, adversary, progress)
         log(f"[{name}] resuming at iteration {progress['iteration']} ({progress['agent_steps']} agent steps)")
     elif preset.init_from is not None:
-        progress["init_from"] = _init_from(agent, threat_env, preset.init_from, recipe)
+        progress["init_from"] = init_from_agent(agent, threat_env, preset.init_from, recipe)
     _global_schedule(agent, preset.total_agent_steps)
     _global_schedule(adversary, preset.total_agent_steps)
     quiet_logger(agent)

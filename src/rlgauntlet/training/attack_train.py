@@ -26,7 +26,7 @@ from rlgauntlet.threats.learned.actor import AttackActor, check_variant, default
 from rlgauntlet.training.attack_mdp import AttackVecEnv
 from rlgauntlet.training.checkpoints import has_checkpoint, replace_folder, restore_vecnormalize, resume
 from rlgauntlet.training.presets import TrainPreset
-from rlgauntlet.training.sb3_train import _build_model, _CheckpointCallback, quiet_logger
+from rlgauntlet.training.kit import build_model, CheckpointCallback, quiet_logger
 from rlgauntlet.victims.base import Victim
 
 #: PPO settings of the director per env family (n_envs, then SB3 PPO keyword arguments)
@@ -158,11 +158,11 @@ def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str 
             raise UserError(f"{run_dir} holds an attacker trained with "
                             f"{_differences(old, {**config, 'hyperparams': recorded})}; "
                             "resume it with the same settings, or give a new --run-dir")
-        model = _build_model(preset, env, device)
+        model = build_model(preset, env, device)
         resume(model, ckpt, progress)  # read as data: a checkpoint runs no code
         log(f"[{preset.name}] resuming at {model.num_timesteps} steps")
     else:
-        model = _build_model(preset, env, device)
+        model = build_model(preset, env, device)
         log(f"[{preset.name}] starting: {config['variant']} attacker on {config['env']}, eps {config['eps']:g}, "
             f"{total_steps} steps, seed {config['seed']}")
     callback = _TimedCheckpoint(preset, env, run_dir, progress, None, log, budget=total_steps,
@@ -196,7 +196,7 @@ def best_director(run_dir: str | Path) -> dict | None:
     return {**point, "path": str(Path(run_dir) / BEST / "model.zip")} if point.get("tracked_from") == 0 else None
 
 
-class _TimedCheckpoint(_CheckpointCallback):
+class _TimedCheckpoint(CheckpointCallback):
     """Checkpoints that also carry the training wall time so far (kept across resumes and
     interruptions: the time of every saved chunk is in its ``progress.json``), and keep the
     director of the best checkpoint so far: the one whose training episodes left the victim the

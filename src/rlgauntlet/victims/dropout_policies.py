@@ -104,10 +104,10 @@ class _DropoutActorCritic(_Dropout):
             if module is not None:
                 add_dropout(module, self.dropout, self.dropout_kind)
         if self.dropout_kind == "weights":
-            from rlgauntlet.victims.uncertainty import _drop_connect
+            from rlgauntlet.victims.uncertainty import drop_connect
 
-            self.action_net = _drop_connect(self.action_net, self.dropout)
-            self.value_net = _drop_connect(self.value_net, self.dropout)
+            self.action_net = drop_connect(self.action_net, self.dropout)
+            self.value_net = drop_connect(self.value_net, self.dropout)
 
 
 class DropoutActorCriticPolicy(_DropoutActorCritic, ActorCriticPolicy):

@@ -107,7 +107,7 @@ class ActivationDropout(nn.Module):
 _ACTIVATIONS = (nn.ReLU, nn.Tanh, nn.ELU, nn.LeakyReLU, nn.GELU, nn.SiLU)
 
 
-def _drop_connect(layer: nn.Module, p: float) -> nn.Module:
+def drop_connect(layer: nn.Module, p: float) -> nn.Module:
     """The DropConnect twin of a Linear or Conv2d layer, sharing its Parameter objects (an
     optimizer built before the swap still trains them)."""
     if isinstance(layer, nn.Linear) and not isinstance(layer, DropConnectLinear):
@@ -147,7 +147,7 @@ def add_dropout(module: nn.Module, p: float, kind: str) -> nn.Module:
     leaves = list(_leaves(module))
     for i, (parent, name, layer) in enumerate(leaves):
         if kind == "weights":
-            new = _drop_connect(layer, p)
+            new = drop_connect(layer, p)
         elif isinstance(layer, _ACTIVATIONS) and any(isinstance(c, (nn.Linear, nn.Conv2d)) for _, _, c in leaves[i + 1:]):
             new = ActivationDropout(layer, p)
         else:

@@ -34,7 +34,7 @@ class AttackParams(ThreatParams):
     restarts: int = Field(1, ge=1, description="runs from fresh random starts (the first as random_start says); best kept")
 
 
-def _flat_norm(t: torch.Tensor, p: float) -> torch.Tensor:
+def flat_norm(t: torch.Tensor, p: float) -> torch.Tensor:
     """Per-row norm, shaped to broadcast against ``t``."""
     n = t.reshape(t.shape[0], -1).norm(p=p, dim=1)
     return n.reshape(-1, *([1] * (t.ndim - 1)))
@@ -59,7 +59,7 @@ class EpsBall:
         if self.norm == "linf":
             return torch.clamp(x_adv, self.low, self.high)
         delta = x_adv - self.x
-        scale = (self.eps / _flat_norm(delta, 2).clamp_min(1e-12)).clamp(max=1.0)
+        scale = (self.eps / flat_norm(delta, 2).clamp_min(1e-12)).clamp(max=1.0)
         return clip_to_input(self.x + delta * scale, self.victim)
 
 
@@ -68,7 +68,7 @@ def random_in_ball(rng: BatchRNG, shape: tuple[int, ...], eps: float, norm: str)
     if norm == "linf":
         return rng.uniform(shape, -eps, eps)
     direction = rng.normal(shape)
-    direction = direction / _flat_norm(direction, 2).clamp_min(1e-12)
+    direction = direction / flat_norm(direction, 2).clamp_min(1e-12)
     dim = direction[0].numel()
     radius = rng.uniform(()) ** (1.0 / dim) * eps
     return direction * radius.reshape(-1, *([1] * len(shape)))
@@ -129,7 +129,7 @@ class GradientAttack(Threat):
         """The move for one iteration: step·sign(g) (ℓ∞) or step·g/‖g‖₂ (ℓ2)."""
         if self.params.norm == "linf":
             return self.step_size * grad.sign()
-        return self.step_size * grad / _flat_norm(grad, 2).clamp_min(1e-12)
+        return self.step_size * grad / flat_norm(grad, 2).clamp_min(1e-12)
 
     def start(self, ball: EpsBall, rng: BatchRNG, random: bool | None = None) -> torch.Tensor:
         """The first iterate: the clean input, or a random point of ``ball`` (random start)."""

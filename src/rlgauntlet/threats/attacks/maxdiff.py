@@ -21,7 +21,7 @@ from pydantic import Field
 from rlgauntlet.common.seeding import BatchRNG
 from rlgauntlet.threats.attacks.base import AttackParams, GradientAttack, discrete_probs_log
 from rlgauntlet.threats.base import register_threat
-from rlgauntlet.victims.base import PolicyOutput
+from rlgauntlet.victims.base import PolicyOutput, Victim
 
 
 def policy_divergence(out: PolicyOutput, ref: PolicyOutput) -> torch.Tensor:

@@ -15,7 +15,7 @@ import torch
 from pydantic import Field
 
 from rlgauntlet.common.seeding import BatchRNG
-from rlgauntlet.threats.attacks.base import AttackParams, EpsBall, _flat_norm
+from rlgauntlet.threats.attacks.base import AttackParams, EpsBall, flat_norm
 from rlgauntlet.threats.attacks.minbest import MinBest
 from rlgauntlet.threats.base import register_threat
 from rlgauntlet.victims.base import Victim
@@ -44,6 +44,6 @@ class Momentum(MinBest):
         for _ in range(p.steps):
             # the look-ahead point may leave the ball: it is only where the gradient is taken
             _, grad = self.loss_and_gradient(x_adv + p.mu * velocity, victim, best)
-            velocity = p.mu * velocity + grad / _flat_norm(grad, 1).clamp_min(1e-12)
+            velocity = p.mu * velocity + grad / flat_norm(grad, 1).clamp_min(1e-12)
             x_adv = ball.project(x_adv + self.ascent_step(velocity))
         return x_adv.detach()

@@ -1,0 +1,248 @@
+"""The trainer kit: what every trainer of this package shares, public so that the defences and
+attacker trainers build on it rather than on another module's private names.
+
+* :func:`build_env` and :func:`build_model`: a preset's training envs (VecNormalize, a threat)
+  and its SB3 model;
+* :func:`init_from_agent`: start from another agent's weights and statistics, read as data;
+* :func:`find_vecnormalize`: the VecNormalize wrapper inside a VecEnv;
+* :func:`save_checkpoint` and :class:`CheckpointCallback`: resumable checkpoints, a progress
+  bar, a time budget and the stop-at-target rule; :func:`greedy_games_callback` for a guard's
+  greedy games;
+* :func:`quiet_logger`: an SB3 logger that writes nowhere.
+
+It may import the training presets and checkpoints, the envs, threats and victims; trainers
+(``sb3_train``, ``atla``, ``attack_train``) import it, never the other way round.
+
+Example:
+    >>> from rlgauntlet.training.presets import get_preset
+    >>> preset = get_preset("cartpole-ppo")
+    >>> env = build_env(preset, Path("runs/none"))
+    >>> type(build_model(preset, env, "cpu")).__name__
+    'PPO'
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.logger import Logger
+
+from rlgauntlet.envs.presets import make_train_vec_env
+from rlgauntlet.errors import UserError
+from rlgauntlet.training.algorithms import SB3_BASES, algorithm_class
+from rlgauntlet.training.checkpoints import has_checkpoint, replace_folder, restore_vecnormalize, save_replay_buffer
+from rlgauntlet.training.presets import TrainPreset
+
+
+def build_env(preset: TrainPreset, run_dir: Path, threat: str | None = None, subproc_envs: bool = False):
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    env = make_train_vec_env(preset.env_id, preset.n_envs, preset.seed, subproc=subproc_envs)
+    if preset.normalize:
+        env = VecNormalize(env, norm_obs=True, norm_reward=True, gamma=preset.hyperparams.get("gamma", 0.99))
+        stats = run_dir / "checkpoint" / "vecnormalize.pkl"
+        if stats.exists() and has_checkpoint(run_dir / "checkpoint"):
+            restore_vecnormalize(env, stats)  # read as data: a resumed checkpoint runs no code
+    if threat is not None:
+        from rlgauntlet.threats import parse_threat
+        from rlgauntlet.training.threat_env import ThreatVecEnv
+
+        env = ThreatVecEnv(env, parse_threat(threat), seed=preset.seed)
+    return env
+
+
+def quiet_logger(model) -> None:
+    """Give ``model`` a logger that writes nowhere. Without one, every ``learn()`` call makes
+    an empty ``SB3-<date>`` folder in the user's temporary directory (SB3's default
+    ``configure()``); our progress goes to the run folder's progress.json instead."""
+    model.set_logger(Logger(folder=None, output_formats=[]))
+
+
+def build_model(preset: TrainPreset, env, device: str):
+    cls = algorithm_class(preset.algo)
+    kwargs = dict(preset.hyperparams)
+    policy = kwargs.pop("policy")
+    if preset.action_noise_std is not None:
+        from stable_baselines3.common.noise import NormalActionNoise
+
+        dim = env.action_space.shape[0]
+        kwargs["action_noise"] = NormalActionNoise(np.zeros(dim), preset.action_noise_std * np.ones(dim))
+    return cls(policy, env, seed=preset.seed, device=device, verbose=0, **kwargs)
+
+
+def init_from_agent(model, env, agent: str, preset: TrainPreset, allow_pickle: bool = False) -> dict:
+    """Load the policy weights (and VecNormalize statistics) of ``agent`` into a fresh model:
+    fine-tuning starts from them with a new optimizer. The files are read as data (weights
+    only, statistics without unpickling code, unless ``allow_pickle``: the user's
+    ``--allow-pickle``). Returns what was loaded, for the record."""
+    from rlgauntlet.victims.sb3 import VecNormalizeStats, sha256_file
+    from rlgauntlet.victims.sb3_files import read_sb3_zip, with_target_networks
+
+    path, vecnormalize = agent_files(agent)
+    _, state = read_sb3_zip(path)
+    try:
+        model.policy.load_state_dict(with_target_networks(state, list(model.policy.state_dict())))
+    except (RuntimeError, KeyError) as exc:
+        raise UserError(
+            f"--init-from {agent}: its policy does not fit the {preset.algo.upper()} policy of preset {preset.name} "
+            f"({str(exc).splitlines()[0][:120]}); start from an agent of the same algorithm, env and network"
+        ) from None
+    record = {"agent": agent, "sha256": sha256_file(path)}
+    norm = find_vecnormalize(env)
+    if vecnormalize is not None and norm is not None:
+        stats = VecNormalizeStats(vecnormalize, allow_pickle=allow_pickle)
+        if stats.mean.shape != norm.obs_rms.mean.shape:
+            raise UserError(f"--init-from {agent}: its VecNormalize statistics have shape {stats.mean.shape}, the "
+                            f"env's observations {norm.obs_rms.mean.shape}; start from an agent of the same env")
+        norm.obs_rms.mean, norm.obs_rms.var = stats.mean.copy(), stats.var.copy()
+        norm.obs_rms.count = stats.count
+        record["vecnormalize_sha256"] = sha256_file(vecnormalize)
+    return record
+
+
+def find_vecnormalize(env):
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    while env is not None:
+        if isinstance(env, VecNormalize):
+            return env
+        env = getattr(env, "venv", None)
+    return None
+
+
+def agent_files(agent: str) -> tuple[Path, Path | None]:
+    """The SB3 zip (and VecNormalize file) behind ``zoo:NAME`` or ``sb3:PATH.zip``."""
+    source, _, rest = agent.partition(":")
+    if source == "zoo":
+        from rlgauntlet.zoo import zoo_entry, zoo_file
+
+        entry = zoo_entry(rest)
+        return zoo_file(entry), (zoo_file(entry, "vecnormalize") if "vecnormalize" in entry else None)
+    if source == "sb3":
+        path = Path(rest.rsplit(":", 1)[0] if rest.rsplit(":", 1)[-1] in SB3_BASES else rest)
+        if not path.exists():
+            raise UserError(f"--init-from {agent}: {path} not found; give zoo:NAME or sb3:PATH.zip")
+        stats = [path.with_name(path.stem + ".vecnormalize" + ext) for ext in (".pkl", ".json")]
+        return path, next((s for s in stats if s.exists()), None)
+    raise UserError(f"--init-from {agent}: give zoo:NAME or sb3:PATH.zip (an SB3 agent to fine-tune)")
+
+
+def save_checkpoint(model, env, run_dir: Path, progress: dict) -> None:
+    tmp = run_dir / "checkpoint.tmp"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    model.save(tmp / "model.zip")
+    # Policy weights and optimizer state also as plain torch files, loadable without SB3.
+    torch.save(model.policy.state_dict(), tmp / "policy.pt")
+    if getattr(model.policy, "optimizer", None) is not None:
+        torch.save(model.policy.optimizer.state_dict(), tmp / "optimizer.pt")
+    norm = find_vecnormalize(env)
+    if norm is not None:
+        norm.save(str(tmp / "vecnormalize.pkl"))
+    if hasattr(model, "replay_buffer") and model.replay_buffer is not None:
+        save_replay_buffer(model, tmp / "replay_buffer.npz")  # plain arrays: resuming unpickles nothing
+    (tmp / "progress.json").write_text(json.dumps(progress, indent=2))
+    replace_folder(tmp, run_dir / "checkpoint")
+
+
+class CheckpointCallback(BaseCallback):
+    """Saves a checkpoint every ``preset.checkpoint_every`` steps (at the end of a rollout)
+    and stops training once recent training episodes beat the target by ``margin``."""
+
+    def __init__(self, preset, env, run_dir, progress, margin, log, budget=None, show_progress=False,
+                 deadline: float | None = None):
+        super().__init__()
+        self.deadline = deadline  # time.monotonic() after which the run saves and stops (a chunk's time budget)
+        self.budget, self.show_progress, self.bar = budget, show_progress, None
+        self.preset, self.env, self.run_dir = preset, env, run_dir
+        self.progress, self.margin, self.log = progress, margin, log
+        self.next_save = None
+        self.stop = False
+        self.last_time = time.time()
+        self.last_steps = None
+
+    def _on_training_start(self) -> None:
+        self.progress.pop("stopped_at_deadline", None)  # a resumed chunk starts with its own budget
+        every = self.preset.checkpoint_every
+        self.next_save = (self.model.num_timesteps // every + 1) * every
+        self.last_steps = self.model.num_timesteps
+        if self.show_progress:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.bar = Progress(TextColumn(f"[{self.preset.name}]"), BarColumn(), MofNCompleteColumn(),
+                                TextColumn("return {task.fields[ret]}"), TimeRemainingColumn(), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task("train", total=self.budget, completed=self.model.num_timesteps, ret="-")
+
+    def _on_training_end(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def _on_step(self) -> bool:
+        return not self.stop
+
+    def _on_rollout_end(self) -> None:
+        if self.bar is not None:
+            recent = recent_return(self.model)
+            self.bar.update(self.task, completed=self.model.num_timesteps, ret="-" if recent is None else f"{recent:.1f}")
+        if self.model.num_timesteps >= self.next_save:
+            self.save()
+            self.next_save += self.preset.checkpoint_every
+        if self.deadline is not None and time.monotonic() >= self.deadline and not self.stop:
+            # stop at the next step: the update of this rollout still runs, and the run saves after it
+            self.log(f"[{self.preset.name}] time budget reached at {self.model.num_timesteps} steps; stopping")
+            self.progress["stopped_at_deadline"] = int(self.model.num_timesteps)
+            self.stop = True
+
+    def save(self) -> None:
+        model = self.model
+        recent = recent_return(model)
+        now = time.time()
+        rate = (model.num_timesteps - self.last_steps) / max(now - self.last_time, 1e-9)
+        self.last_time, self.last_steps = now, model.num_timesteps
+        self.progress["num_timesteps"] = int(model.num_timesteps)
+        point = {"steps": int(model.num_timesteps), "recent_return": recent, "steps_per_second": round(rate, 1),
+                 "time": round(now)}
+        if hasattr(model, "schedule_state"):  # an algorithm whose schedule is state, not a function of the steps
+            self.progress["schedule"] = model.schedule_state()
+            point["schedule"] = self.progress["schedule"]
+        self.progress["history"].append(point)
+        save_checkpoint(model, self.env, self.run_dir, self.progress)
+        self.log(f"[{self.preset.name}] {model.num_timesteps} steps, recent training return {recent}, {rate:.0f} steps/s")
+        if (not self.stop and self.margin is not None and recent is not None
+                and len(model.ep_info_buffer) >= 20
+                and recent >= self.preset.target_return + self.margin):
+            self.log(f"[{self.preset.name}] target reached in training episodes; stopping")
+            self.progress["stopped_at_target"] = True
+            self.stop = True
+
+
+
+#: the greedy games a guard watches start from seeds SEED + GREEDY_SEED_OFFSET + i: games of their
+#: own, neither the training envs' (SEED + i) nor an evaluation's (0, 1, … by default)
+GREEDY_SEED_OFFSET = 10_000
+
+
+def greedy_games_callback(model, preset: TrainPreset, log):
+    from rlgauntlet.training.greedy_eval import GreedyEvalCallback
+
+    if preset.normalize:
+        raise UserError(f"{preset.name}: a greedy-games guard needs a preset without VecNormalize "
+                        "(its games would see unnormalised observations); drop guard_greedy_return")
+    games = make_train_vec_env(preset.env_id, model.guard_greedy_games, preset.seed + GREEDY_SEED_OFFSET)
+    return GreedyEvalCallback(games, model.guard_greedy_every, preset.seed + GREEDY_SEED_OFFSET,
+                              log=lambda line: log(f"[{preset.name}] {line}"))
+
+
+def recent_return(model) -> float | None:
+    buf = getattr(model, "ep_info_buffer", None)
+    if not buf:
+        return None
+    return float(np.mean([e["r"] for e in buf]))
