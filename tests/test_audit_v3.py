@@ -64,6 +64,8 @@ def test_the_checks_standard_error_is_over_the_square_root_of_n():
     mean, se = _mean_se(values)
     assert mean == pytest.approx(float(np.mean(values.numpy())))
     assert se == pytest.approx(float(stats.sem(values.numpy())), rel=1e-12)  # /n gives a third of it here
+    assert _mean_se(torch.tensor([1.0, 4.0], dtype=torch.float64)) == pytest.approx((2.5, 1.5))  # two values: a sem
+    assert _mean_se(torch.tensor([3.0], dtype=torch.float64)) == (3.0, 0.0)  # one value: no spread, never NaN
 
 
 @pytest.mark.parametrize("gap_in_se, fires", [(-3.0, True), (-1.0, False), (0.0, False), (1.0, False),
@@ -996,3 +998,40 @@ def test_a_pickled_buffer_loads_with_allow_pickle_and_a_checkpoint_missing_a_par
                 zout.writestr(item, zin.read(item.filename))
     with pytest.raises(UserError, match="does not fit this recipe"):
         load_checkpoint_zip(build(), tmp_path / "partial.zip")
+
+
+def test_the_checks_states_are_every_other_step_of_8_episodes_side_by_side_and_256_by_default():
+    """collect_states keeps the inputs of every second step (so the states spread over time), in
+    the order the engine meets them; check_false_robustness looks at 256 of them by default."""
+    import inspect
+
+    from rlgauntlet.engine.rollout import evaluate_episodes
+    from rlgauntlet.envs import make_env
+    from rlgauntlet.experiments.agents import load_for_env
+    from rlgauntlet.gauntlet.checks import check_false_robustness, collect_states
+
+    victim, preset = load_for_env("zoo:cartpole-dqn", "CartPole-v1")
+    every = []
+
+    def record(x):
+        every.append(x.detach().clone())
+        return len(every) >= 8
+
+    evaluate_episodes(lambda: make_env("CartPole-v1", preset), victim, None, range(64), 3, n_envs=8, on_inputs=record)
+    expected = torch.cat(every[1::2])[:24]
+    torch.testing.assert_close(collect_states(victim, lambda: make_env("CartPole-v1", preset), 3, 24), expected,
+                               rtol=0, atol=0)
+    assert inspect.signature(check_false_robustness).parameters["states"].default == 256
+
+
+def test_the_checks_paired_gaps_are_the_differences_of_the_same_states():
+    from rlgauntlet.gauntlet.checks import paired_gaps
+
+    attack = torch.tensor([0.0, 1.0, 0.0, 1.0], dtype=torch.float64)
+    strong = torch.tensor([1.0, 1.0, 0.0, 1.0], dtype=torch.float64)
+    random = torch.tensor([1.0, 1.0, 1.0, 1.0], dtype=torch.float64)
+    gaps = paired_gaps(attack, strong, random)
+    for name, diff in (("attack_vs_random", attack - random), ("gain", strong - attack),
+                       ("strong_vs_random", strong - random)):
+        assert gaps[name] == pytest.approx((float(diff.mean()), float(stats.sem(diff.numpy())))), name
+    assert gaps["strong_vs_random"][0] == pytest.approx(-0.25)  # not the sum of the two objectives

@@ -6,7 +6,7 @@ Example:
     >>> report.to_dict()["evaluations"][1]["return_mean"]                 # doctest: +SKIP
 """
 
-__version__ = "0.1.0"
+from rlgauntlet.version import __version__
 __all__ = ["evaluate", "Report", "run_sweep", "render_report", "__version__"]
 
 

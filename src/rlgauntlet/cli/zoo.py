@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-import rlgauntlet
+from rlgauntlet.version import __version__
 from rlgauntlet.cli.common import app, console, out_console, zoo_app
 
 
@@ -53,4 +53,4 @@ def zoo_export(
 @app.command()
 def version() -> None:
     """Print the rlgauntlet version."""
-    out_console.print(rlgauntlet.__version__)
+    out_console.print(__version__)

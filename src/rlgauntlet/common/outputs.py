@@ -58,9 +58,9 @@ HTML_KIND = re.compile(r'<meta name="rlgauntlet-output" content="([^"]*)">')
 
 
 def generator() -> str:
-    import rlgauntlet
+    from rlgauntlet.version import __version__
 
-    return f"{GENERATOR} {rlgauntlet.__version__}"
+    return f"{GENERATOR} {__version__}"
 
 
 def _png_texts(head: bytes) -> dict[str, str]:

@@ -21,7 +21,7 @@ from typing import Callable, Sequence
 
 import gymnasium as gym
 
-import rlgauntlet
+from rlgauntlet.version import __version__
 from rlgauntlet.engine.rollout import EpisodeRecord
 from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.agents import AgentSpec, as_agent_spec, open_job
@@ -45,7 +45,7 @@ class Report:
     min_score_fixed: float | None = None
     impact: bool = False
     strongest_of: list[dict] = field(default_factory=list)
-    version: str = field(default_factory=lambda: rlgauntlet.__version__)
+    version: str = field(default_factory=lambda: __version__)
 
     def to_dict(self) -> dict:
         out = {"rlgauntlet_version": self.version, "agent": self.agent, "env": self.env,

@@ -31,7 +31,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-import rlgauntlet
+from rlgauntlet.version import __version__
 from rlgauntlet.engine.rollout import EpisodeRecord
 from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.agents import AgentSpec, as_agent_spec, open_job
@@ -138,7 +138,7 @@ def ood_scan(
     if clean["return_mean"] <= floor["return_mean"]:
         raise UserError(f"the agent's clean return {clean['return_mean']:.4g} is no better than a random policy's "
                         f"{floor['return_mean']:.4g}; a failure scan needs an agent that solves the nominal env")
-    return {"rlgauntlet_version": rlgauntlet.__version__, "agent": victim.description, "env": env_info,
+    return {"rlgauntlet_version": __version__, "agent": victim.description, "env": env_info,
             "suite": suite, "episodes": episodes, "seed": seed, "fail_below": fail_below,
             "clean": {k: clean[k] for k in ("return_mean", "return_sem", "run_id")},
             "random_policy": {k: floor[k] for k in ("return_mean", "return_sem", "run_id")},
@@ -225,7 +225,7 @@ def ood_bench(
         nominal = [scored(None, t) for t in range(trials)]
         rows = [_bench_row(threat, nominal, [scored(threat, t) for t in range(trials)], victim, env_info,
                            results, reduce, seed, episodes) for threat in threats]
-    return {"rlgauntlet_version": rlgauntlet.__version__, "agent": victim.description, "env": env_info,
+    return {"rlgauntlet_version": __version__, "agent": victim.description, "env": env_info,
             "detector": victim.uncertainty_method, "reduce": reduce, "score_of": score_of, "trials": trials, "episodes": episodes,
             "seed": seed, "suite": suite, "scan": scan,
             "nominal": {"return_mean": [ev["return_mean"] for ev, _ in nominal],
@@ -245,7 +245,7 @@ def _bench_row(threat, nominal, shifted, victim, env_info, results: ResultsStore
         ood_steps.append(int(ood_scores.size))
     identity = {"agent": victim.description.get("sha256") or victim.description, "env": env_info,
                 "shift": threat.spec, "reduce": reduce, "output": victim.uncertainty_output, "seed": seed, "episodes": episodes, "trials": len(nominal)}
-    meta = {**identity, "rlgauntlet_version": rlgauntlet.__version__, "detector": victim.uncertainty_method,
+    meta = {**identity, "rlgauntlet_version": __version__, "detector": victim.uncertainty_method,
             "nominal_runs": [ev["run_id"] for ev, _ in nominal], "shifted_runs": [ev["run_id"] for ev, _ in shifted]}
     key = run_key(identity)
     run_id = results.latest_run(key) or results.create_run(key, meta, kind="ood")

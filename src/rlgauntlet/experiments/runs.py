@@ -15,7 +15,7 @@ from typing import Callable
 import gymnasium as gym
 import numpy as np
 
-import rlgauntlet
+from rlgauntlet.version import __version__
 from rlgauntlet.common.seeding import MAX_SEED as _MAX_SEED
 from rlgauntlet.engine.rollout import EpisodeRecord, evaluate_episodes
 from rlgauntlet.errors import UserError
@@ -138,7 +138,7 @@ def run_identity(env_info: dict, victim: Victim, threat: Threat | None, seed: in
         if victim.uncertainty_output != "policy":  # only then: keys of policy-output runs stay as they were
             identity["uncertainty"]["output"] = victim.uncertainty_output
     meta = {
-        "rlgauntlet_version": rlgauntlet.__version__,
+        "rlgauntlet_version": __version__,
         "agent": victim.description,
         "env": env_info,
         "threat": name,

@@ -109,6 +109,14 @@ def _mean_se(values: torch.Tensor) -> tuple[float, float]:
     return float(v.mean()), float(v.std(unbiased=True) / math.sqrt(n)) if n > 1 else 0.0
 
 
+def paired_gaps(f_attack: torch.Tensor, f_strong: torch.Tensor, f_random: torch.Tensor) -> dict[str, tuple[float, float]]:
+    """The per-state differences the checks judge, as (mean, standard error) each: the attack
+    against random noise, the strengthened attack's gain over the attack, and the strengthened
+    attack against random noise (all (n,) objectives on the same states: paired)."""
+    return {"attack_vs_random": _mean_se(f_attack - f_random), "gain": _mean_se(f_strong - f_attack),
+            "strong_vs_random": _mean_se(f_strong - f_random)}
+
+
 def significantly_below_zero(mean: float, sem: float) -> bool:
     """Whether a paired difference with this mean and standard error is below zero by more than
     ``Z`` standard errors (and by more than rounding: a difference of exactly 0 never counts)."""
@@ -184,9 +192,9 @@ def check_false_robustness(victim: Victim, env_fn: Callable[[], gym.Env], budget
             f_strong = per_step_objective(name, victim, x, adv_strong)
             f_random = per_step_objective(name, victim, x, noise)
             (m_a, se_a), (m_s, se_s), (m_r, se_r) = (_mean_se(f) for f in (f_attack, f_strong, f_random))
-            gap_random, se_gap_random = _mean_se(f_attack - f_random)
-            gain, se_gain = _mean_se(f_strong - f_attack)
-            strong_vs_random, se_strong_random = _mean_se(f_strong - f_random)
+            gaps = paired_gaps(f_attack, f_strong, f_random)
+            (gap_random, se_gap_random), (gain, se_gain) = gaps["attack_vs_random"], gaps["gain"]
+            strong_vs_random, se_strong_random = gaps["strong_vs_random"]
             held = []
             if significantly_below_zero(gap_random, se_gap_random):
                 held.append("worse_than_random")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-import rlgauntlet
+from rlgauntlet.version import __version__
 from rlgauntlet.errors import UserError
 from rlgauntlet.gauntlet.summary import CLEAN_RETURN, NATURAL_IMPACT, WARNINGS, acr_metric, gwc_metric, worst_case_metric
 from rlgauntlet.metrics.aggregates import improvement_interval, iqm_interval
@@ -136,6 +136,6 @@ def leaderboard(paths: list[str | Path], seed: int = 0) -> dict:
         out.append({"protocol": protocol, "version": version, "level": level, "env": env,
                     "headline_eps": members[0]["headline_eps"], "rows": rows, "pairs": pairs,
                     "unscored": unscored, "missing": missing})
-    return {"rlgauntlet_version": rlgauntlet.__version__, "boards": out,
+    return {"rlgauntlet_version": __version__, "boards": out,
             "statistics": "IQM over a method's agents with a 95% stratified-bootstrap percentile interval "
                           "(scipy.stats.bootstrap, 2000 resamples); P(X > Y) with ties counted one half"}

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-import rlgauntlet
+from rlgauntlet.version import __version__
 from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.agents import AgentSpec
 from rlgauntlet.gauntlet.plan import CACHE_FOLDER, AttackerTask, GauntletPlan, eps_value, plan_gauntlet, safe_name, threat_eps
@@ -101,7 +101,7 @@ def run_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None, 
         advance(1)
         checks = run_checks(plan)
         advance(1)
-    out = {"rlgauntlet_version": rlgauntlet.__version__, **summarise(plan, reports, method),
+    out = {"rlgauntlet_version": __version__, **summarise(plan, reports, method),
            "certified": certified, "checks": checks, "warnings": list(checks.get("warnings", [])),
            "store": str(plan.store)}
     out["seconds"] = round(time.perf_counter() - start, 1)

@@ -18,7 +18,7 @@ import re
 import time
 from pathlib import Path
 
-import rlgauntlet
+from rlgauntlet.version import __version__
 from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.store import ResultsStore
 from rlgauntlet.report.data import AgentRuns, RunRef, load_groups
@@ -115,7 +115,7 @@ def render_report(stores: list[str | Path], out: str | Path, agents: list[str] |
         for store in opened:
             store.close()
     html = template_environment().get_template("report.html.j2").render(
-        title=title, version=rlgauntlet.__version__, rendered=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        title=title, version=__version__, rendered=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         gauntlet=gauntlet, output_kind=REPORT_KIND, **context)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(html)

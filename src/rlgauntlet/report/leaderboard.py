@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import rlgauntlet
+from rlgauntlet.version import __version__
 
 #: what the board's page is, in its mark (common.outputs)
 PAGE_KIND = "leaderboard page"
@@ -25,7 +25,7 @@ def render_leaderboard(board: dict, out: str | Path) -> Path:
 
     out = check_output(Path(out), kind=PAGE_KIND)
     html = template_environment().get_template("leaderboard.html.j2").render(
-        version=rlgauntlet.__version__, rendered=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        version=__version__, rendered=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         output_kind=PAGE_KIND, **board)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(html)

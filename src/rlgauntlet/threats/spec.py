@@ -28,7 +28,7 @@ import re
 from pydantic import ValidationError
 
 from rlgauntlet.errors import UserError
-from rlgauntlet.threats.base import THREATS, Schedule, Threat
+from rlgauntlet.threats.base import THREATS, Schedule, Threat, objectives
 
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 _QUOTES = "\"'"
@@ -149,19 +149,17 @@ ALIASES = ("fgsm", "pgd")
 
 
 def known_threats() -> list[str]:
-    import rlgauntlet.threats  # noqa: F401  (registers the built-in threats)
-
+    # importing this module imported the package first, whose __init__ registers the built-ins
     return sorted([*THREATS, *ALIASES])
 
 
 def _resolve_alias(name: str, params: dict, spec: str) -> type[Threat]:
     """``fgsm:objective=X`` is attack X with one step of size ε; ``pgd:objective=X`` is X
     with its PGD defaults. The objective defaults to minbest."""
-    from rlgauntlet.threats.attacks import OBJECTIVES
-
+    known = objectives()  # the registry knows them: each attack declares ``objective = True``
     objective = params.pop("objective", "minbest")
-    if objective not in OBJECTIVES:
-        raise UserError(f"threat spec {spec!r}: unknown objective {objective!r}; choose one of: {', '.join(OBJECTIVES)}")
+    if objective not in known:
+        raise UserError(f"threat spec {spec!r}: unknown objective {objective!r}; choose one of: {', '.join(known)}")
     if name == "fgsm":
         if objective == "cw":
             raise UserError(f"threat spec {spec!r}: cw is an optimisation, not a one-step attack; use --threat cw")
@@ -186,8 +184,6 @@ def normalize_spec(spec: str) -> str:
 
 def parse_threat(spec: str) -> Threat:
     """Build a threat from its spec string, or raise a :class:`UserError` naming the problem."""
-    import rlgauntlet.threats  # noqa: F401
-
     spec = normalize_spec(spec)
     name, _, rest = spec.partition(":")
     name = name.strip()
