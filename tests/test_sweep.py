@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from rlgauntlet.errors import UserError
-from rlgauntlet.experiments.executors import LocalExecutor
+from rlgauntlet.common.executors import LocalExecutor
 from rlgauntlet.experiments.store import ResultsStore
 from rlgauntlet.experiments.sweep import SweepSpec, load_sweep_file, plan_sweep, run_sweep
 
@@ -348,7 +348,7 @@ def test_workers_die_with_a_killed_driver(tmp_path):
     """SIGKILL on the driver (nothing it can handle) ends its workers within seconds."""
     import signal as signals
 
-    script = ("import time\nfrom rlgauntlet.experiments.executors import make_executor\n"
+    script = ("import time\nfrom rlgauntlet.common.executors import make_executor\n"
               "with make_executor('local', workers=2) as pool:\n"
               "    pool.run(time.sleep, [120, 120], lambda task, result: None)\n")
     driver = subprocess.Popen([sys.executable, "-c", script])

@@ -142,16 +142,18 @@ def sha256_file(path):
 
 
 def test_multi_file_entries_are_verified_and_attackers_pinned_to_their_victim(tmp_path, temp_zoo, tiny_models):
+    from rlgauntlet.victims.sb3_files import write_zoo_form
     from rlgauntlet.zoo import add_zoo_entry, zoo_entry, zoo_files
 
     members = [(tiny_models[name], {"seed": k}) for k, name in enumerate(("dqn", "ppo", "a2c"))]
-    add_zoo_entry("tiny-ensemble", {"env": "CartPole-v1", "algorithm": "dqn", "kind": "ensemble"}, members=members)
+    add_zoo_entry("tiny-ensemble", {"env": "CartPole-v1", "algorithm": "dqn", "kind": "ensemble"}, members=members,
+                  write_file=write_zoo_form)
     assert len(zoo_files(zoo_entry("tiny-ensemble"))) == 3
     # stored as agent files: the trained file's sha256 stays on record
     assert [m["source_sha256"] for m in zoo_entry("tiny-ensemble")["members"]] == [sha256_file(p) for p, _ in members]
     attacker = tiny_models["ppo"]
     add_zoo_entry("tiny-attacker", {"env": "CartPole-v1", "kind": "attacker"}, files={"file": attacker},
-                  victim="cartpole-ppo")
+                  victim="cartpole-ppo", write_file=write_zoo_form)
     entry = zoo_entry("tiny-attacker")
     assert entry["victim"] == {"name": "cartpole-ppo", "sha256": zoo_entry("cartpole-ppo")["sha256"]}
     assert len(zoo_files(entry)) == 1

@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Callable
 
 from rlgauntlet.errors import UserError
 
@@ -162,21 +163,14 @@ def _write_member_list(directory: Path, name: str, entry: dict) -> None:
     entry.update(file=target.name, sha256=sha256_file(target))
 
 
-def _store_agent_file(src: Path, target: Path) -> dict:
-    """Copy one agent file into the zoo in the form evaluation needs (see
-    ``victims.sb3_files.write_agent_zip``): an SB3 zip loses its optimizer state and target
-    networks, a VecNormalize pickle becomes plain numbers. Returns its manifest fields; the
-    trained file's own sha256 stays on record as ``source_sha256``."""
+def _store_agent_file(src: Path, target: Path, write_file: Callable[[Path, Path], object]) -> dict:
+    """Put one agent file into the zoo with ``write_file(src, target)`` (the trainer passes the
+    adapters' writer of the form evaluation needs, ``victims.sb3_files.write_zoo_form``: the
+    catalogue itself imports no adapter). Returns its manifest fields; the trained file's own
+    sha256 stays on record as ``source_sha256``."""
     from rlgauntlet.common.hashing import sha256_file
-    from rlgauntlet.victims.sb3_files import write_agent_zip, write_vecnormalize_json
 
-    src = Path(src)
-    if src.suffix == ".zip":
-        write_agent_zip(src, target)
-    elif src.suffix == ".pkl":
-        write_vecnormalize_json(src, target)
-    else:
-        shutil.copyfile(src, target)
+    write_file(Path(src), target)
     return {"file": target.name, "sha256": sha256_file(target), "source_sha256": sha256_file(src)}
 
 
@@ -185,15 +179,18 @@ def _zoo_suffix(src: Path) -> str:
 
 
 def add_zoo_entry(name: str, entry: dict, files: dict[str, Path] | None = None,
-                  members: list[tuple[Path, dict]] | None = None, victim: str | None = None) -> dict:
+                  members: list[tuple[Path, dict]] | None = None, victim: str | None = None,
+                  write_file: Callable[[Path, Path], object] = shutil.copyfile) -> dict:
     """Put agent files into the zoo and write the manifest entry ``name``.
 
     Args:
         entry: the entry's fields (env, algorithm, preset, command, seed, clean return, ...).
         files: ``{"file": path}`` and optionally ``{"vecnormalize": path}``, stored as
-            ``NAME.zip`` / ``NAME.vecnormalize.json`` (see :func:`_store_agent_file`).
+            ``NAME.zip`` / ``NAME.vecnormalize.json`` (with ``write_file``).
         members: ensemble members ``(path, fields)``, stored as ``NAME.member-K.zip``.
         victim: the zoo agent this one was trained against (its sha256 is recorded).
+        write_file: how a file is put into the zoo (default: copied as it is; the trainers pass
+            ``victims.sb3_files.write_zoo_form``, which keeps only what evaluation reads).
     """
     directory = zoo_dir()
     directory.mkdir(parents=True, exist_ok=True)
@@ -201,7 +198,7 @@ def add_zoo_entry(name: str, entry: dict, files: dict[str, Path] | None = None,
     for key, src in (files or {}).items():
         suffix = _zoo_suffix(src)
         target = directory / (f"{name}{suffix}" if key == "file" else f"{name}.{key}{suffix}")
-        info = _store_agent_file(src, target)
+        info = _store_agent_file(src, target, write_file)
         if key == "file":
             entry.update(info)
         else:
@@ -210,7 +207,7 @@ def add_zoo_entry(name: str, entry: dict, files: dict[str, Path] | None = None,
         entry["members"] = []
         for k, (src, fields) in enumerate(members):
             target = directory / f"{name}.member-{k}{_zoo_suffix(src)}"
-            entry["members"].append({**fields, **_store_agent_file(src, target)})
+            entry["members"].append({**fields, **_store_agent_file(src, target, write_file)})
         _write_member_list(directory, name, entry)
     if victim is not None:
         entry["victim"] = {"name": victim, "sha256": zoo_entry(victim)["sha256"]}

@@ -1,4 +1,7 @@
-"""Certified bounds on a network's outputs over an ε-ball of inputs (interval bound propagation)."""
+"""Certified bounds on a network's outputs over an ε-ball of inputs (interval bound propagation).
+
+May import: victims, errors.
+"""
 
 from rlgauntlet.bounds.ibp import IBP_LAYERS, ibp, ibp_margins, input_box
 

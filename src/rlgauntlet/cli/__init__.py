@@ -1,6 +1,8 @@
 """The ``rlgauntlet`` command line: one module per command group (see ``cli.common`` for what
 they share). Every command reports bad input as one line on stderr and exits with status 2;
 SIGINT and SIGTERM exit 130 and 143 saying what was kept.
+
+May import every layer below it.
 """
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ def gauntlet(
 
     Example: rlgauntlet gauntlet --agent zoo:cartpole-dqn --env CartPole-v1 --level quick --out runs/dqn --workers 2
     """
-    from rlgauntlet.experiments.executors import check_executor
+    from rlgauntlet.common.executors import check_executor
     from rlgauntlet.gauntlet import plan_gauntlet, run_gauntlet
     from rlgauntlet.gauntlet.protocols import protocol_fitting
     from rlgauntlet.experiments.store import check_store_location

@@ -30,7 +30,7 @@ def sweep(
     """
     from rlgauntlet.experiments.sweep import load_sweep_file, preview_sweep, resolve_sweep, run_sweep
 
-    from rlgauntlet.experiments.executors import check_executor
+    from rlgauntlet.common.executors import check_executor
     from rlgauntlet.experiments.store import check_store_location
 
     check_executor(executor, workers, address)

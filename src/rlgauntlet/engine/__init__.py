@@ -1,1 +1,4 @@
-"""The rollout engine: every evaluation runs through ``rollout.evaluate_episodes``."""
+"""The rollout engine: every evaluation runs through ``rollout.evaluate_episodes``.
+
+May import: threats, metrics, victims, common, errors, version.
+"""

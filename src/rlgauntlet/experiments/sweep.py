@@ -8,7 +8,7 @@ one evaluation run: agent × env × threat spec × seed) and finds or creates ea
 in the store, by the same key ``rlgauntlet evaluate --resume`` uses. The episodes a cell's
 run lacks are cut into *chunks* of episode indices; because episode k always uses env seed
 ``seed + k``, a chunk gives the same episodes in any process, in any order. Executors
-(:mod:`rlgauntlet.experiments.executors`) run :func:`run_chunk` on the chunks; only the
+(:mod:`rlgauntlet.common.executors`) run :func:`run_chunk` on the chunks; only the
 driver writes the store, a chunk's episodes as soon as the chunk returns. Re-running a sweep
 on the same store runs only the episodes still missing, so a killed driver or worker loses at
 most the chunks in flight and duplicates nothing (``(run_id, episode)`` is the store's key).
@@ -31,7 +31,7 @@ from typing import Callable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rlgauntlet.engine.rollout import EpisodeRecord
-from rlgauntlet.experiments.executors import EXECUTOR_NAMES
+from rlgauntlet.common.executors import EXECUTOR_NAMES
 from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.agents import AgentSpec
 from rlgauntlet.experiments.store import ResultsStore
@@ -511,7 +511,7 @@ def run_sweep(spec: SweepSpec | str | Path, store: str | Path | ResultsStore, ex
         ``{"sweep", "episodes", "ran", "seconds", "reports"}``: ``ran`` is how many episodes this
         call ran (0 when the store already held the whole sweep).
     """
-    from rlgauntlet.experiments.executors import check_executor, make_executor
+    from rlgauntlet.common.executors import check_executor, make_executor
 
     if not isinstance(spec, SweepSpec):
         spec = load_sweep_file(spec)

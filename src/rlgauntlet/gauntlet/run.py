@@ -63,7 +63,7 @@ def run_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None, 
             CLI plans before it draws progress bars); the agent is then not loaded again.
     """
     from rlgauntlet.common.threads import thread_policy
-    from rlgauntlet.experiments.executors import check_executor, make_executor
+    from rlgauntlet.common.executors import check_executor, make_executor
     from rlgauntlet.experiments.sweep import run_sweep
 
     start = time.perf_counter()

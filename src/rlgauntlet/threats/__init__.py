@@ -2,6 +2,8 @@
 
 Importing this package registers the built-in threats; build one from a spec string with
 :func:`parse_threat`.
+
+May import: victims, envs, common, errors, version. Never the engine or a trainer.
 """
 
 from rlgauntlet.threats import (  # noqa: F401  (registers threats)

@@ -20,6 +20,15 @@ from rlgauntlet.errors import UserError
 
 SB3_BASES = ("ppo", "a2c", "dqn", "sac", "td3", "ddpg")
 ALGORITHMS: dict[str, type] = {}
+#: our own subclasses, named as data ("module:Class") and imported on first use: the registry
+#: imports no defence, and no defence imports the registry (no cycle between them)
+BUILT_IN: dict[str, str] = {
+    "radial_dqn": "rlgauntlet.training.radial:RadialDQN",
+    "radial_ppo": "rlgauntlet.training.radial:RadialPPO",
+    "sa_dqn": "rlgauntlet.training.sa_dqn:SADQN",
+    "sa_ppo": "rlgauntlet.training.sa_ppo:SAPPO",
+    "ppo_split_lr": "rlgauntlet.training.split_lr:SplitLRPPO",
+}
 
 
 def _sb3_classes() -> dict[str, type]:
@@ -50,17 +59,20 @@ def base_of(cls: type) -> str | None:
 
 
 def algorithm_class(name: str) -> type:
-    """The class registered as ``name`` (SB3's own algorithms and ours are always there)."""
-    import rlgauntlet.training.radial  # noqa: F401  (registers RADIAL-DQN and RADIAL-PPO)
-    import rlgauntlet.training.sa_dqn  # noqa: F401  (registers SA-DQN)
-    import rlgauntlet.training.sa_ppo  # noqa: F401  (registers SA-PPO)
-    import rlgauntlet.training.split_lr  # noqa: F401  (registers PPO with a critic learning rate of its own)
+    """The class registered as ``name``: SB3's own algorithms, ours (:data:`BUILT_IN`) and any
+    :func:`register_algorithm` added."""
+    import importlib
 
+    key = name.lower()
+    if key in BUILT_IN and key not in ALGORITHMS:
+        module, _, attr = BUILT_IN[key].partition(":")
+        register_algorithm(key, getattr(importlib.import_module(module), attr))
     classes = {**_sb3_classes(), **ALGORITHMS}
     try:
-        return classes[name.lower()]
+        return classes[key]
     except KeyError:
-        raise UserError(f"unknown training algorithm {name!r}; choose one of: {', '.join(sorted(classes))}") from None
+        names = sorted({*classes, *BUILT_IN})
+        raise UserError(f"unknown training algorithm {name!r}; choose one of: {', '.join(names)}") from None
 
 
 def base_algorithm(name: str) -> str:

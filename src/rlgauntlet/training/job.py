@@ -39,7 +39,7 @@ def plan_training(preset: str, run_dir: str | Path | None = None, register: bool
     from rlgauntlet.training.presets import get_preset
     from rlgauntlet.zoo import check_new_zoo_name
 
-    from rlgauntlet.training.atla import ATLA_PRESETS
+    from rlgauntlet.training.presets import ATLA_PRESETS
 
     recipe = get_preset(preset)
     if seed is not None:
@@ -146,7 +146,7 @@ def train_seeds(preset: str, seeds: Sequence[int], runs: str | Path = "runs", ex
     is registered in the zoo: which seed represents a method is chosen afterwards (for the
     Hopper defences, by robustness: benchmarks/robust_hopper.py). Returns each seed's
     ``{"seed", "run_dir", "checkpoint"}`` in seed order."""
-    from rlgauntlet.experiments.executors import check_executor, make_executor
+    from rlgauntlet.common.executors import check_executor, make_executor
 
     from rlgauntlet.common.seeding import check_seeds
 

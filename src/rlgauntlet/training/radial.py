@@ -48,7 +48,6 @@ from gymnasium import spaces
 from stable_baselines3 import DQN, PPO
 
 from rlgauntlet.bounds import ibp
-from rlgauntlet.training.algorithms import register_algorithm
 from rlgauntlet.training.live import LiveVictimMixin, PPOTerms
 
 
@@ -282,7 +281,3 @@ class RadialPPO(_RadialMixin, PPO):
         if wc:
             self.logger.record("radial/worst_case_loss", np.mean(wc))
         self._guard_ramp(float(np.median(widths)) if widths else None, self.n_steps * self.n_envs)
-
-
-register_algorithm("radial_dqn", RadialDQN)
-register_algorithm("radial_ppo", RadialPPO)

@@ -10,6 +10,7 @@ from rlgauntlet.engine.rollout import evaluate_episodes
 from rlgauntlet.training.algorithms import base_algorithm
 from rlgauntlet.training.presets import get_preset
 from rlgauntlet.victims.sb3 import load_sb3
+from rlgauntlet.victims.sb3_files import write_zoo_form
 from rlgauntlet.zoo import add_zoo_entry
 
 ZOO_EVAL_EPISODES = 20
@@ -75,7 +76,7 @@ def register_zoo_ensemble(name: str, checkpoints: list[Path], n_envs: int = 4, f
              "command": command or f"rlgauntlet train --preset {name}", "seed": preset.seed,
              "uncertainty": {"method": "ensemble", "members": len(members)},
              "clean_return": _clean_return_entry(returns, preset.target_return)}
-    return add_zoo_entry(zoo_name or name, entry, members=[(ckpt / "model.zip", f) for ckpt, f in zip(checkpoints, fields)])
+    return add_zoo_entry(zoo_name or name, entry, write_file=write_zoo_form, members=[(ckpt / "model.zip", f) for ckpt, f in zip(checkpoints, fields)])
 
 
 def register_zoo_agent(name: str, checkpoint: Path, n_envs: int = 4, force: bool = False,
@@ -126,4 +127,4 @@ def register_zoo_agent(name: str, checkpoint: Path, n_envs: int = 4, force: bool
     entry["total_timesteps"] = progress.get("num_timesteps")
     entry["clean_return"] = _clean_return_entry(returns, preset.target_return)
     entry.update(extra or {})
-    return add_zoo_entry(name, entry, files)
+    return add_zoo_entry(name, entry, files, write_file=write_zoo_form)

@@ -36,7 +36,6 @@ import torch.nn.functional as F
 from stable_baselines3 import DQN
 
 from rlgauntlet.bounds import ibp_margins
-from rlgauntlet.training.algorithms import register_algorithm
 from rlgauntlet.training.live import LiveVictimMixin
 from rlgauntlet.victims.base import Victim
 
@@ -97,6 +96,3 @@ class SADQN(LiveVictimMixin, DQN):
         self.logger.record("train/loss", np.mean(td_losses))
         self.logger.record("sa/eps", eps)
         self.logger.record("sa/regularizer", np.mean(regs))
-
-
-register_algorithm("sa_dqn", SADQN)

@@ -37,7 +37,6 @@ from stable_baselines3 import PPO
 
 from rlgauntlet.bounds import ibp
 from rlgauntlet.threats.attacks.maxdiff import policy_divergence
-from rlgauntlet.training.algorithms import register_algorithm
 from rlgauntlet.training.live import LiveVictimMixin
 from rlgauntlet.training.radial import softmax_bounds
 from rlgauntlet.victims.base import PolicyOutput, Victim
@@ -159,6 +158,3 @@ class SAPPO(LiveVictimMixin, PPO):
         self.logger.record("sa/eps", eps)
         if reg:
             self.logger.record("sa/regulariser", np.mean(reg))
-
-
-register_algorithm("sa_ppo", SAPPO)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from stable_baselines3 import PPO
 
-from rlgauntlet.training.algorithms import register_algorithm
 
 
 class SplitLRPPO(PPO):
@@ -51,6 +50,3 @@ class SplitLRPPO(PPO):
         for optimizer in optimizers if isinstance(optimizers, list) else [optimizers]:
             for group in optimizer.param_groups:
                 group["lr"] = rate * group.get("lr_ratio", 1.0)
-
-
-register_algorithm("ppo_split_lr", SplitLRPPO)

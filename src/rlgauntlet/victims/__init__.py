@@ -1,4 +1,8 @@
-"""Victims: the agent under test behind one interface (see ``base.Victim``)."""
+"""Victims: the agent under test behind one interface (see ``base.Victim``), with adapters for
+Stable-Baselines3, torch modules and TorchScript, the zoo's agent-file format and the MinAtar
+network.
+
+May import: zoo (to resolve ``zoo:NAME``), common, errors, version. Knows nothing of threats or rollouts."""
 
 from __future__ import annotations
 

@@ -282,3 +282,18 @@ def read_vecnormalize_json(path: Path) -> Any:
     stats.obs_rms, stats.clip_obs, stats.epsilon, stats.norm_obs = rms, float(raw["clip_obs"]), float(raw["epsilon"]), \
         bool(raw["norm_obs"])
     return stats
+
+
+def write_zoo_form(src: Path, target: Path) -> None:
+    """Write agent file ``src`` as the zoo keeps it: an SB3 zip as :func:`write_agent_zip` (no
+    optimizer state, no target networks), a VecNormalize pickle as plain numbers
+    (:func:`write_vecnormalize_json`), anything else copied. The zoo's writer (``zoo.add_zoo_entry``)."""
+    import shutil
+
+    src = Path(src)
+    if src.suffix == ".zip":
+        write_agent_zip(src, target)
+    elif src.suffix == ".pkl":
+        write_vecnormalize_json(src, target)
+    else:
+        shutil.copyfile(src, target)
