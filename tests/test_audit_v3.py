@@ -1035,3 +1035,107 @@ def test_the_checks_paired_gaps_are_the_differences_of_the_same_states():
                        ("strong_vs_random", strong - random)):
         assert gaps[name] == pytest.approx((float(diff.mean()), float(stats.sem(diff.numpy())))), name
     assert gaps["strong_vs_random"][0] == pytest.approx(-0.25)  # not the sum of the two objectives
+
+
+# --- the gauntlet's own mutation check follow-ups ----------------------------------------------------
+
+def _task(tmp_path, method="paad", steps=1000):
+    from rlgauntlet.gauntlet.plan import AttackerTask
+
+    return AttackerTask((("agent", "zoo:cartpole-dqn"),), "CartPole-v1", method, "0.1", 0.1, 0, steps,
+                        str(tmp_path / method))
+
+
+def test_an_attacker_is_done_only_at_its_full_budget_and_with_a_readable_manifest(tmp_path):
+    paad, sarsa = _task(tmp_path), _task(tmp_path, "robust-sarsa")
+    assert not paad.done() and not sarsa.done()  # no manifest yet
+    for task, steps, done in ((paad, 999, False), (paad, 1000, True), (paad, 1500, True), (sarsa, 1, True)):
+        Path(task.folder).mkdir(exist_ok=True)
+        (Path(task.folder) / "manifest.json").write_text(json.dumps({"steps": steps}))
+        assert task.done() is done, (task.method, steps)
+    (Path(paad.folder) / "manifest.json").write_text("{not json")
+    assert paad.done() is False
+
+
+def _tiny_plan(tmp_path, **changes):
+    from rlgauntlet.experiments.agents import AgentSpec
+    from rlgauntlet.gauntlet.plan import GauntletPlan
+    from rlgauntlet.gauntlet.protocols import get_protocol
+
+    fields = dict(protocol=get_protocol("classic"), level="quick", spec=AgentSpec(agent="zoo:cartpole-dqn"),
+                  env="CartPole-v1", preset="classic", victim=SimpleNamespace(description={}, budget_space="raw"),
+                  sha="ab" * 32, seeds=[3, 4], store=tmp_path / "g.sqlite", heuristics=[], natural=[], shifts=[],
+                  skipped=[], tasks=[], learned=[], labels={})
+    fields.update(changes)
+    return GauntletPlan(**fields)
+
+
+def test_the_gauntlets_sweeps_are_greedy_with_impact_on_its_seeds(tmp_path):
+    plan = _tiny_plan(tmp_path)
+    sweep = plan.sweep(["random:eps=0.1"], [])
+    assert sweep.deterministic is True and sweep.impact is True
+    assert sweep.seeds == [3, 4] and sweep.episodes == plan.settings.episodes
+    assert sweep.agents[0].threats == ["random:eps=0.1"] and sweep.agents[0].envs == ["CartPole-v1"]
+
+
+def test_certification_off_in_the_protocol_is_unavailable_with_its_reason(tmp_path):
+    import dataclasses
+
+    from rlgauntlet.gauntlet.run import certified_summary
+
+    plan = _tiny_plan(tmp_path)
+    plan.protocol = dataclasses.replace(plan.protocol, certify=False)
+    assert certified_summary(plan) == {"available": False, "reason": "the protocol certifies nothing"}
+
+
+def test_one_episode_has_a_zero_standard_error_not_nan():
+    from rlgauntlet.gauntlet.summary import pool_episodes
+
+    rows = pool_episodes([{"evaluations": [{"spec": "clean", "returns": [7.0], "return_mean": 7.0}]}], lambda s: s)
+    assert rows["clean"]["return_sem"] == 0.0 and rows["clean"]["return_mean"] == 7.0
+
+
+def test_a_natural_rows_impact_is_the_mean_over_seeds(tmp_path):
+    from rlgauntlet.gauntlet.summary import summarise
+
+    spec = "brightness_contrast:alpha=1.2"
+    plan = _tiny_plan(tmp_path, natural=[spec], labels={spec: spec})
+    reports = [{"evaluations": [{"spec": "clean", "returns": [10.0, 12.0], "return_mean": 11.0},
+                                {"spec": spec, "returns": [5.0], "return_mean": 5.0, "impact": impact}]}
+               for impact in (0.2, 0.6)]
+    summary = summarise(plan, reports, None)
+    [row] = summary["natural"]["rows"]
+    assert row["impact"] == pytest.approx(0.4) and summary["natural"]["impact_mean"] == pytest.approx(0.4)
+
+
+def test_a_recorded_gauntlet_keeps_only_the_load_options_that_were_set(tmp_path):
+    from rlgauntlet.experiments.agents import AgentSpec
+    from rlgauntlet.experiments.store import ResultsStore
+    from rlgauntlet.gauntlet.summary import record_result
+
+    out = {"agent": {"method": "m"}, "clean": {"return_mean": 1.0}, "worst_case": [],
+           "natural": {"impact_mean": None, "return_drop_mean": 0.0}, "certified": {}, "warnings": [], "seconds": 1.0}
+    record_result(_tiny_plan(tmp_path), out)
+    record_result(_tiny_plan(tmp_path, store=tmp_path / "h.sqlite",
+                             spec=AgentSpec(agent="zoo:cartpole-dqn", allow_pickle=True, kind="q")), out)
+    metas = []
+    for name in ("g.sqlite", "h.sqlite"):
+        store = ResultsStore(tmp_path / name)
+        [(_, meta)] = store.runs("gauntlet")
+        metas.append(meta["load_options"])
+        store.close()
+    assert metas == [{}, {"allow_pickle": True, "kind": "q"}]
+
+
+def test_every_cached_result_and_attacker_of_an_agent_shares_its_folder(tmp_path):
+    from rlgauntlet.gauntlet import plan_gauntlet
+    from rlgauntlet.gauntlet.run import cache_file
+
+    plan = plan_gauntlet("zoo:pendulum-td3", "Pendulum-v1", level="quick", store=tmp_path / "g.sqlite")
+    folders = {Path(t.folder).parent for t in plan.tasks}
+    assert folders == {cache_file(plan, "checks").parent} == {cache_file(plan, "certified").parent}
+    assert cache_file(plan, "checks").parent.parent.name == plan.sha[:16]
+    methods = {t.method for t in plan.tasks}
+    assert "robust-sarsa" in methods
+    for t in plan.tasks:
+        assert Path(t.folder).name.startswith(f"{t.method}-{'q' if t.method == 'robust-sarsa' else 'eps'}")

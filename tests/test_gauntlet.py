@@ -209,8 +209,10 @@ def test_gauntlet_on_a_masked_agent(tiny_protocol, masked_agent, tmp_path):
     from rlgauntlet.gauntlet import run_gauntlet
 
     store = tmp_path / "g.sqlite"
+    stages = []
     result = run_gauntlet(f"torchscript:{masked_agent}", "CartPole-v1", level="quick", store=store, kind="q",
-                          input_space="raw", method="masked")
+                          input_space="raw", method="masked", on_stage=lambda *a: stages.append(a))
+    assert ("learned attackers", 0, 1) in stages  # (stage, done, total): one attacker, none trained before
     assert result["protocol"] == {"name": "classic", "version": 1, "level": "quick"}
     [worst] = result["worst_case"]
     members = worst["members"]
@@ -230,8 +232,10 @@ def test_gauntlet_on_a_masked_agent(tiny_protocol, masked_agent, tmp_path):
 
     with _opened(store) as s:
         episodes = s.conn.execute("SELECT COUNT(*) FROM episodes").fetchone()[0]
+    stages.clear()
     again = run_gauntlet(f"torchscript:{masked_agent}", "CartPole-v1", level="quick", store=store, kind="q",
-                         input_space="raw", method="masked")
+                         input_space="raw", method="masked", on_stage=lambda *a: stages.append(a))
+    assert ("learned attackers", 1, 1) in stages  # the cached attacker counts as done
     assert zip_path.stat().st_mtime_ns == stamp  # the cached attacker is reused, not retrained
     with _opened(store) as s:
         assert s.conn.execute("SELECT COUNT(*) FROM episodes").fetchone()[0] == episodes

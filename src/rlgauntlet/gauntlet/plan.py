@@ -98,6 +98,12 @@ def threat_eps(spec: str) -> float | None:
     return getattr(parse_threat(spec).params, "eps", None)
 
 
+def agent_cache(store: Path, sha: str, env: str) -> Path:
+    """The folder of one agent's (by sha256) trained attackers and cached results on ``env``,
+    beside ``store``: ``gauntlet-cache/<first 16 hex of the sha256>/<env>/``."""
+    return Path(store).parent / CACHE_FOLDER / sha[:16] / safe_name(env)
+
+
 def check_protocol_version(store: ResultsStore, protocol: Protocol) -> None:
     """Refuse a store that holds gauntlet results of another version of ``protocol``."""
     for _, meta in store.runs("gauntlet"):
@@ -226,7 +232,7 @@ def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None,
     skipped += skipped_shifts
 
     learned_eps = [chosen.headline_eps] if settings.learned_at == "headline" else list(chosen.eps_grid)
-    cache = store_path.parent / CACHE_FOLDER / sha[:16] / safe_name(env)
+    cache = agent_cache(store_path, sha, env)
     options = tuple(sorted(spec.model_dump().items()))
     directors = [(setting, chosen.select) for setting in director_settings_for(chosen, env, skipped)]
     tasks = []

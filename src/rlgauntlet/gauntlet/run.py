@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 from rlgauntlet.version import __version__
 from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.agents import AgentSpec
-from rlgauntlet.gauntlet.plan import CACHE_FOLDER, AttackerTask, GauntletPlan, eps_value, plan_gauntlet, safe_name, threat_eps
+from rlgauntlet.gauntlet.plan import AttackerTask, GauntletPlan, agent_cache, eps_value, plan_gauntlet, threat_eps
 from rlgauntlet.gauntlet.summary import record_result, summarise
 
 #: what a cached certification or checks file is, in its mark (common.outputs)
@@ -127,9 +127,10 @@ def cached(path: Path, compute: Callable[[], dict]) -> dict:
 
 
 def cache_file(plan: GauntletPlan, what: str) -> Path:
+    """Where the ``what`` (certified, checks) result of ``plan`` is cached, beside its attackers."""
     p = plan.protocol
-    return (plan.store.parent / CACHE_FOLDER / plan.sha[:16] / safe_name(plan.env) /
-            f"{what}-{p.name}-v{p.version}-seed{plan.seeds[0]}-{plan.settings.episodes}ep.json")
+    return agent_cache(plan.store, plan.sha, plan.env) / \
+        f"{what}-{p.name}-v{p.version}-seed{plan.seeds[0]}-{plan.settings.episodes}ep.json"
 
 
 def certified_summary(plan: GauntletPlan) -> dict:
