@@ -654,6 +654,9 @@ def test_checkpoint_files_holding_code_are_refused_and_never_run(tmp_path):
     (parts / "optimizer.pt").write_bytes(_evil(marker))
     with pytest.raises(UserError, match="more than weights.*new --run-dir"):
         load_checkpoint_parts(_ppo(), parts, {"num_timesteps": 1})
+    torch.save(_ppo().policy.state_dict(), parts / "policy.pt")  # real weights, the payload in the optimizer only
+    with pytest.raises(UserError, match="more than weights.*new --run-dir"):
+        load_checkpoint_parts(_ppo(), parts, {"num_timesteps": 1})
     model = _ppo()
     model.save(tmp_path / "model.zip")
     with zipfile.ZipFile(tmp_path / "model.zip") as zin, zipfile.ZipFile(tmp_path / "evil.zip", "w") as zout:
