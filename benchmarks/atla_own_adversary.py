@@ -40,7 +40,7 @@ def main() -> None:
     from stable_baselines3.common.vec_env import VecEnvWrapper, VecNormalize
 
     from rlgauntlet.envs.presets import make_train_vec_env
-    from rlgauntlet.training import atla
+    from rlgauntlet.training.defences import atla
     from rlgauntlet.training.greedy_eval import greedy_returns
     from rlgauntlet.training.kit import build_model
     from rlgauntlet.training.threat_env import ThreatVecEnv
@@ -57,7 +57,7 @@ def main() -> None:
         env = make_train_vec_env(recipe.env_id, args.episodes, seed)
         return VecNormalize(env, norm_obs=True, norm_reward=False, training=False) if recipe.normalize else env
 
-    from rlgauntlet.training.attack_mdp import AttackVecEnv
+    from rlgauntlet.training.attackers.attack_mdp import AttackVecEnv
 
     agent_env = normalised(args.seed)
     agent = build_model(recipe, agent_env, "cpu")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from _common import Competitor
 
-from rlgauntlet.training.atla import train_atla
+from rlgauntlet.training.defences.atla import train_atla
 from rlgauntlet.training.sb3_train import train_preset
 
 HERE = Path(__file__).resolve().parent

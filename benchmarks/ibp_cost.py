@@ -56,7 +56,7 @@ def network_costs(repeats: int) -> list[dict]:
 def training_step_costs(repeats: int) -> list[dict]:
     import stable_baselines3 as sb3
 
-    from rlgauntlet.training.radial import RadialDQN, RadialPPO
+    from rlgauntlet.training.defences.radial import RadialDQN, RadialPPO
 
     rows = []
     dqn_kwargs = dict(learning_starts=1000, train_freq=(10_000, "step"), batch_size=64, seed=0,

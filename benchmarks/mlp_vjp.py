@@ -22,7 +22,7 @@ from _common import zoo_victim_or_exit
 
 from rlgauntlet.common.seeding import BatchRNG, episode_generator
 from rlgauntlet.threats.learned.actor import AttackActor
-from rlgauntlet.training.sa_ppo import shift_gradient
+from rlgauntlet.training.defences.sa_ppo import shift_gradient
 
 OUT = Path(__file__).resolve().parent / "results" / "mlp_vjp.json"
 

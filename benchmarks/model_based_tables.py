@@ -85,7 +85,7 @@ def model_dir(task: dict, samples: int) -> Path:
 
 
 def ensure_model(task: dict, samples: int, victim, env_fn, log=print) -> dict:
-    from rlgauntlet.training.dynamics import learn_dynamics
+    from rlgauntlet.training.attackers.dynamics import learn_dynamics
 
     folder = model_dir(task, samples)
     manifest_path = folder / "manifest.json"

@@ -12,8 +12,10 @@ import torch
 from stable_baselines3 import PPO
 
 from rlgauntlet.errors import UserError
-from rlgauntlet.training import atla
-from rlgauntlet.training.atla import ATLAPreset, LiveAdversary, train_atla
+from rlgauntlet.training import presets
+from rlgauntlet.training.defences import atla
+from rlgauntlet.training.defences.atla import LiveAdversary, train_atla
+from rlgauntlet.training.presets import ATLAPreset
 
 ROLLOUT = 256  # the cartpole-ppo recipe: 8 envs × 32 steps
 
@@ -23,7 +25,7 @@ def tiny_presets(monkeypatch):
     """The CartPole presets with a few iterations, from scratch (no zoo agent needed)."""
     for method in ("atla", "pa_atla"):
         name = f"tiny-{method}"
-        monkeypatch.setitem(atla.ATLA_PRESETS, name, ATLAPreset(
+        monkeypatch.setitem(presets.ATLA_PRESETS, name, ATLAPreset(
             name, "cartpole-ppo", method, eps=0.1, total_agent_steps=3 * ROLLOUT, checkpoint_every=1,
             agent_overrides={"n_epochs": 2}, adversary={"n_epochs": 2}))
     return monkeypatch
@@ -117,7 +119,7 @@ def test_a_vecnormalize_agent_shares_its_normaliser_with_the_adversary_and_resum
     from rlgauntlet.training.checkpoints import load_data_pickle
     from rlgauntlet.training.kit import find_vecnormalize
 
-    monkeypatch.setitem(atla.ATLA_PRESETS, "tiny-hopper", ATLAPreset(
+    monkeypatch.setitem(presets.ATLA_PRESETS, "tiny-hopper", ATLAPreset(
         "tiny-hopper", "hopper-ppo", "pa_atla", eps=0.075, total_agent_steps=2 * 128, checkpoint_every=1,
         agent_overrides={"n_steps": 128, "batch_size": 64, "n_epochs": 1}, adversary={"n_epochs": 1}))
     run = tmp_path / "run"
@@ -178,7 +180,7 @@ def test_the_live_adversary_stays_in_its_budget(variant):
 
 
 def test_the_adversarys_budget_ramps_over_the_stated_fraction(tiny_presets, tmp_path):
-    tiny_presets.setitem(atla.ATLA_PRESETS, "tiny-ramp", ATLAPreset(
+    tiny_presets.setitem(presets.ATLA_PRESETS, "tiny-ramp", ATLAPreset(
         "tiny-ramp", "cartpole-ppo", "pa_atla", eps=0.1, total_agent_steps=3 * ROLLOUT, checkpoint_every=1,
         eps_ramp=1.0, agent_overrides={"n_epochs": 1}, adversary={"n_epochs": 1}))
     ckpt = train_atla("tiny-ramp", tmp_path / "run", log=lambda line: None)

@@ -194,7 +194,7 @@ def test_a_pgd_push_runs_its_steps():
 def test_radial_ppo_weights_the_worst_case_by_one_minus_kappa():
     """κ = 0.25: κ·nominal + 0.75·worst; κ and 1 − κ swapped gives another number."""
     from rlgauntlet.training.live import PPOTerms
-    from rlgauntlet.training.radial import radial_ppo_policy_loss, softmax_bounds
+    from rlgauntlet.training.defences.radial import radial_ppo_policy_loss, softmax_bounds
 
     t = torch.tensor
     lower = t([[0.0, -1.0, 0.5], [-0.5, 0.2, 0.1]], dtype=torch.float64)
@@ -214,7 +214,7 @@ def test_radial_ppo_training_passes_lower_then_upper_bounds_and_its_kappa(monkey
     """The training step, not only the loss: the bounds it hands over are (lower, upper) of the
     live network at the current ε, and its κ is the algorithm's."""
     from rlgauntlet.bounds import ibp
-    from rlgauntlet.training import radial
+    from rlgauntlet.training.defences import radial
 
     seen = []
     real = radial.radial_ppo_policy_loss
@@ -277,7 +277,7 @@ def test_radial_dqn_training_step_uses_double_dqn_targets(monkeypatch):
     """The online net picks the next action, the target net values it (docs: Double DQN); the
     loss the step optimises is Eq. 5 on that target, at the step's κ and ε, from the bounds."""
     from rlgauntlet.bounds import ibp
-    from rlgauntlet.training.radial import RadialDQN, radial_dqn_loss
+    from rlgauntlet.training.defences.radial import RadialDQN, radial_dqn_loss
 
     model = _dqn_model(RadialDQN, radial_eps=0.05, ramp_fraction=0.1, kappa_end=0.3)
     data, losses, before = _run_one_step(model, monkeypatch)
@@ -300,7 +300,7 @@ def test_radial_dqn_training_step_uses_double_dqn_targets(monkeypatch):
 
 def test_sa_dqn_training_step_averages_the_hinge_over_the_batch(monkeypatch):
     """L = TD + κ·mean(hinge): the sum over a batch of 8 gives another number."""
-    from rlgauntlet.training.sa_dqn import SADQN, sa_dqn_regularizer
+    from rlgauntlet.training.defences.sa_dqn import SADQN, sa_dqn_regularizer
 
     model = _dqn_model(SADQN, sa_eps=0.05, sa_kappa=0.7, ramp_fraction=0.1)
     data, losses, _ = _run_one_step(model, monkeypatch)
@@ -319,7 +319,7 @@ def test_sa_dqn_training_step_averages_the_hinge_over_the_batch(monkeypatch):
 def test_the_atla_adversarys_budget_never_exceeds_its_eps():
     """A ramp over a third of the run reaches ε at a third and stays there (unclamped it would
     reach 3ε at the end)."""
-    from rlgauntlet.training.atla import ATLAPreset, adversary_eps
+    from rlgauntlet.training.defences.atla import ATLAPreset, adversary_eps
 
     preset = ATLAPreset("p", "cartpole-ppo", "atla", eps=0.1, total_agent_steps=3000, eps_ramp=1 / 3)
     steps = np.arange(0, 3001, 50)
@@ -336,7 +336,7 @@ def test_atla_clean_games_read_the_agents_current_normaliser():
     from stable_baselines3.common.vec_env import VecNormalize
 
     from rlgauntlet.envs.presets import make_train_vec_env
-    from rlgauntlet.training.atla import CLEAN_GAMES, _clean_return
+    from rlgauntlet.training.defences.atla import CLEAN_GAMES, _clean_return
     from rlgauntlet.training.greedy_eval import greedy_returns
     from rlgauntlet.training.kit import GREEDY_SEED_OFFSET
 
@@ -704,8 +704,8 @@ def test_sa_dqn_schedule_targets_and_settings(monkeypatch):
     """ε ramps linearly (half of sa_eps a quarter of the way through a ramp over half the run);
     terminal transitions have no bootstrap term; the settings' edges are accepted, beyond refused;
     the logged regulariser is the mean over the gradient steps."""
-    from rlgauntlet.training import sa_dqn as module
-    from rlgauntlet.training.sa_dqn import SADQN
+    from rlgauntlet.training.defences import sa_dqn as module
+    from rlgauntlet.training.defences.sa_dqn import SADQN
 
     model = _dqn_model(SADQN, sa_eps=0.04, sa_kappa=0.7, ramp_fraction=0.5)
     model._current_progress_remaining = 0.75
@@ -733,7 +733,7 @@ def test_sa_dqn_schedule_targets_and_settings(monkeypatch):
 
 
 def test_radial_dqn_kappa_ramp_and_terminal_targets(monkeypatch):
-    from rlgauntlet.training import radial
+    from rlgauntlet.training.defences import radial
 
     model = _dqn_model(radial.RadialDQN, radial_eps=0.05, ramp_fraction=0.5, kappa_end=0.5)
     model._current_progress_remaining = 0.75  # half way up the ramp
@@ -760,7 +760,7 @@ def test_radial_dqn_kappa_ramp_and_terminal_targets(monkeypatch):
 
 
 def test_median_logit_width_is_the_median_of_per_state_mean_widths():
-    from rlgauntlet.training.radial import median_logit_width
+    from rlgauntlet.training.defences.radial import median_logit_width
 
     lower = torch.zeros(3, 3)
     upper = torch.tensor([[3.0, 0.0, 0.0], [6.0, 3.0, 0.0], [9.0, 9.0, 9.0]])  # mean widths 1, 3, 9
@@ -773,7 +773,7 @@ def test_radial_ppo_total_loss_counts_and_guard_edges(monkeypatch):
     end; the settings' edges."""
     from stable_baselines3.common.logger import configure
 
-    from rlgauntlet.training import radial
+    from rlgauntlet.training.defences import radial
 
     from stable_baselines3.common.env_util import make_vec_env
 
@@ -812,7 +812,7 @@ def test_radial_ppo_total_loss_counts_and_guard_edges(monkeypatch):
 def test_radial_ppo_guard_share_counts_every_env(monkeypatch):
     from stable_baselines3.common.env_util import make_vec_env
 
-    from rlgauntlet.training import radial
+    from rlgauntlet.training.defences import radial
 
     env = make_vec_env("CartPole-v1", n_envs=2, seed=0)
     model = radial.RadialPPO("MlpPolicy", env, seed=0, n_steps=32, batch_size=64, n_epochs=1, radial_eps=0.05,
@@ -938,7 +938,7 @@ def _recipe_digests() -> dict[str, str]:
     import dataclasses
     import hashlib
 
-    from rlgauntlet.training.atla import ATLA_PRESETS
+    from rlgauntlet.training.presets import ATLA_PRESETS
     from rlgauntlet.training.presets import PRESETS
 
     def plain(value):

@@ -123,7 +123,7 @@ def test_cli_certify_table_and_json(tmp_path, cli_env):
 
 # -- RADIAL losses -------------------------------------------------------------------------------------
 def test_softmax_bounds_known_answer():
-    from rlgauntlet.training.radial import softmax_bounds
+    from rlgauntlet.training.defences.radial import softmax_bounds
 
     lower = torch.tensor([[0.0, 1.0]])
     upper = torch.tensor([[2.0, 3.0]])
@@ -133,7 +133,7 @@ def test_softmax_bounds_known_answer():
 
 
 def test_radial_dqn_loss_reduces_to_the_standard_loss_at_eps_zero_and_ramps():
-    from rlgauntlet.training.radial import RadialDQN
+    from rlgauntlet.training.defences.radial import RadialDQN
 
     model = RadialDQN("MlpPolicy", "CartPole-v1", seed=0, radial_eps=0.1, learning_starts=64, train_freq=64,
                       gradient_steps=1, policy_kwargs=dict(net_arch=[16]))
@@ -148,7 +148,7 @@ def test_radial_dqn_loss_reduces_to_the_standard_loss_at_eps_zero_and_ramps():
 
 
 def test_radial_geometric_ramp_starts_at_eps_start_and_multiplies_by_a_constant_factor():
-    from rlgauntlet.training.radial import RadialPPO
+    from rlgauntlet.training.defences.radial import RadialPPO
 
     model = RadialPPO("MlpPolicy", "CartPole-v1", seed=0, radial_eps=1e-2, eps_start=1e-6, ramp_fraction=0.5,
                       n_steps=64, batch_size=32, policy_kwargs=dict(net_arch=[16]))
@@ -161,7 +161,7 @@ def test_radial_geometric_ramp_starts_at_eps_start_and_multiplies_by_a_constant_
 
 
 def test_radial_ppo_trains_and_widens_nothing_at_eps_zero():
-    from rlgauntlet.training.radial import RadialPPO
+    from rlgauntlet.training.defences.radial import RadialPPO
 
     model = RadialPPO("MlpPolicy", "CartPole-v1", seed=0, radial_eps=0.05, n_steps=64, batch_size=32, n_epochs=1,
                       policy_kwargs=dict(net_arch=[16]))
@@ -221,7 +221,7 @@ def test_a_saved_radial_model_holds_its_network_once(tmp_path):
     import json
     import zipfile
 
-    from rlgauntlet.training.radial import RadialDQN
+    from rlgauntlet.training.defences.radial import RadialDQN
 
     model = RadialDQN("MlpPolicy", "CartPole-v1", seed=0, radial_eps=0.1, learning_starts=10, train_freq=16,
                       policy_kwargs=dict(net_arch=[16]))

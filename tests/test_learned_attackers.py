@@ -20,7 +20,7 @@ from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.agents import load_for_env
 from rlgauntlet.threats import parse_threat
 from rlgauntlet.threats.learned.actor import AttackActor, director_action_space, zero_sum_direction
-from rlgauntlet.training.attack_mdp import PAMDP, SAMDP, AttackVecEnv
+from rlgauntlet.training.attackers.attack_mdp import PAMDP, SAMDP, AttackVecEnv
 from rlgauntlet.victims import TorchVictim
 
 
@@ -412,7 +412,7 @@ def test_robust_sarsa_refuses_discrete_agents_and_foreign_victims(tmp_path):
 
 
 def test_robust_sarsa_regulariser_schedule_and_lr_annealing():
-    from rlgauntlet.training.robust_sarsa import _lr_factor, _schedule
+    from rlgauntlet.training.attackers.robust_sarsa import _lr_factor, _schedule
 
     assert [_schedule(i, 30, 0.1) for i in (0, 9, 10, 15, 20, 29)] == pytest.approx([0, 0, 0, 0.05, 0.1, 0.1])
     assert [_lr_factor(i, 30) for i in (0, 19, 20, 25, 30)] == pytest.approx([1, 1, 1, 0.5, 0])
@@ -589,7 +589,7 @@ def test_a_pamdp_step_runs_the_victim_twice_and_its_vjp_once_and_matches_the_act
     (victims/mlp_vjp.py); one forward gives the victim's action on x̃. The perturbation is the
     actor's own."""
     from rlgauntlet.threats.learned.actor import AttackActor
-    from rlgauntlet.training.attack_mdp import AttackCore
+    from rlgauntlet.training.attackers.attack_mdp import AttackCore
 
     victim, _ = load_for_env("zoo:cartpole-ppo", "CartPole-v1")
     actor = AttackActor("stochastic", 0.1)
@@ -618,7 +618,7 @@ def test_an_attacker_with_a_value_learning_rate_trains_its_critic_at_that_rate(t
     import torch
     from stable_baselines3 import PPO
 
-    from rlgauntlet.training.attack_train import attacker_config, learn_attacker
+    from rlgauntlet.training.attackers.attack_train import attacker_config, learn_attacker
 
     victim, _ = load_for_env("zoo:cartpole-ppo", "CartPole-v1")
     config = attacker_config("paad", "CartPole-v1", 0.05, 0, None, victim)
@@ -641,7 +641,7 @@ def test_the_official_director_settings_are_the_official_codes_per_env_adversari
     at 1e-2, value at 1e-3, clip 0.4, entropy 3e-4; Walker2d's 1e-3, 1e-4, 0.2, 1e-5; one env of
     2048 steps per update. The default setting is the family's, unchanged (so the attackers
     trained before resume)."""
-    from rlgauntlet.training.attack_train import ATTACKER_HYPERPARAMS, director_settings
+    from rlgauntlet.training.attackers.attack_train import ATTACKER_HYPERPARAMS, director_settings
 
     hopper = director_settings("Hopper-v5", "official")
     # exact on purpose: literals copied from the official configs, passed through unchanged
@@ -667,11 +667,11 @@ def test_an_attacker_keeps_its_best_checkpoint_and_selects_it_on_request(tmp_pat
     import shutil
 
     from rlgauntlet.experiments.attackers import train_attacker
-    from rlgauntlet.training.attack_train import best_director
+    from rlgauntlet.training.attackers.attack_train import best_director
 
     run_dir = tmp_path / "paad"
     snapshots = {}
-    import rlgauntlet.training.attack_train as attack_train
+    import rlgauntlet.training.attackers.attack_train as attack_train
 
     real_save = attack_train._TimedCheckpoint.save
 

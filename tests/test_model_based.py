@@ -18,7 +18,7 @@ from rlgauntlet.threats import parse_threat
 from rlgauntlet.threats.model_based.model import load_dynamics
 from rlgauntlet.threats.model_based.planner import plan
 from rlgauntlet.threats.model_based.target import Target, parse_target
-from rlgauntlet.training.dynamics import learn_dynamics
+from rlgauntlet.training.attackers.dynamics import learn_dynamics
 from rlgauntlet.victims.torch_module import TorchVictim
 
 PENDULUM = "Pendulum-v1"
@@ -164,7 +164,7 @@ def test_dynamics_model_beats_predicting_no_change(pendulum_model):
     folder, manifest = pendulum_model
     model, loaded = load_dynamics(folder)
     data = dict(np.load(folder / "data.npz"))
-    from rlgauntlet.training.dynamics import test_mask
+    from rlgauntlet.training.attackers.dynamics import test_mask
 
     test = test_mask(data)
     s, a, s_next = (torch.as_tensor(data[k][test]) for k in ("s", "a", "s_next"))

@@ -109,7 +109,7 @@ WORK = ("rlgauntlet.experiments.spectrum:spectrum", "rlgauntlet.experiments.cali
         "rlgauntlet.experiments.ood:ood_bench", "rlgauntlet.experiments.sweep:run_sweep",
         "rlgauntlet.experiments.sweep:preview_sweep", "rlgauntlet.training.job:train",
         "rlgauntlet.training.job:train_seeds", "rlgauntlet.experiments.attackers:train_attacker",
-        "rlgauntlet.training.dynamics:learn_dynamics", "rlgauntlet.training.export:export_sb3",
+        "rlgauntlet.training.attackers.dynamics:learn_dynamics", "rlgauntlet.training.export:export_sb3",
         "rlgauntlet.gauntlet.leaderboard:leaderboard")
 
 

@@ -7,7 +7,7 @@ from collections import deque
 import pytest
 from stable_baselines3.common.logger import configure
 
-from rlgauntlet.training.radial import RadialPPO, radial_eps_at
+from rlgauntlet.training.defences.radial import RadialPPO, radial_eps_at
 
 
 def _model(**guard) -> RadialPPO:

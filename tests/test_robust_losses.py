@@ -12,8 +12,8 @@ import torch.nn as nn
 
 from rlgauntlet.bounds import ibp, ibp_margins
 from rlgauntlet.training.live import PPOTerms
-from rlgauntlet.training.radial import radial_dqn_loss, radial_ppo_policy_loss
-from rlgauntlet.training.sa_dqn import sa_dqn_regularizer
+from rlgauntlet.training.defences.radial import radial_dqn_loss, radial_ppo_policy_loss
+from rlgauntlet.training.defences.sa_dqn import sa_dqn_regularizer
 
 W1 = np.array([[1.0, -2.0], [0.5, 1.0], [-1.0, 0.25]])
 B1 = np.array([0.1, -0.2, 0.3])
@@ -167,7 +167,7 @@ def test_sa_dqn_regularizer_is_zero_at_eps_zero_and_the_hinge_of_the_margin_boun
 
 
 def test_sa_dqn_trains_and_its_term_is_reported(tmp_path):
-    from rlgauntlet.training.sa_dqn import SADQN
+    from rlgauntlet.training.defences.sa_dqn import SADQN
 
     model = SADQN("MlpPolicy", "CartPole-v1", seed=0, sa_eps=0.05, sa_kappa=0.1, ramp_fraction=0.5,
                   learning_starts=64, train_freq=64, batch_size=16, buffer_size=1000)

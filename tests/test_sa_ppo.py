@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from rlgauntlet.training.sa_ppo import SAPPO, ibp_shift_bound, policy_shift, sgld_perturbation
+from rlgauntlet.training.defences.sa_ppo import SAPPO, ibp_shift_bound, policy_shift, sgld_perturbation
 
 
 def _linear_gaussian():
@@ -97,7 +97,7 @@ def test_the_sgld_gradient_through_the_hand_walked_vjp_equals_autograd(env_id):
     """Known answer: autograd's gradient of R(x, ·) at a point of the ball, for a Gaussian and
     a categorical SB3 MLP policy (the live victim SA-PPO trains). SGLD takes the sign of the
     gradient plus tiny noise, so its magnitude matters too: compared, not just its sign."""
-    from rlgauntlet.training.sa_ppo import shift_gradient
+    from rlgauntlet.training.defences.sa_ppo import shift_gradient
     from rlgauntlet.victims.sb3 import SB3Victim
 
     model = SAPPO("MlpPolicy", env_id, seed=0, device="cpu", n_steps=64, batch_size=32)

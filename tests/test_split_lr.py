@@ -2,7 +2,7 @@
 
 import pytest
 
-from rlgauntlet.training.split_lr import SplitLRPPO
+from rlgauntlet.training.defences.split_lr import SplitLRPPO
 
 
 def _model(**kwargs) -> SplitLRPPO:
@@ -32,7 +32,7 @@ def test_a_schedule_scales_both_rates_and_keeps_their_ratio_through_training():
 
 
 def test_the_official_lr_pa_atla_preset_builds_its_adversary_with_two_rates(tmp_path):
-    from rlgauntlet.training import atla
+    from rlgauntlet.training.defences import atla
     from rlgauntlet.training.algorithms import algorithm_class
 
     preset = atla.get_atla_preset("hopper-pa-atla-ppo-advlr")
@@ -46,9 +46,9 @@ def test_the_official_lr_pa_atla_preset_builds_its_adversary_with_two_rates(tmp_
 
 
 def test_the_official_config_pa_atla_preset_carries_every_official_hopper_setting():
-    from rlgauntlet.training import atla
+    from rlgauntlet.training.defences import atla
     from rlgauntlet.training.algorithms import algorithm_class
-    from rlgauntlet.training.sa_ppo import SAPPO
+    from rlgauntlet.training.defences.sa_ppo import SAPPO
 
     preset = atla.get_atla_preset("hopper-pa-atla-ppo-official")
     agent = atla.agent_recipe(preset)
@@ -71,7 +71,7 @@ def test_the_official_configs_sgld_steps_reach_the_regulariser(monkeypatch):
     """An ignored ``sa_steps`` would silently run SA-PPO's 10: the inner loop sees the 2."""
     import torch
 
-    from rlgauntlet.training import atla, sa_ppo
+    from rlgauntlet.training.defences import atla, sa_ppo
 
     hyper = atla.agent_recipe(atla.get_atla_preset("hopper-pa-atla-ppo-official")).hyperparams
     settings = {k: hyper[k] for k in ("sa_eps", "sa_kappa", "sa_steps", "ramp_fraction", "ent_coef")}

@@ -104,7 +104,7 @@ def bound_record(model_zip: Path, preset: str, env_id: str, steps: int, device: 
     from rlgauntlet.envs.presets import make_env
     from rlgauntlet.experiments.agents import load_for_env
     from rlgauntlet.training.presets import PRESETS
-    from rlgauntlet.training.radial import median_logit_width, radial_eps_at
+    from rlgauntlet.training.defences.radial import median_logit_width, radial_eps_at
 
     if eps_now is None:
         recipe = PRESETS[preset]

@@ -134,7 +134,7 @@ def dynamics_train(
     """
     from rlgauntlet.common.threads import thread_policy
     from rlgauntlet.envs import make_env
-    from rlgauntlet.training.dynamics import learn_dynamics
+    from rlgauntlet.training.attackers.dynamics import learn_dynamics
 
     check_run_dir(run_dir)
     victim, preset = load_agent(agent, env, None, "cpu", None, vecnormalize, allow_pickle=allow_pickle)

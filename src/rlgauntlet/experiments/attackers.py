@@ -1,7 +1,7 @@
 """Train a learned attacker for an agent and measure what it does: ``rlgauntlet attack-train``.
 
 :func:`train_attacker` loads the victim, trains the director on its attack MDP (resumable,
-see :mod:`rlgauntlet.training.attack_train`), then writes the attacker folder: ``attacker.zip``
+see :mod:`rlgauntlet.training.attackers.attack_train`), then writes the attacker folder: ``attacker.zip``
 (the director) and ``manifest.json`` (method, variant, ε and its budget space, env, the
 victim's sha256 and VecNormalize sha256, actor settings, steps, seed, learning curve,
 training wall time) and evaluates the attacker through the engine on ``eval_episodes``
@@ -67,7 +67,7 @@ def train_attacker(agent: str | AgentSpec, env: str, method: str, eps: float, st
             the victim lowest, on selection episodes of their own: :func:`_select_director`;
             the last where the run did not keep its best from the start). The manifest says which.
     """
-    from rlgauntlet.training.attack_train import attacker_config, director_settings, learn_attacker
+    from rlgauntlet.training.attackers.attack_train import attacker_config, director_settings, learn_attacker
 
     if method not in METHODS:
         raise UserError(f"--method {method}: choose {', '.join(METHODS[:-1])} or {METHODS[-1]}")
@@ -129,7 +129,7 @@ def _select_director(victim, env: str, run_dir: Path, ckpt: Path, config: dict, 
     mean action on ``SELECTION_EPISODES`` episodes of seeds of their own: the training return
     that picks the best comes from the director's sampled actions, and its mean action is what
     attacks (a director early in training can be strong sampled and weak deterministic)."""
-    from rlgauntlet.training.attack_train import best_director
+    from rlgauntlet.training.attackers.attack_train import best_director
 
     last = progress["history"][-1] if progress["history"] else {"steps": 0, "recent_return": None}
     candidates = {"last": (ckpt / "model.zip", last)}
@@ -202,7 +202,7 @@ def _strength(victim, env: str, threat: str, eps: float, run_dir: Path, manifest
 def _train_q_function(victim, identity: dict, env: str, steps: int, run_dir: Path, seed: int, sarsa_eps: float,
                       sarsa_reg: float, log: Callable[[str], None]) -> dict:
     """Robust Sarsa: train Q^π (one run, not resumable: minutes) and write its manifest."""
-    from rlgauntlet.training.robust_sarsa import train_robust_sarsa
+    from rlgauntlet.training.attackers.robust_sarsa import train_robust_sarsa
 
     if not (sarsa_eps >= 0 and sarsa_reg >= 0):
         raise UserError("--sarsa-eps and --sarsa-reg must be non-negative")

@@ -173,7 +173,7 @@ class GauntletPlan:
 def director_settings_for(protocol: Protocol, env: str, skipped: list[dict]) -> list[str]:
     """The protocol's director settings that exist for ``env`` (the official code's adversary
     settings exist for four MuJoCo envs); each one missing goes to ``skipped`` with the reason."""
-    from rlgauntlet.training.attack_train import director_settings
+    from rlgauntlet.training.attackers.attack_train import director_settings
 
     kept = []
     for setting in protocol.director_settings:

@@ -99,7 +99,7 @@ class Protocol:
     unit: str = "raw"  # the budget unit in one word or two, for tables
     heuristics: dict[str, tuple[str, ...]] = field(default_factory=lambda: dict(HEURISTICS))
     #: the director PPO settings PA-AD and SA-RL are each trained with (one attacker per setting,
-    #: all in the strongest-of); ``training.attack_train.director_settings``
+    #: all in the strongest-of); ``training.attackers.attack_train.director_settings``
     director_settings: tuple[str, ...] = ("default",)
     #: which checkpoint a director's attacker is: ``last``, or ``best`` (the stronger of the last
     #: and the one whose training episodes left the victim lowest, on selection episodes of its own)

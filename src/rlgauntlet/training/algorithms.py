@@ -23,11 +23,11 @@ ALGORITHMS: dict[str, type] = {}
 #: our own subclasses, named as data ("module:Class") and imported on first use: the registry
 #: imports no defence, and no defence imports the registry (no cycle between them)
 BUILT_IN: dict[str, str] = {
-    "radial_dqn": "rlgauntlet.training.radial:RadialDQN",
-    "radial_ppo": "rlgauntlet.training.radial:RadialPPO",
-    "sa_dqn": "rlgauntlet.training.sa_dqn:SADQN",
-    "sa_ppo": "rlgauntlet.training.sa_ppo:SAPPO",
-    "ppo_split_lr": "rlgauntlet.training.split_lr:SplitLRPPO",
+    "radial_dqn": "rlgauntlet.training.defences.radial:RadialDQN",
+    "radial_ppo": "rlgauntlet.training.defences.radial:RadialPPO",
+    "sa_dqn": "rlgauntlet.training.defences.sa_dqn:SADQN",
+    "sa_ppo": "rlgauntlet.training.defences.sa_ppo:SAPPO",
+    "ppo_split_lr": "rlgauntlet.training.defences.split_lr:SplitLRPPO",
 }
 
 

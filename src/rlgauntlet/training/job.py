@@ -75,7 +75,8 @@ def train(preset: str, run_dir: str | Path | None = None, *, register: bool = Tr
     """Train (or resume) preset ``preset`` and, with ``register``, put it into the zoo with its
     20-episode clean return. Returns ``{"run_dir", "checkpoints", "zoo_entry"}`` (the entry is
     None when not registered)."""
-    from rlgauntlet.training.atla import ATLA_PRESETS, train_atla
+    from rlgauntlet.training.defences.atla import train_atla
+    from rlgauntlet.training.presets import ATLA_PRESETS
     from rlgauntlet.training.register import member_solves, register_zoo_agent, register_zoo_ensemble
     from rlgauntlet.training.sb3_train import train_ensemble, train_preset
 

@@ -4,7 +4,7 @@ Perturbations on State Observations"): MinQ with a learned, smoothed Q^π of the
 Minimises Q^π(x, μ(x̃)) over x̃ in the ℓ∞ ε-ball: the value, at the *true* input x, of the
 action the victim takes on the perturbed one. PGD with sign steps of ε/steps from a uniform
 start in ±step (the official code), ``steps`` = 10. Q is trained by ``rlgauntlet attack-train
---method robust-sarsa`` (see :mod:`rlgauntlet.training.robust_sarsa`); the regulariser's radius
+--method robust-sarsa`` (see :mod:`rlgauntlet.training.attackers.robust_sarsa`); the regulariser's radius
 is a property of the Q function, not of the attack, so one Q serves every ε. Continuous-action
 victims only (Gaussian mean or deterministic action, clipped to the action bounds).
 
@@ -31,7 +31,7 @@ Q_FILE = "q.pt"
 
 def q_network(input_dim: int, hidden: tuple[int, ...] = (64, 64)) -> torch.nn.Sequential:
     """The Q^π network on the concatenated [x, a] (tanh MLP, one output), as the official
-    ``ValueDenseNet``; trained by ``training.robust_sarsa``, used here."""
+    ``ValueDenseNet``; trained by ``training.attackers.robust_sarsa``, used here."""
     layers: list[torch.nn.Module] = []
     for width in hidden:
         layers += [torch.nn.Linear(input_dim, width), torch.nn.Tanh()]

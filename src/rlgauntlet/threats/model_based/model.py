@@ -1,6 +1,6 @@
 """The learned dynamics model of model-based attacks and its loader (weights only, as data).
 
-``f(s, a) -> s'`` is trained by ``training.dynamics`` (``rlgauntlet dynamics-train``); the
+``f(s, a) -> s'`` is trained by ``training.attackers.dynamics`` (``rlgauntlet dynamics-train``); the
 model-based threats load it from its run folder, checking the weights against the sha256 in
 its manifest.
 

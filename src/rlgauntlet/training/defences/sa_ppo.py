@@ -38,7 +38,7 @@ from stable_baselines3 import PPO
 from rlgauntlet.bounds import ibp
 from rlgauntlet.threats.attacks.maxdiff import policy_divergence
 from rlgauntlet.training.live import LiveVictimMixin
-from rlgauntlet.training.radial import softmax_bounds
+from rlgauntlet.training.defences.radial import softmax_bounds
 from rlgauntlet.victims.base import PolicyOutput, Victim
 
 #: SGLD's inverse temperature in the official code ("gradients are relatively small here")

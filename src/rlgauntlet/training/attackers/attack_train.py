@@ -1,6 +1,6 @@
 """Resumable SB3 training of a learned attacker's director (PA-AD, SA-RL) on its attack MDP.
 
-The director is an SB3 PPO policy trained on :class:`~rlgauntlet.training.attack_mdp.AttackVecEnv`
+The director is an SB3 PPO policy trained on :class:`~rlgauntlet.training.attackers.attack_mdp.AttackVecEnv`
 (the victim's env, batched, with the actor and the frozen victim inside). Training runs in
 chunks with the same atomic checkpoints as ``rlgauntlet train`` (policy and optimizer state,
 ``progress.json`` with the learning curve: the victim's mean training-episode return under
@@ -23,7 +23,7 @@ from typing import Any, Callable
 from rlgauntlet.envs.presets import make_train_vec_env, resolve_preset
 from rlgauntlet.errors import UserError
 from rlgauntlet.threats.learned.actor import AttackActor, check_variant, default_variant
-from rlgauntlet.training.attack_mdp import AttackVecEnv
+from rlgauntlet.training.attackers.attack_mdp import AttackVecEnv
 from rlgauntlet.training.checkpoints import has_checkpoint, replace_folder, restore_vecnormalize, resume
 from rlgauntlet.training.presets import TrainPreset
 from rlgauntlet.training.kit import build_model, CheckpointCallback, quiet_logger

@@ -14,7 +14,7 @@ Both are SB3 PPO models trained by their own ``learn``; what couples them:
   :class:`LiveAdversary`: the adversary's current policy (actions *sampled*, as a stochastic
   adversary explores) through its actor, against the agent's current policy (FGSM on it for
   PA-AD);
-* the adversary's envs are an :class:`~rlgauntlet.training.attack_mdp.AttackVecEnv` whose
+* the adversary's envs are an :class:`~rlgauntlet.training.attackers.attack_mdp.AttackVecEnv` whose
   victim is the agent's current policy, acting greedily as it is evaluated.
 
 Schedules (learning rate, clip range, the SA ε ramp) follow the agent's total budget across
@@ -45,8 +45,7 @@ from rlgauntlet.errors import UserError
 from rlgauntlet.threats.base import Threat, ThreatParams
 from rlgauntlet.threats.learned.actor import AttackActor, default_variant
 from rlgauntlet.training.greedy_eval import greedy_returns
-from rlgauntlet.training.presets import (ATLA_PRESETS, METHODS, ATLAPreset, agent_recipe,  # noqa: F401 (re-exported)
-                                         get_atla_preset)
+from rlgauntlet.training.presets import ATLAPreset, agent_recipe, get_atla_preset
 from rlgauntlet.victims.base import Victim
 
 class LiveAdversary(Threat):
@@ -88,7 +87,7 @@ def _global_schedule(model, total_steps: int) -> None:
 
 
 def _adversary_recipe(preset: ATLAPreset, recipe):
-    from rlgauntlet.training.attack_train import ATTACKER_HYPERPARAMS
+    from rlgauntlet.training.attackers.attack_train import ATTACKER_HYPERPARAMS
     from rlgauntlet.training.presets import TrainPreset
 
     settings = {**ATTACKER_HYPERPARAMS["classic"], **preset.adversary}
@@ -226,7 +225,7 @@ def train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None = N
 def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, seed: int | None, device: str,
                 log: Callable[[str], None], show_progress: bool, deadline: float | None) -> Path:
     from rlgauntlet.envs.presets import make_train_vec_env
-    from rlgauntlet.training.attack_mdp import AttackVecEnv
+    from rlgauntlet.training.attackers.attack_mdp import AttackVecEnv
     from rlgauntlet.training.kit import build_model, init_from_agent, quiet_logger
     from rlgauntlet.training.threat_env import ThreatVecEnv
     from rlgauntlet.victims.sb3 import SB3Victim
