@@ -1101,14 +1101,18 @@ def test_one_episode_has_a_zero_standard_error_not_nan():
 def test_a_natural_rows_impact_is_the_mean_over_seeds(tmp_path):
     from rlgauntlet.gauntlet.summary import summarise
 
-    spec = "brightness_contrast:alpha=1.2"
-    plan = _tiny_plan(tmp_path, natural=[spec], labels={spec: spec})
-    reports = [{"evaluations": [{"spec": "clean", "returns": [10.0, 12.0], "return_mean": 11.0},
-                                {"spec": spec, "returns": [5.0], "return_mean": 5.0, "impact": impact}]}
+    spec, other = "brightness_contrast:alpha=1.2", "rotation:degrees=3"
+    plan = _tiny_plan(tmp_path, natural=[spec, other], labels={spec: spec, other: other})
+    reports = [{"evaluations": [{"spec": "clean", "returns": [10.0, 10.0], "return_mean": 10.0},
+                                {"spec": spec, "returns": [5.0], "return_mean": 5.0, "impact": impact},
+                                {"spec": other, "returns": [9.0], "return_mean": 9.0, "impact": 0.1}]}
                for impact in (0.2, 0.6)]
     summary = summarise(plan, reports, None)
-    [row] = summary["natural"]["rows"]
-    assert row["impact"] == pytest.approx(0.4) and summary["natural"]["impact_mean"] == pytest.approx(0.4)
+    row, second = summary["natural"]["rows"]
+    assert row["impact"] == pytest.approx(0.4) and second["impact"] == pytest.approx(0.1)  # means over seeds
+    assert summary["natural"]["impact_mean"] == pytest.approx(0.25)  # and over the suite's rows
+    assert (row["return_drop"], second["return_drop"]) == pytest.approx((0.5, 0.1))
+    assert summary["natural"]["return_drop_mean"] == pytest.approx(0.3)
 
 
 def test_a_recorded_gauntlet_keeps_only_the_load_options_that_were_set(tmp_path):

@@ -44,6 +44,8 @@ FOLLOW_UPS = [
  ("src/rlgauntlet/gauntlet/run.py", 'return {"available": False, "reason": "the protocol certifies nothing"}', 'return {"available": True, "reason": "the protocol certifies nothing"}', "certification_off"),
  ("src/rlgauntlet/gauntlet/summary.py", "if n > 1 else 0.0,", "if n >= 1 else 0.0,", "zero_standard_error"),
  ("src/rlgauntlet/gauntlet/summary.py", '"impact": float(np.mean(impacts[s]))', '"impact": float(np.sum(impacts[s]))', "mean_over_seeds"),
+ ("src/rlgauntlet/gauntlet/summary.py", '"impact_mean": float(np.mean(known)) if known else None', '"impact_mean": float(np.sum(known)) if known else None', "mean_over_seeds"),
+ ("src/rlgauntlet/gauntlet/summary.py", '"return_drop_mean": float(np.mean(drops)) if drops else None', '"return_drop_mean": float(np.sum(drops)) if drops else None', "mean_over_seeds"),
  ("src/rlgauntlet/gauntlet/summary.py", "if v not in (None, False, \"auto\")}", "if v not in (None, True, \"auto\")}", "load_options_that"),
  ("src/rlgauntlet/gauntlet/checks.py", '"strong_vs_random": _mean_se(f_strong - f_random)', '"strong_vs_random": _mean_se(f_strong + f_random)', "paired_gaps"),
  ("src/rlgauntlet/gauntlet/checks.py", "        if step[0] % 2 == 0:", "        if step[0] % 3 == 0:", "every_other_step"),
