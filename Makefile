@@ -11,13 +11,16 @@ TEST_WORKERS ?= 2
 
 .PHONY: install demo test test-shuffled test-slow browser bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml zoo/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	# torch first, pinned: an unpinned torch pulls several GB of CUDA wheels
 	$(BIN)/python -m pip install -q torch==$(TORCH_VERSION)
+	# the zoo's agents are a distribution of their own (rlgauntlet-zoo, from zoo/), installed first so
+	# that the [zoo] extra finds it here rather than on a package index
+	$(BIN)/python -m pip install -q -e ./zoo
 	# [ray]: CI runs the Ray executor's test too (a head in a loopback-only namespace, where root allows)
-	$(BIN)/python -m pip install -q -e ".[test,dmc,ray]"
+	$(BIN)/python -m pip install -q -e ".[test,dmc,ray,zoo]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -38,7 +41,7 @@ test-shuffled: $(STAMP)
 # (no browser download: Playwright uses /usr/bin/chromium), and Ray for the sweep benchmarks
 browser: $(STAMP)
 	command -v chromium >/dev/null || (apt-get install -y chromium || (apt-get update && apt-get install -y chromium))
-	$(BIN)/python -m pip install -q -e ".[test,dmc,browser,ray]"
+	$(BIN)/python -m pip install -q -e ".[test,dmc,browser,ray,zoo]"
 
 test-slow: browser
 	$(BIN)/python -m pytest -q -m slow --durations=10

@@ -3,6 +3,7 @@ threat (after VecNormalize), multi-file zoo entries, the zoo in a non-editable i
 
 import json
 import os
+from pathlib import Path
 import shutil
 import subprocess
 import sys
@@ -168,24 +169,53 @@ def test_multi_file_entries_are_verified_and_attackers_pinned_to_their_victim(tm
         zoo_files(zoo_entry("tiny-attacker"))
 
 
-def test_zoo_lists_and_loads_from_a_built_wheel_installed_elsewhere(tmp_path):
-    wheels, target = tmp_path / "wheels", tmp_path / "site"
-    build = subprocess.run([sys.executable, "-m", "pip", "wheel", REPO, "--no-deps", "--no-build-isolation", "-q",
+def _wheel(source: Path, tmp_path: Path, name: str) -> Path:
+    """Build the wheel of ``source`` from a clean copy (no build/ leftovers of the working tree)."""
+    import shutil
+
+    copy = tmp_path / f"src-{name}"
+    shutil.copytree(source, copy, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", ".venv", ".git",
+                                                                "runs", "checkpoints", "out", "benchmarks", "tests"))
+    wheels = tmp_path / "wheels"
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", str(copy), "--no-deps", "--no-build-isolation", "-q",
                             "-w", str(wheels)], capture_output=True, text=True)
     assert build.returncode == 0, build.stderr
     assert "Deprecat" not in build.stderr + build.stdout  # no deprecation warnings of our own
-    (wheel,) = wheels.glob("rlgauntlet-*.whl")
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
-                   check=True, capture_output=True)
+    (wheel,) = wheels.glob(f"{name}-*.whl")
+    return wheel
+
+
+def test_the_code_wheel_is_small_and_the_zoo_is_a_wheel_of_its_own(tmp_path):
+    """The core wheel carries code only (at most 2 MB, no agent file); the zoo's wheel carries the
+    agents; installed side by side elsewhere, a zoo agent lists and loads; without the zoo, a
+    zoo: spec is one line naming the extra."""
+    import zipfile
+
+    core = _wheel(Path(REPO), tmp_path, "rlgauntlet")
+    zoo = _wheel(Path(REPO) / "zoo", tmp_path, "rlgauntlet_zoo")
+    names = zipfile.ZipFile(core).namelist()
+    assert core.stat().st_size <= 2 * 1024 * 1024, core.stat().st_size
+    assert not [n for n in names if n.endswith(".zip") or "manifest.json" in n]
+    assert "rlgauntlet_zoo/manifest.json" in zipfile.ZipFile(zoo).namelist()
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(core),
+                    str(zoo)], check=True, capture_output=True)
     code = ("import rlgauntlet, rlgauntlet.zoo as z; from rlgauntlet.victims import load_victim; "
-            "print(rlgauntlet.__file__); print(sorted(z.load_manifest())); "
+            "print(rlgauntlet.__file__); print(z.zoo_dir()); print(sorted(z.load_manifest())); "
             "print(load_victim('zoo:cartpole-ppo').act(__import__('numpy').zeros((1, 4), 'float32')))")
     env = {k: v for k, v in os.environ.items() if k != "RLGAUNTLET_ZOO"}
     env["PYTHONPATH"] = str(target)
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
-    where, names, action = res.stdout.splitlines()
-    assert where.startswith(str(target)) and "cartpole-ppo" in names and action in ("[0]", "[1]")
+    where, folder, names, action = res.stdout.splitlines()
+    assert where.startswith(str(target)) and folder.startswith(str(target))
+    assert "cartpole-ppo" in names and action in ("[0]", "[1]")
+    # without the zoo (rlgauntlet_zoo made unimportable, as where it is not installed)
+    missing = ("import sys; sys.modules['rlgauntlet_zoo'] = None; from rlgauntlet.cli import main; "
+               "sys.argv = ['rlgauntlet', 'evaluate', '--agent', 'zoo:cartpole-ppo', '--env', 'CartPole-v1']; main()")
+    res = subprocess.run([sys.executable, "-c", missing], capture_output=True, text=True, env=env, cwd=tmp_path)
+    lines = [line for line in res.stderr.splitlines() if line.startswith("rlgauntlet:")]
+    assert res.returncode == 2 and len(lines) == 1 and "rlgauntlet[zoo]" in lines[0], res.stderr
 
 
 def test_threat_on_image_training_envs_acts_in_pixel01_units():

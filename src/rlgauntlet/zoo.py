@@ -11,8 +11,12 @@ any agent file and checked against ``members`` when loaded.
 An entry trained against another agent (a learned attacker) names it in ``victim``
 (``{"name", "sha256"}``), and loading it checks that the zoo still holds that exact victim.
 
-The zoo ships inside the package (``rlgauntlet/_zoo``, a link to the repository's ``zoo/``),
-so wheels and non-editable installs have it too; ``$RLGAUNTLET_ZOO`` points elsewhere.
+The agents are a distribution of their own, ``rlgauntlet-zoo`` (the ``[zoo]`` extra, built from
+the repository's ``zoo/``), as Gymnasium keeps its ROMs and torchvision its weights apart from
+the code. :func:`zoo_dir` finds it: ``$RLGAUNTLET_ZOO`` when set, else the installed
+``rlgauntlet_zoo`` package, else the ``zoo/`` of a source checkout this module runs from; without
+any, a ``zoo:`` spec is one line naming the extra. This module reads the catalogue only: it
+imports no agent adapter (storing an agent takes the adapters' writer as an argument).
 """
 
 from __future__ import annotations
@@ -27,16 +31,26 @@ from rlgauntlet.errors import UserError
 
 
 def zoo_dir() -> Path:
-    """The zoo folder: ``$RLGAUNTLET_ZOO``, or the one shipped with the package."""
+    """The zoo folder: ``$RLGAUNTLET_ZOO``, the installed ``rlgauntlet-zoo``, or a checkout's ``zoo/``."""
     env = os.environ.get("RLGAUNTLET_ZOO")
     if env:
         folder = Path(env)
         if not folder.is_dir():
             what = "is a file" if folder.exists() else "does not exist"
             raise UserError(f"RLGAUNTLET_ZOO={env} {what}; point it at a zoo folder (one holding manifest.json), "
-                            "or unset it to use the zoo shipped with rlgauntlet")
+                            "or unset it to use the installed zoo (rlgauntlet[zoo])")
         return folder
-    return Path(__file__).resolve().parent / "_zoo"
+    try:
+        from rlgauntlet_zoo import ZOO_DIR
+
+        return Path(ZOO_DIR)
+    except ImportError:
+        pass
+    checkout = Path(__file__).resolve().parents[2] / "zoo"  # src/rlgauntlet/zoo.py in a source tree
+    if (checkout / "manifest.json").is_file():
+        return checkout
+    raise UserError("the zoo's agents are not installed: pip install 'rlgauntlet[zoo]' (from a checkout: "
+                    "pip install ./zoo), or set RLGAUNTLET_ZOO to a zoo folder")
 
 
 def load_manifest(directory: Path | None = None) -> dict[str, dict]:
