@@ -35,6 +35,7 @@ from rlgauntlet.version import __version__
 from rlgauntlet.engine.rollout import EpisodeRecord
 from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.agents import AgentSpec, as_agent_spec, open_job
+from rlgauntlet.experiments.evaluate import checked_threats
 from rlgauntlet.experiments.runs import check_seed, run_evaluation
 from rlgauntlet.experiments.store import ResultsStore, run_key
 from rlgauntlet.metrics.ood import auroc, best_threshold, fpr_at_tpr, trial_summary
@@ -70,20 +71,6 @@ def normalised_return(value: float, clean: float, floor: float) -> float | None:
     return None if clean <= floor else (value - floor) / (clean - floor)
 
 
-def _threats(specs: Sequence[str], victim: Victim, env_fn):
-    from rlgauntlet.threats import parse_threat
-
-    threats = [parse_threat(s) for s in specs]
-    probe = env_fn()
-    try:
-        for t in threats:
-            t.check_victim(victim)
-            t.check_env(probe, getattr(probe.spec, "id", "this env"))
-    finally:
-        probe.close()
-    return threats
-
-
 def ood_scan(
     agent: str | AgentSpec | Victim,
     env: str,
@@ -115,7 +102,7 @@ def ood_scan(
     check_seed(seed, episodes)
     with open_job(as_agent_spec(agent, preset=preset, device=device), env, store, threads, preset) as job:
         victim, env_info, env_fn = job.victim, job.env_info, job.env_fn
-        threats = _threats(specs, victim, env_fn)
+        threats = checked_threats(specs, victim, job.env_id, job.preset)
         results = job.store  # opened once the input is accepted
 
         def run(threat, label=None, who=victim, deterministic=True):
@@ -209,7 +196,7 @@ def ood_bench(
             raise UserError("--score-of critic needs an actor-critic agent with an action-value critic "
                             "(TD3, DDPG, SAC); a DQN's output already is its Q-values")
         victim.uncertainty_output = score_of
-        threats = _threats(list(shifts), victim, env_fn)
+        threats = checked_threats(list(shifts), victim, job.env_id, job.preset)
         results = job.store  # opened once the input is accepted
 
         def scored(threat, trial):
