@@ -1146,3 +1146,19 @@ def test_every_cached_result_and_attacker_of_an_agent_shares_its_folder(tmp_path
     assert "robust-sarsa" in methods
     for t in plan.tasks:
         assert Path(t.folder).name.startswith(f"{t.method}-{'q' if t.method == 'robust-sarsa' else 'eps'}")
+
+
+def test_robust_sarsa_trains_once_at_the_headline_and_is_judged_at_every_learned_eps(tmp_path):
+    """classic at standard learns at every ε of the grid: PA-AD and SA-RL train once per ε,
+    Robust Sarsa once (at the headline ε) and its Q function is evaluated at every ε."""
+    from rlgauntlet.gauntlet import plan_gauntlet
+
+    plan = plan_gauntlet("zoo:pendulum-td3", "Pendulum-v1", level="standard", seeds=[0], store=tmp_path / "g.sqlite")
+    grid, headline = list(plan.protocol.eps_grid), plan.protocol.headline_eps
+    by_method = {}
+    for t in plan.tasks:
+        by_method.setdefault(t.method, []).append(t.eps)
+    assert by_method["robust-sarsa"] == [headline]
+    assert sorted(set(by_method["paad"])) == sorted(grid)
+    assert sorted(label for label in plan.labels.values() if label.startswith("robust_sarsa")) == \
+        sorted(f"robust_sarsa:eps={e}" for e in grid)

@@ -41,6 +41,8 @@ FOLLOW_UPS = [
  ("src/rlgauntlet/gauntlet/plan.py", "                         impact=True)", "                         impact=False)", "greedy_with_impact"),
  ("src/rlgauntlet/gauntlet/plan.py", 'where = "q" if m == "robust-sarsa"', 'where = "q" if m != "robust-sarsa"', "shares_its_folder"),
  ("src/rlgauntlet/gauntlet/plan.py", "CACHE_FOLDER / sha[:16]", "CACHE_FOLDER / sha[:17]", "shares_its_folder"),
+ ("src/rlgauntlet/gauntlet/plan.py", 'for e in (learned_eps if t.method == "robust-sarsa" else [t.eps])}', 'for e in (learned_eps if t.method != "robust-sarsa" else [t.eps])}', "trains_once_at_the_headline"),
+ ("src/rlgauntlet/gauntlet/plan.py", 'for e in ([chosen.headline_eps] if m == "robust-sarsa" else learned_eps):', 'for e in ([chosen.headline_eps] if m != "robust-sarsa" else learned_eps):', "trains_once_at_the_headline"),
  ("src/rlgauntlet/gauntlet/run.py", 'return {"available": False, "reason": "the protocol certifies nothing"}', 'return {"available": True, "reason": "the protocol certifies nothing"}', "certification_off"),
  ("src/rlgauntlet/gauntlet/summary.py", "if n > 1 else 0.0,", "if n >= 1 else 0.0,", "zero_standard_error"),
  ("src/rlgauntlet/gauntlet/summary.py", '"impact": float(np.mean(impacts[s]))', '"impact": float(np.sum(impacts[s]))', "mean_over_seeds"),
