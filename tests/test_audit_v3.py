@@ -119,6 +119,10 @@ def test_the_leaderboard_scores_no_unknown_protocol_version(tmp_path):
     boards = {b["version"]: b for b in leaderboard([tmp_path / "mixed.sqlite"])["boards"]}
     assert [r["method"] for r in boards[current]["rows"]] == ["known"]
     assert boards[999]["rows"] == [] and boards[999]["unscored"] == ["future"]
+    from rlgauntlet.report.leaderboard import render_leaderboard
+
+    page = render_leaderboard(leaderboard([tmp_path / "mixed.sqlite"]), tmp_path / "board.html").read_text()
+    assert "ε = None" not in page and "Nothing ranked" in page and "version 999" in page
     _gauntlet_store(tmp_path / "future.sqlite", [("future", 999, 400.0), ("older", "x", 1.0)])
     with pytest.raises(UserError, match="999") as err:
         leaderboard([tmp_path / "future.sqlite"])

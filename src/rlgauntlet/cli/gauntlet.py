@@ -141,6 +141,10 @@ def leaderboard(
     render_leaderboard(board, out)
     write_json(json_path, board, kind=JSON_KIND)
     for b in board["boards"]:
+        if not b["rows"]:  # no headline ε known for this version, or no finite worst case: said, not drawn
+            reasons = "; ".join(sorted({m["reason"] for m in b["missing"]}))
+            console.print(f"{b['env']}: {b['protocol']} v{b['version']}, level {b['level']}: nothing ranked ({reasons})")
+            continue
         table = Table(title=f"{b['env']}: {b['protocol']} v{b['version']}, level {b['level']} "
                             f"(worst case at ε {b['headline_eps']})")
         for col in ("rank", "method", "agents", "worst case IQM", "95% CI", "clean"):
