@@ -44,8 +44,9 @@ def _value(metrics: dict, name: str) -> float | None:
 def _why_unscored(metrics: dict, protocol: object, version: object, headline: str | None) -> str | None:
     """Why a gauntlet result has no score (None: it has one)."""
     if headline is None:
-        known = "unknown protocol" if protocol is None else f"a version this rlgauntlet does not know (it knows " \
-                                                              f"v{protocol.headline_since} to v{protocol.version})"
+        versions = None if protocol is None else (f"v{protocol.version}" if protocol.headline_since == protocol.version
+                                                  else f"v{protocol.headline_since} to v{protocol.version}")
+        known = "unknown protocol" if protocol is None else f"a version this rlgauntlet does not know (it knows {versions})"
         return f"version {version}: {known}, so its headline ε is unknown"
     entry = metrics.get(worst_case_metric(headline))
     if entry is None or entry["value"] is None:
