@@ -109,8 +109,10 @@ class Job:
     that refuses its input after loading the agent has created no file."""
 
     def __init__(self, victim: Victim, env_id: str, preset: str, store: Any, threads: int) -> None:
+        from contextlib import ExitStack
+
         self.victim, self.env_id, self.preset, self.threads = victim, env_id, preset, threads
-        self._store_arg, self._store = store, None
+        self._store_arg, self._store, self._stack = store, None, ExitStack()
 
     def env_fn(self) -> Any:
         """A fresh env of the job, with its preset."""
@@ -122,24 +124,17 @@ class Job:
         return {"id": self.env_id, "preset": self.preset}
 
     @property
-    def owns_store(self) -> bool:
-        from rlgauntlet.experiments.store import ResultsStore
-
-        return not isinstance(self._store_arg, ResultsStore)
-
-    @property
     def store(self) -> Any:
-        """The results store: the caller's, or opened here (in memory when none was given)."""
-        from rlgauntlet.experiments.store import ResultsStore
+        """The results store (:func:`~rlgauntlet.experiments.store.store_of`: the caller's, or
+        opened here, in memory when none was given), opened on first use."""
+        from rlgauntlet.experiments.store import store_of
 
         if self._store is None:
-            arg = self._store_arg
-            self._store = arg if not self.owns_store else ResultsStore(arg if arg is not None else ":memory:")
+            self._store = self._stack.enter_context(store_of(self._store_arg))
         return self._store
 
     def close(self) -> None:
-        if self._store is not None and self.owns_store:
-            self._store.close()
+        self._stack.close()
         self._store = None
 
 

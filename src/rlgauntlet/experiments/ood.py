@@ -35,7 +35,7 @@ from rlgauntlet.version import __version__
 from rlgauntlet.engine.rollout import EpisodeRecord
 from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.agents import AgentSpec, as_agent_spec, open_job
-from rlgauntlet.experiments.evaluate import checked_threats
+from rlgauntlet.experiments.plan import checked_threats
 from rlgauntlet.experiments.runs import check_seed, run_evaluation
 from rlgauntlet.experiments.store import ResultsStore, run_key
 from rlgauntlet.metrics.ood import auroc, best_threshold, fpr_at_tpr, trial_summary

@@ -25,7 +25,9 @@ import math
 import json
 import sqlite3
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from rlgauntlet.engine.rollout import EpisodeRecord
 from rlgauntlet.errors import UserError
@@ -164,6 +166,20 @@ def open_existing_store(path: str | Path, option: str = "--store") -> "ResultsSt
         raise UserError(f"{option} {path} is an empty file (0 bytes), not a results store; it was left untouched; {fix}")
     check_is_our_store(path)
     return ResultsStore(path)
+
+
+@contextmanager
+def store_of(store: "str | Path | ResultsStore | None") -> Iterator["ResultsStore"]:
+    """The results store a job works with: the caller's open ``ResultsStore`` (borrowed: left
+    open), or one opened from a path here and closed at the end (in memory for None)."""
+    if isinstance(store, ResultsStore):
+        yield store
+        return
+    owned = ResultsStore(store if store is not None else ":memory:")
+    try:
+        yield owned
+    finally:
+        owned.close()
 
 
 def run_key(identity: dict) -> str:

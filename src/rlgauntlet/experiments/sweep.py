@@ -34,7 +34,7 @@ from rlgauntlet.engine.rollout import EpisodeRecord
 from rlgauntlet.common.executors import EXECUTOR_NAMES
 from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.agents import AgentSpec
-from rlgauntlet.experiments.store import ResultsStore
+from rlgauntlet.experiments.store import ResultsStore, store_of
 
 EXECUTORS = EXECUTOR_NAMES
 
@@ -325,7 +325,7 @@ class ResolvedPair:
 def resolve_sweep(spec: SweepSpec) -> list[ResolvedPair]:
     """Load every agent once and check every env, threat and seed of the sweep, writing nothing:
     bad input fails here, before a store is created or a run row written."""
-    from rlgauntlet.experiments.evaluate import checked_threats, threat_specs
+    from rlgauntlet.experiments.plan import checked_threats, threat_specs
     from rlgauntlet.experiments.runs import check_seed
     from rlgauntlet.threats.suites import expand_eps_grid
 
@@ -467,7 +467,7 @@ def summarize_sweep(plan: SweepPlan, store: ResultsStore) -> list[dict]:
     """One report (as ``rlgauntlet evaluate --out`` writes it) per (agent, env, seed), from the
     store: evaluations, strongest-of rows and impact."""
     from rlgauntlet.envs import make_env
-    from rlgauntlet.experiments.evaluate import Report, add_impact, strongest_rows
+    from rlgauntlet.experiments.plan import Report, add_impact, strongest_rows
     from rlgauntlet.experiments.runs import run_summary
     from rlgauntlet.threats import parse_threat
 
@@ -518,9 +518,8 @@ def run_sweep(spec: SweepSpec | str | Path, store: str | Path | ResultsStore, ex
     check_executor(executor, workers, address)  # before the store is made or a run row is written
     if resolved is None:  # likewise: every agent, env, threat and seed checked first
         resolved = resolve_sweep(spec)
-    results = store if isinstance(store, ResultsStore) else ResultsStore(store)
     start = time.perf_counter()
-    try:
+    with store_of(store) as results:
         plan = plan_sweep(spec, results, resolved)
         if on_plan is not None:
             on_plan(plan)
@@ -537,9 +536,6 @@ def run_sweep(spec: SweepSpec | str | Path, store: str | Path | ResultsStore, ex
                 pool.run(run_chunk, plan.chunks, done)
         reports = summarize_sweep(plan, results)
         certified = _certify_pairs(plan, results) if "certified" in spec.suites else []
-    finally:
-        if not isinstance(store, ResultsStore):
-            results.close()
     for report, row in zip(reports, certified):  # both in the plan's pair order
         report["evaluations"] = report["evaluations"] + row["evaluations"]  # in its table, as evaluate shows them
     out = {"sweep": spec.name, "episodes": plan.total_episodes, "ran": ran[0],
@@ -553,7 +549,7 @@ def _certify_pairs(plan: SweepPlan, results: ResultsStore) -> list[dict]:
     """``suites: [certified]``: GWC and ACR per budget for every (agent, env, seed), run in the
     driver with the store (bound computations are cheap next to episodes; finished budgets are
     reused on a re-run), exactly as ``evaluate --suite certified`` stores them."""
-    from rlgauntlet.experiments.evaluate import certified_evaluations
+    from rlgauntlet.experiments.plan import certified_evaluations
 
     rows = []
     for pair in plan.pairs:

@@ -115,7 +115,7 @@ def check_protocol_version(store: ResultsStore, protocol: Protocol) -> None:
 
 def fitting_specs(specs: list[str], victim, env: str, preset: str) -> tuple[list[str], list[dict]]:
     """The specs that apply to this agent and env, and the skipped ones with the reason."""
-    from rlgauntlet.experiments.evaluate import checked_threats
+    from rlgauntlet.experiments.plan import checked_threats
 
     kept, skipped = [], []
     for spec in specs:
