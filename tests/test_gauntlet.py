@@ -259,6 +259,41 @@ def test_gauntlet_on_a_masked_agent(tiny_protocol, masked_agent, tmp_path):
                      input_space="raw")
 
 
+def test_a_gauntlet_loads_its_agent_once_and_parses_each_spec_once(tiny_protocol, masked_agent, tmp_path, monkeypatch):
+    """In the driver: one load of the agent (the plan's, used by both sweeps and the
+    certification) and one parse of every threat spec (heuristics, shifts, the learned attacker
+    once it is trained); worker processes load their own copy."""
+    from collections import Counter
+
+    import rlgauntlet.experiments.agents as agents
+    import rlgauntlet.threats as threats
+    import rlgauntlet.threats.spec as spec_module
+    from rlgauntlet.gauntlet import run_gauntlet
+
+    loads, parses = [], Counter()
+    real_load, real_parse = agents.load_for_env, spec_module.parse_threat
+
+    def load(*args, **kwargs):
+        loads.append(args[0])
+        return real_load(*args, **kwargs)
+
+    def parse(spec):
+        parses[spec] += 1
+        return real_parse(spec)
+
+    monkeypatch.setattr(agents, "load_for_env", load)
+    monkeypatch.setattr(spec_module, "parse_threat", parse)
+    monkeypatch.setattr(threats, "parse_threat", parse)
+    result = run_gauntlet(f"torchscript:{masked_agent}", "CartPole-v1", level="quick", store=tmp_path / "g.sqlite",
+                          kind="q", input_space="raw")
+    assert loads == [f"torchscript:{masked_agent}"]
+    # specs only the sweeps use (the checks parse their own attacks, some with the same text)
+    swept = ["random:eps=0.1", *tiny_protocol.shifts("CartPole-v1", "reduced"),
+             *(s for s in parses if s.startswith("paad:attacker="))]
+    assert len(swept) == 5 and [parses[s] for s in swept] == [1] * 5
+    assert set(result["worst_case"][0]["members"]) >= {"random:eps=0.1", "paad:eps=0.1"}
+
+
 class _opened:
     def __init__(self, path):
         from rlgauntlet.experiments.store import ResultsStore

@@ -79,16 +79,19 @@ def checked_threats(specs: Sequence[str], victim: Victim, env: str, preset: str)
     return threats
 
 
-def strongest_rows(evaluations: list[dict], specs: list[str], store: ResultsStore, seed: int) -> list[dict]:
+def strongest_rows(evaluations: list[dict], specs: list[str], store: ResultsStore, seed: int,
+                   parsed: dict[str, Threat] | None = None) -> list[dict]:
     """The strongest-of protocol: per budget, the lowest mean return among the evaluations of
     ``specs`` and the attack that achieved it (ties: the first listed). Each row is stored as a
-    ``strongest_of`` run whose meta names its member runs, with the minimum as metrics."""
+    ``strongest_of`` run whose meta names its member runs, with the minimum as metrics.
+    ``parsed`` gives threats already parsed (by spec), so that none is parsed again."""
     from rlgauntlet.threats import parse_threat
 
+    parsed = parsed or {}
     by_spec = {ev["spec"]: ev for ev in evaluations}
     groups: dict[float | None, list[dict]] = {}
     for spec in specs:
-        budget = getattr(parse_threat(spec).params, "eps", None)
+        budget = getattr((parsed.get(spec) or parse_threat(spec)).params, "eps", None)
         groups.setdefault(budget, []).append(by_spec[spec])
     rows = []
     for budget, members in groups.items():

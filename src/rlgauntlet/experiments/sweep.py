@@ -255,6 +255,7 @@ class PairPlan:
     cells: list[Cell] = field(default_factory=list)
     run_ids: dict[Cell, int] = field(default_factory=dict)
     groups: list[list[str]] = field(default_factory=list)
+    threats: dict[str, object] = field(default_factory=dict)  # spec -> its threat, parsed once by the plan
 
 
 @dataclass
@@ -376,7 +377,7 @@ def plan_sweep(spec: SweepSpec, store: ResultsStore, resolved: list[ResolvedPair
         options = tuple(sorted(entry.load_options().items()))
         env_info = {"id": env, "preset": preset}
         for seed in spec.seeds:
-            pair = PairPlan(entry, env, preset, seed, victim, groups=item.groups)
+            pair = PairPlan(entry, env, preset, seed, victim, groups=item.groups, threats={t.spec: t for t in threats})
             sha = victim.description.get("sha256")
             cells = [(Cell(entry.agent, options, env, preset, None, seed, spec.deterministic, sha256=sha), None,
                       victim)]
@@ -478,11 +479,11 @@ def summarize_sweep(plan: SweepPlan, store: ResultsStore) -> list[dict]:
         report = Report(victim.description, {"id": pair.env, "preset": pair.preset}, [])
         for cell in pair.cells:
             if not cell.argmin:
-                threat = parse_threat(cell.spec) if cell.spec is not None else None
+                threat = None if cell.spec is None else pair.threats.get(cell.spec) or parse_threat(cell.spec)
                 report.evaluations.append(run_summary(store, pair.run_ids[cell], victim, threat, pair.seed,
                                                       spec.episodes, spec.deterministic, label=cell.label))
         for group in pair.groups:
-            report.strongest_of += strongest_rows(report.evaluations, group, store, pair.seed)
+            report.strongest_of += strongest_rows(report.evaluations, group, store, pair.seed, pair.threats)
         if spec.impact:  # the argmin agent's run is one of the sweep's cells: complete, so nothing runs here
             env, preset = pair.env, pair.preset
             add_impact(report, store, victim, lambda: make_env(env, preset), spec.episodes, pair.seed, 1,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
@@ -21,6 +21,7 @@ from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.agents import AgentSpec, as_agent_spec
 from rlgauntlet.experiments.store import ResultsStore
 from rlgauntlet.gauntlet.protocols import Protocol, protocol_fitting
+from rlgauntlet.threats.base import Threat
 
 #: the learned attackers' threat names per training method
 THREAT_OF_METHOD = {"paad": "paad", "sarl": "sarl", "robust-sarsa": "robust_sarsa"}
@@ -113,15 +114,15 @@ def check_protocol_version(store: ResultsStore, protocol: Protocol) -> None:
                             "versions are never ranked together; give a new --store")
 
 
-def fitting_specs(specs: list[str], victim, env: str, preset: str) -> tuple[list[str], list[dict]]:
-    """The specs that apply to this agent and env, and the skipped ones with the reason."""
+def fitting_specs(specs: list[str], victim, env: str, preset: str) -> tuple[list[tuple[str, Threat]], list[dict]]:
+    """(spec, its threat parsed and checked once) for the specs that apply to this agent and env,
+    and the skipped specs with the reason."""
     from rlgauntlet.experiments.plan import checked_threats
 
     kept, skipped = [], []
     for spec in specs:
         try:
-            checked_threats([spec], victim, env, preset)
-            kept.append(spec)
+            kept.append((spec, checked_threats([spec], victim, env, preset)[0]))
         except UserError as exc:
             skipped.append({"spec": spec, "reason": str(exc)})
     return kept, skipped
@@ -147,6 +148,12 @@ class GauntletPlan:
     tasks: list[AttackerTask]
     learned: list[str]  # the learned attackers' threat specs
     labels: dict[str, str]  # spec -> how results name it (a learned attacker's without its folder)
+    parsed: dict[str, Threat] = field(default_factory=dict)  # spec -> its threat, parsed and checked once
+
+    def eps_of(self, spec: str) -> float | None:
+        """The budget of ``spec`` (from its parsed threat when the plan has it)."""
+        threat = self.parsed.get(spec)
+        return getattr(threat.params, "eps", None) if threat is not None else threat_eps(spec)
 
     @property
     def settings(self):
@@ -168,6 +175,25 @@ class GauntletPlan:
         return SweepSpec(name=f"gauntlet {self.protocol.tag} {self.level}", agents=[agent], seeds=self.seeds,
                          episodes=self.settings.episodes, chunk_episodes=5, n_envs=1, deterministic=True,
                          impact=True)
+
+    def parse(self, specs: list[str]) -> None:
+        """Parse and check those of ``specs`` the plan has not parsed yet (a learned attacker's,
+        known only once it is trained), once."""
+        from rlgauntlet.experiments.plan import checked_threats
+
+        new = [s for s in specs if s not in self.parsed]
+        self.parsed.update(zip(new, checked_threats(new, self.victim, self.env, self.preset)))
+
+    def resolved(self, sweep) -> list:
+        """``sweep`` (a :meth:`sweep` of this plan) resolved with the plan's loaded victim and
+        parsed threats, so that running it loads and parses nothing again in this process (a
+        learned attacker's spec, known only once it is trained, is parsed here, once)."""
+        from rlgauntlet.experiments.sweep import ResolvedPair
+
+        [entry] = sweep.agents
+        self.parse(entry.threats)
+        return [ResolvedPair(entry, self.env, self.preset, self.victim, [self.parsed[s] for s in entry.threats],
+                             list(entry.strongest_of or []))]
 
 
 def director_settings_for(protocol: Protocol, env: str, skipped: list[dict]) -> list[str]:
@@ -220,15 +246,20 @@ def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None,
         from rlgauntlet.threats.attacks.push import direction_param, push_directions
 
         kinds += [f"push:direction={direction_param(d)}" for d in push_directions(victim.action_space.shape[0])]
-    heuristics, skipped = fitting_specs([with_eps(h, e) for e in chosen.eps_grid for h in kinds], victim, env, preset)
+    fitted, skipped = fitting_specs([with_eps(h, e) for e in chosen.eps_grid for h in kinds], victim, env, preset)
+    heuristics = [spec for spec, _ in fitted]
     natural: list[str] = []
     if chosen.natural:
         from rlgauntlet.threats.suites import natural_suite
 
-        natural, skipped_natural = fitting_specs(natural_suite(victim, env), victim, env, preset)
+        fitted_natural, skipped_natural = fitting_specs(natural_suite(victim, env), victim, env, preset)
+        fitted += fitted_natural
+        natural = [spec for spec, _ in fitted_natural]
         skipped += skipped_natural
-    shifts, skipped_shifts = fitting_specs([s for s in chosen.shifts(env, settings.shifts) if s not in natural], victim, env,
-                                   preset)
+    fitted_shifts, skipped_shifts = fitting_specs([s for s in chosen.shifts(env, settings.shifts) if s not in natural],
+                                                  victim, env, preset)
+    fitted += fitted_shifts
+    shifts = [spec for spec, _ in fitted_shifts]
     skipped += skipped_shifts
 
     learned_eps = [chosen.headline_eps] if settings.learned_at == "headline" else list(chosen.eps_grid)
@@ -253,4 +284,4 @@ def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None,
     labels.update(learned_labels)
     learned = list(learned_labels)
     return GauntletPlan(chosen, level, spec, env, preset, victim, sha, seeds, store_path, heuristics, natural, shifts,
-                        skipped, tasks, learned, labels)
+                        skipped, tasks, learned, labels, dict(fitted))

@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 from rlgauntlet.version import __version__
 from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.agents import AgentSpec
-from rlgauntlet.gauntlet.plan import AttackerTask, GauntletPlan, agent_cache, eps_value, plan_gauntlet, threat_eps
+from rlgauntlet.gauntlet.plan import AttackerTask, GauntletPlan, agent_cache, eps_value, plan_gauntlet
 from rlgauntlet.gauntlet.summary import record_result, summarise
 
 #: what a cached certification or checks file is, in its mark (common.outputs)
@@ -77,9 +77,10 @@ def run_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None, 
             on_stage(name, done, total)
 
     def sweep(threats: list[str], groups: list[list[str]]) -> dict:
-        return run_sweep(plan.sweep(threats, groups), plan.store, executor, workers, address,
+        spec = plan.sweep(threats, groups)
+        return run_sweep(spec, plan.store, executor, workers, address,
                          on_plan=lambda p: stage("episodes", p.total_episodes, p.total_episodes - p.missing_episodes),
-                         on_chunk=lambda chunk, records: advance(len(records)))
+                         on_chunk=lambda chunk, records: advance(len(records)), resolved=plan.resolved(spec))
 
     # 1. everything that needs no training, stored before any attacker trains
     base = plan.heuristics + plan.natural + plan.shifts
@@ -91,7 +92,8 @@ def run_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None, 
         with make_executor(executor, workers, address) as pool:
             pool.run(train_attacker_task, todo, lambda task, result: advance(1))
     # 3. the learned attackers' episodes, and one strongest-of group per ε
-    groups = [g for g in ([s for s in plan.adversarial if threat_eps(s) == eps_value(e)]
+    plan.parse(plan.learned)  # their specs name trained folders: parsed (once) now that they exist
+    groups = [g for g in ([s for s in plan.adversarial if plan.eps_of(s) == eps_value(e)]
                           for e in plan.protocol.eps_grid) if len(g) >= 2]
     reports = sweep(base + plan.learned, groups)["reports"]
 
@@ -146,8 +148,8 @@ def certified_summary(plan: GauntletPlan) -> dict:
     seed, episodes = plan.seeds[0], plan.settings.episodes
 
     def compute() -> dict:
-        result = certify(plan.spec, plan.env, eps_grid=",".join(plan.protocol.eps_grid), episodes=episodes, seed=seed,
-                         store=plan.store)
+        result = certify(plan.victim, plan.env, eps_grid=",".join(plan.protocol.eps_grid), episodes=episodes, seed=seed,
+                         store=plan.store, preset=plan.preset)  # the plan's loaded agent: not loaded again
         rows = []
         for row in result["rows"]:
             item = {"eps": row["eps"], "eps_value": row["eps_value"], "budget_space": row["budget_space"],

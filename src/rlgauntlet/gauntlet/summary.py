@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 
 from rlgauntlet.experiments.store import ResultsStore, run_key
-from rlgauntlet.gauntlet.plan import GauntletPlan, eps_value, threat_eps
+from rlgauntlet.gauntlet.plan import GauntletPlan, eps_value
 
 #: the stored metrics of a ``gauntlet`` run (what the leaderboard ranks and shows)
 CLEAN_RETURN = "clean_return"
@@ -82,7 +82,7 @@ def summarise(plan: GauntletPlan, reports: list[dict], method: str | None) -> di
     for e in plan.protocol.eps_grid:
         # an attack within a smaller budget is an attack within this one too: the worst case never rises with ε
         members = {plan.labels[s]: pooled[plan.labels[s]] for s in plan.adversarial
-                   if threat_eps(s) <= eps_value(e) + 1e-12}
+                   if plan.eps_of(s) <= eps_value(e) + 1e-12}
         if not members:
             continue
         attack, best = min(members.items(), key=lambda kv: kv[1]["return_mean"])
