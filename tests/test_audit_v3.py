@@ -1166,3 +1166,24 @@ def test_robust_sarsa_trains_once_at_the_headline_and_is_judged_at_every_learned
     assert sorted(set(by_method["paad"])) == sorted(grid)
     assert sorted(label for label in plan.labels.values() if label.startswith("robust_sarsa")) == \
         sorted(f"robust_sarsa:eps={e}" for e in grid)
+
+
+def test_strongest_of_groups_are_per_budget_and_need_two_attacks(tmp_path):
+    import dataclasses
+
+    plan = _tiny_plan(tmp_path, heuristics=["random:eps=0.05", "pgd:steps=10,eps=0.05", "random:eps=0.1",
+                                            "pgd:steps=10,eps=0.2", "random:eps=0.2"])
+    plan.protocol = dataclasses.replace(plan.protocol, eps_grid=("0.05", "0.1", "0.2"))
+    assert plan.strongest_groups() == [["random:eps=0.05", "pgd:steps=10,eps=0.05"],
+                                       ["pgd:steps=10,eps=0.2", "random:eps=0.2"]]  # 0.1 has one attack: no group
+
+
+def test_a_gauntlet_certifies_a_boundable_agent_and_says_so(tmp_path, monkeypatch):
+    from rlgauntlet.gauntlet import plan_gauntlet
+    from rlgauntlet.gauntlet.run import certified_summary
+
+    plan = plan_gauntlet("zoo:cartpole-dqn", "CartPole-v1", level="quick", seeds=[0], store=tmp_path / "g.sqlite")
+    result = certified_summary(plan)
+    assert result["available"] is True and result["seed"] == 0
+    assert [r["eps"] for r in result["rows"]] == list(plan.protocol.eps_grid)
+    assert all(0.0 <= r["acr"] <= 1.0 for r in result["rows"])

@@ -208,11 +208,18 @@ def test_gauntlet_on_a_masked_agent(tiny_protocol, masked_agent, tmp_path):
     recomputes nothing; a store of another protocol version is refused."""
     from rlgauntlet.gauntlet import run_gauntlet
 
+    import time
+
     store = tmp_path / "g.sqlite"
-    stages = []
+    stages, advances = [], []
+    started = time.perf_counter()
     result = run_gauntlet(f"torchscript:{masked_agent}", "CartPole-v1", level="quick", store=store, kind="q",
-                          input_space="raw", method="masked", on_stage=lambda *a: stages.append(a))
+                          input_space="raw", method="masked", on_stage=lambda *a: stages.append(a),
+                          on_advance=advances.append)
+    assert 0 < result["seconds"] <= time.perf_counter() - started + 0.1
     assert ("learned attackers", 0, 1) in stages  # (stage, done, total): one attacker, none trained before
+    # the progress bars end full: every unit of work advances its bar once
+    assert sum(advances) == sum(total - done for _, done, total in stages)
     assert result["protocol"] == {"name": "classic", "version": 1, "level": "quick"}
     [worst] = result["worst_case"]
     members = worst["members"]

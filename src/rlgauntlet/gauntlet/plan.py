@@ -176,6 +176,12 @@ class GauntletPlan:
                          episodes=self.settings.episodes, chunk_episodes=5, n_envs=1, deterministic=True,
                          impact=True)
 
+    def strongest_groups(self) -> list[list[str]]:
+        """One strongest-of group per ε of the grid: the adversarial specs of exactly that budget,
+        where there are at least two to compare (a worst case over one attack is that attack)."""
+        groups = ([s for s in self.adversarial if self.eps_of(s) == eps_value(e)] for e in self.protocol.eps_grid)
+        return [g for g in groups if len(g) >= 2]
+
     def parse(self, specs: list[str]) -> None:
         """Parse and check those of ``specs`` the plan has not parsed yet (a learned attacker's,
         known only once it is trained), once."""

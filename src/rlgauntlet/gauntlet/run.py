@@ -93,8 +93,7 @@ def run_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None, 
             pool.run(train_attacker_task, todo, lambda task, result: advance(1))
     # 3. the learned attackers' episodes, and one strongest-of group per ε
     plan.parse(plan.learned)  # their specs name trained folders: parsed (once) now that they exist
-    groups = [g for g in ([s for s in plan.adversarial if plan.eps_of(s) == eps_value(e)]
-                          for e in plan.protocol.eps_grid) if len(g) >= 2]
+    groups = plan.strongest_groups()
     reports = sweep(base + plan.learned, groups)["reports"]
 
     stage("certification and checks", 2)
