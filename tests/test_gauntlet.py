@@ -469,6 +469,7 @@ def test_the_worst_case_takes_every_attack_within_the_budget():
     worst case at 0.1; at 0.05 it does not count. Pooled means over two seeds."""
     from types import SimpleNamespace
 
+    from rlgauntlet.gauntlet.plan import threat_eps
     from rlgauntlet.gauntlet.summary import summarise
 
     def ev(spec, returns):
@@ -491,6 +492,7 @@ def test_the_worst_case_takes_every_attack_within_the_budget():
                             "paad:attacker=/a,eps=0.075": "paad:eps=0.075", "paad:attacker=/b,eps=0.075": "paad:eps=0.075",
                             "gaussian_noise:std=0.1": "gaussian_noise:std=0.1"})
     plan.adversarial = plan.heuristics + plan.learned
+    plan.eps_of = threat_eps  # what a plan with nothing parsed yet answers
     summary = summarise(plan, reports, None)
     worst = {w["eps"]: w for w in summary["worst_case"]}
     # the natural change keeps 2200 of 3000 pooled over both seeds: 1 − 2200/3000 of the return lost
