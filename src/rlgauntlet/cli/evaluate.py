@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from rlgauntlet.cli.common import (app, console, DEFAULT_STORE_NAME, print_report, PRESET, KIND, VECNORMALIZE,
                                    INPUT_SPACE, PRECISION, DEVICE, ALLOW_PICKLE, THREADS, write_result, KEPT,
-                                   check_outputs, check_png, finite_number)
+                                   check_outputs, check_png, finite_number, agent_spec)
 from rlgauntlet.common.outputs import write_json
 from rlgauntlet.errors import UserError
 
@@ -57,17 +57,16 @@ def evaluate(
     check_outputs(out, store=store_path, kind="evaluation")
     KEPT["note"] = (f"finished episodes are kept in {store_path}; run the same command with --resume to run "
                      "only the missing ones")
+    spec = agent_spec(agent, preset, kind, vecnormalize, input_space, precision, device, allow_pickle)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=False) as progress:
         tasks: dict = {}
         report = run(
-            agent, env, threat, suite, eps, episodes, seed, n_envs, store_path, eps_grid=eps_grid, resume=resume,
-            preset=preset, device=device, kind=kind, vecnormalize=vecnormalize, input_space=input_space,
-            precision=precision, deterministic=not stochastic, impact=impact, min_score=min_score,
+            spec, env, threat, suite, eps, episodes, seed, n_envs, store_path, eps_grid=eps_grid, resume=resume,
+            deterministic=not stochastic, impact=impact, min_score=min_score,
             action_change_every=action_change_every, perceptual_every=perceptual_every, lpips_weights=lpips_weights,
             on_start=lambda label, total: tasks.__setitem__(label, progress.add_task(label, total=total)),
-            on_episode=lambda label, rec: progress.advance(tasks[label]), threads=threads, allow_pickle=allow_pickle,
-            strongest_of=strongest,
+            on_episode=lambda label, rec: progress.advance(tasks[label]), threads=threads, strongest_of=strongest,
         )
         for task in tasks.values():
             progress.update(task, completed=episodes)

@@ -186,7 +186,7 @@ def _strength(victim, env: str, threat: str, eps: float, run_dir: Path, manifest
     from rlgauntlet.experiments.evaluate import evaluate
 
     options = {} if perceptual_every is None else {"perceptual_every": perceptual_every}
-    report = evaluate(victim, env, [threat], episodes=episodes, seed=seed, impact=False, device=device,
+    report = evaluate(victim, env, [threat], episodes=episodes, seed=seed, impact=False,
                       n_envs=min(8, episodes), **options)
     clean, attacked = report.evaluations[0], report.evaluations[1]
     manifest["strength"] = {"eps": eps, "episodes": episodes, "seed": seed, "clean_mean": clean["return_mean"],

@@ -184,8 +184,7 @@ def search_space(threat: str, param: str | None = None, low: float | None = None
 def calibrate_agent(
     agent, env: str, threat: str, target_impact: float, store: str | Path = ":memory:",
     space: SearchSpace | None = None, iterations: int = 8, episodes: int = 10, seed: int = 0, n_envs: int = 4,
-    preset: str | None = None, device: str = "cpu", kind: str | None = None, vecnormalize=None,
-    on_probe: Callable[[dict], None] | None = None, allow_pickle: bool = False, threads: int | None = None,
+    preset: str | None = None, on_probe: Callable[[dict], None] | None = None, threads: int | None = None,
 ) -> dict:
     """Calibrate ``threat`` against an agent: clean and argmin-agent evaluations set the impact
     scale, then :func:`calibrate` bisects; every probe is a stored evaluation (reused by a
@@ -193,7 +192,7 @@ def calibrate_agent(
     are the severity found and its impact. ``agent`` is a spec string (loaded with the keyword
     options), an ``AgentSpec`` or a Victim.
     """
-    from rlgauntlet.experiments.agents import as_agent_spec, open_job
+    from rlgauntlet.experiments.agents import open_job
     from rlgauntlet.experiments.runs import check_seed, run_evaluation
     from rlgauntlet.experiments.store import run_key
     from rlgauntlet.metrics.impact import ARGMIN_LABEL, ArgminVictim
@@ -202,9 +201,8 @@ def calibrate_agent(
         raise UserError(f"--target-impact {target_impact} must be in (0, 1]")
     check_seed(seed, episodes)
     space = space or search_space(threat)
-    spec = as_agent_spec(agent, preset=preset, device=device, kind=kind, vecnormalize=vecnormalize,
-                         allow_pickle=allow_pickle or None)
-    with open_job(spec, env, store, threads, preset) as job:
+
+    with open_job(agent, env, store, threads, preset) as job:
         victim, env_info, env_fn = job.victim, job.env_info, job.env_fn
 
         def evaluate_spec(spec: str) -> dict:

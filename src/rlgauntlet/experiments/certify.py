@@ -138,8 +138,7 @@ def _check_finite_bounds(victim: Victim, env_fn: Callable[[], gym.Env], values: 
 def certify(
     agent: str | Victim, env: str, eps: str | float | None = None, eps_grid: str | None = None, episodes: int = 20,
     seed: int = 0, n_envs: int = 4, store: str | Path | ResultsStore | None = None, awc_max_nodes: int = 0,
-    awc_horizon: int | None = None, preset: str | None = None, device: str = "cpu", kind: str | None = None,
-    vecnormalize=None, input_space: str | None = None, allow_pickle: bool = False,
+    awc_horizon: int | None = None, preset: str | None = None,
     on_row: Callable[[dict], None] | None = None, threads: int | None = None,
 ) -> dict:
     """Certified figures of an agent at each budget (``eps`` or the budgets of ``eps_grid``).
@@ -148,9 +147,10 @@ def certify(
     its metrics ``acr`` (or ``certified_action_deviation``), and with ``awc_max_nodes`` > 0
     ``awc`` (lowest return per episode as trials), ``awc_nodes`` and ``awc_finished``.
     ``awc_horizon`` caps the episodes of the AWC search (and of GWC, so that the two compare).
-    ``agent`` is a spec string, an ``AgentSpec`` or a Victim; ``threads`` the thread policy's count.
+    ``agent`` is an ``AgentSpec`` (the agent and how to load it), a spec string or a Victim (with
+    ``preset``, the env preset, when given directly); ``threads`` the thread policy's count.
     """
-    from rlgauntlet.experiments.agents import as_agent_spec, open_job
+    from rlgauntlet.experiments.agents import open_job
     from rlgauntlet.experiments.runs import check_seed, run_evaluation
 
     if (eps is None) == (eps_grid is None):
@@ -165,9 +165,7 @@ def certify(
     if not values:
         raise UserError(f"--eps-grid {eps_grid!r} holds no budget; give comma-separated budgets, e.g. --eps-grid 0,1/255")
     check_seed(seed, episodes)
-    spec = as_agent_spec(agent, preset=preset, device=device, kind=kind, vecnormalize=vecnormalize,
-                         input_space=input_space, allow_pickle=allow_pickle or None)
-    with open_job(spec, env, store, threads, preset) as job:
+    with open_job(agent, env, store, threads, preset) as job:
         victim, env_preset = job.victim, job.preset
         if victim.budget_space is None:
             raise UserError("eps has no unit because the agent's input space is unknown; pass --input-space")

@@ -21,7 +21,7 @@ from typing import Callable, Sequence
 
 from rlgauntlet.engine.rollout import EpisodeRecord
 from rlgauntlet.errors import UserError
-from rlgauntlet.experiments.agents import AgentSpec, as_agent_spec, open_job
+from rlgauntlet.experiments.agents import AgentSpec, open_job
 from rlgauntlet.experiments.runs import check_seed, run_evaluation
 from rlgauntlet.experiments.plan import (Report, add_impact, certified_evaluations, checked_threats,
                                         strongest_rows, threat_specs)
@@ -44,11 +44,6 @@ def evaluate(
     eps_grid: str | None = None,
     resume: bool = False,
     preset: str | None = None,
-    device: str = "cpu",
-    kind: str | None = None,
-    vecnormalize: str | Path | None = None,
-    input_space: str | None = None,
-    precision: str = "auto",
     deterministic: bool = True,
     impact: bool = True,
     min_score: float | None = None,
@@ -58,15 +53,16 @@ def evaluate(
     on_start: Callable[[str, int], None] | None = None,
     on_episode: Callable[[str, EpisodeRecord], None] | None = None,
     threads: int | None = None,
-    allow_pickle: bool = False,
     strongest_of: Sequence[str] = (),
 ) -> Report:
     """Evaluate an agent clean and under every threat; the library form of ``rlgauntlet evaluate``.
 
     Args:
-        agent: ``zoo:NAME``, ``sb3:PATH.zip[:ALGO]``, ``torchscript:PATH`` (loaded with the
-            keyword options ``preset`` … ``allow_pickle``), an :class:`AgentSpec` or a :class:`Victim`.
-        env: Gymnasium id; the preset follows from it (``preset`` overrides).
+        agent: an :class:`AgentSpec` (the agent and how to load it: VecNormalize statistics,
+            input space, output kind, precision, device, pickled code), a spec string (loaded
+            with the defaults) or a loaded :class:`Victim`.
+        env: Gymnasium id; the env preset follows from it (an AgentSpec's ``preset``, or
+            ``preset`` for a Victim given directly, overrides).
         threats: threat specs (see README, "Threats").
         suite: named suites (``natural``, ``adversarial``).
         eps: budget of the suites; ``eps_grid``: budgets for every threat without ``eps``.
@@ -79,8 +75,6 @@ def evaluate(
             of the action-change rate, one network call fewer on the other perturbed steps).
         perceptual_every: SSIM/PSNR (and LPIPS) of image perturbations on every k-th step; 0 never.
         on_start, on_episode: progress callbacks, with the evaluation's label.
-        allow_pickle: unpickle an SB3 agent file as SB3 does (runs code stored in it; default:
-            read it as data).
         strongest_of: attacks (specs; with ``eps_grid``, each at every budget) whose minimum
             mean return per budget is reported with the attack that achieved it (the
             robust-RL evaluation protocol); they run like ``threats`` and are stored as
@@ -107,10 +101,7 @@ def evaluate(
                         "--strongest-of random:eps=0.1,pgd:eps=0.1,maxdiff:eps=0.1")
     if eps is not None and not suites:
         raise UserError("--eps is the budget of --suite; give it inside the spec instead (e.g. pgd:eps=1/255)")
-    spec = as_agent_spec(agent, preset=preset, device=device, kind=kind, vecnormalize=vecnormalize,
-                         input_space=input_space, precision=None if precision == "auto" else precision,
-                         allow_pickle=allow_pickle or None)
-    with open_job(spec, env, store, threads, preset) as job:
+    with open_job(agent, env, store, threads, preset) as job:
         victim, env_info, env_fn = job.victim, job.env_info, job.env_fn
         specs = threat_specs(victim, threats, suites, eps, eps_grid, env)
         specs += [s for s in strongest if s not in specs]

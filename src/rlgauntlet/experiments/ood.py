@@ -34,7 +34,7 @@ import torch
 from rlgauntlet.version import __version__
 from rlgauntlet.engine.rollout import EpisodeRecord
 from rlgauntlet.errors import UserError
-from rlgauntlet.experiments.agents import AgentSpec, as_agent_spec, open_job
+from rlgauntlet.experiments.agents import AgentSpec, open_job
 from rlgauntlet.experiments.plan import checked_threats
 from rlgauntlet.experiments.runs import check_seed, run_evaluation
 from rlgauntlet.experiments.store import ResultsStore, run_key
@@ -84,7 +84,6 @@ def ood_scan(
     resume: bool = False,
     fail_below: float = FAIL_BELOW,
     preset: str | None = None,
-    device: str = "cpu",
     threads: int | None = None,
     on_start: Callable[[str, int], None] | None = None,
     on_episode: Callable[[str, EpisodeRecord], None] | None = None,
@@ -100,7 +99,7 @@ def ood_scan(
     if not 0.0 < fail_below <= 1.0:
         raise UserError(f"--fail-below {fail_below}: give a fraction of the clean-over-random return in (0, 1]")
     check_seed(seed, episodes)
-    with open_job(as_agent_spec(agent, preset=preset, device=device), env, store, threads, preset) as job:
+    with open_job(agent, env, store, threads, preset) as job:
         victim, env_info, env_fn = job.victim, job.env_info, job.env_fn
         threats = checked_threats(specs, victim, job.env_id, job.preset)
         results = job.store  # opened once the input is accepted
@@ -154,7 +153,6 @@ def ood_bench(
     fail_below: float = FAIL_BELOW,
     scan_agent: str | AgentSpec | Victim | None = None,
     preset: str | None = None,
-    device: str = "cpu",
     threads: int | None = None,
     on_start: Callable[[str, int], None] | None = None,
     on_episode: Callable[[str, EpisodeRecord], None] | None = None,
@@ -185,10 +183,10 @@ def ood_bench(
         if not suite:
             raise UserError("give --suite (its failing shifts are benchmarked) or at least one --shift")
         scan = ood_scan(scan_agent or agent, env, suite, episodes=episodes, seed=seed, n_envs=n_envs,
-                        store=store, resume=resume, fail_below=fail_below, preset=preset, device=device,
+                        store=store, resume=resume, fail_below=fail_below, preset=preset,
                         threads=threads, on_start=on_start, on_episode=on_episode)
         shifts = scan["failing"]
-    with open_job(as_agent_spec(agent, preset=preset, device=device), env, store, threads, preset) as job:
+    with open_job(agent, env, store, threads, preset) as job:
         victim, env_info, env_fn = job.victim, job.env_info, job.env_fn
         if victim.uncertainty_method is None:
             raise no_uncertainty_error(victim)
