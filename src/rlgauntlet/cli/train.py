@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from rlgauntlet.cli.common import (app, console, ALLOW_PICKLE, load_agent, KEPT, finite_number)
+from rlgauntlet.cli.common import (app, console, ALLOW_PICKLE, agent_spec, load_agent, KEPT, finite_number)
 from rlgauntlet.common.outputs import check_run_dir
 from rlgauntlet.errors import UserError
 
@@ -103,11 +103,12 @@ def attack_train(
         raise UserError(f"--eps {eps}: give a positive number or fraction, e.g. --eps 0.1 or --eps 1/255")
     check_run_dir(run_dir)
     KEPT["note"] = f"the last checkpoint in {run_dir} is kept; run the same command to resume from it"
-    manifest = train_attacker(agent, env, method, budget, steps, run_dir, seed=seed, variant=variant,
+    spec = agent_spec(agent, vecnormalize=vecnormalize, device=device, allow_pickle=allow_pickle)
+    manifest = train_attacker(spec, env, method, budget, steps, run_dir, seed=seed, variant=variant,
                               actor_steps=actor_steps, lam=lam, loss=loss, eval_episodes=eval_episodes, device=device,
-                              vecnormalize=vecnormalize, threads=threads, log=lambda s: console.print(s),
+                              threads=threads, log=lambda s: console.print(s),
                               show_progress=console.is_terminal, sarsa_eps=sarsa_eps, sarsa_reg=sarsa_reg,
-                              checkpoint_every=checkpoint_every, allow_pickle=allow_pickle, setting=setting,
+                              checkpoint_every=checkpoint_every, setting=setting,
                               select=select)
     spec = f"robust_sarsa:q={run_dir},eps={eps}" if method == "robust-sarsa" else f"{method}:attacker={run_dir},eps={eps}"
     console.print(f"wrote {run_dir}; use it with --threat {spec}  (strength: {manifest['strength']['attacked_mean']:.1f})")

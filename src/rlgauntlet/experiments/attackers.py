@@ -35,15 +35,15 @@ METHODS = ("paad", "sarl", "robust-sarsa")
 
 def train_attacker(agent: str | AgentSpec, env: str, method: str, eps: float, steps: int, run_dir: str | Path, seed: int = 0,
                    variant: str | None = None, actor_steps: int = 1, lam: float = 1.0, loss: str = "hinge",
-                   eval_episodes: int = 20, device: str = "cpu", vecnormalize: str | Path | None = None,
-                   threads: int | None = None, checkpoint_every: int | None = None, hyperparams: dict | None = None,
+                   eval_episodes: int = 20, device: str = "cpu", threads: int | None = None, checkpoint_every: int | None = None, hyperparams: dict | None = None,
                    log: Callable[[str], None] = print, show_progress: bool = False, sarsa_eps: float = 0.02,
-                   sarsa_reg: float = 0.1, allow_pickle: bool = False, deadline: float | None = None,
+                   sarsa_reg: float = 0.1, deadline: float | None = None,
                    subproc_envs: bool = False, setting: str = "default", select: str = "last") -> dict:
     """Train (or resume) an attacker and write its folder; returns the manifest.
 
     Args:
-        agent: the victim (``zoo:NAME``, ``sb3:PATH.zip``, ...); it is frozen.
+        agent: the victim, an :class:`AgentSpec` (how to load it: VecNormalize statistics,
+            pickled code, ...) or a spec string (``zoo:NAME``, ``sb3:PATH.zip``); it is frozen.
         env: Gymnasium id the victim plays.
         method: ``paad``, ``sarl`` or ``robust-sarsa`` (continuous agents: a Q function of the
             victim, then MinQ with it).
@@ -80,7 +80,7 @@ def train_attacker(agent: str | AgentSpec, env: str, method: str, eps: float, st
     if not (isinstance(lam, (int, float)) and math.isfinite(lam) and lam >= 0):
         raise UserError(f"--lam {lam}: give a finite number ≥ 0")
     run_dir = check_run_dir(run_dir)
-    spec = as_agent_spec(agent, device=device, vecnormalize=vecnormalize, allow_pickle=allow_pickle or None)
+    spec = as_agent_spec(agent, device=device)  # the victim runs where the attacker trains
     with open_job(spec, env, threads=threads) as job:
         victim = job.victim
         identity = {"agent": spec.agent if isinstance(spec, AgentSpec) else str(agent),

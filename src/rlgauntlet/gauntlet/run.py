@@ -32,8 +32,7 @@ def train_attacker_task(task: AttackerTask) -> dict:
 
     spec = AgentSpec(**dict(task.agent))
     manifest = train_attacker(spec, task.env, task.method, eps=task.eps_value, steps=task.steps, run_dir=task.folder,
-                              seed=task.seed, eval_episodes=0, log=lambda line: None, allow_pickle=spec.allow_pickle,
-                              setting=task.setting, select=task.select)
+                              seed=task.seed, eval_episodes=0, log=lambda line: None, setting=task.setting, select=task.select)
     return {"steps": manifest.get("steps"), "train_seconds": manifest.get("train_seconds")}
 
 
