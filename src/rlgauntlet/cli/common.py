@@ -108,20 +108,12 @@ THREADS = typer.Option(None, min=1, help="torch CPU threads for the networks (de
 def agent_spec(agent: str, preset: Optional[str] = None, kind: Optional[str] = None,
                vecnormalize: Optional[Path] = None, input_space: Optional[str] = None, precision: str = "auto",
                device: str = "cpu", allow_pickle: bool = False):
-    """The one agent description the library's jobs take, from the shared agent options."""
+    """The one agent description the library's jobs take, from the shared agent options: every
+    command hands its agent over this way."""
     from rlgauntlet.experiments.agents import as_agent_spec
 
     return as_agent_spec(agent, preset=preset, kind=kind, vecnormalize=vecnormalize, input_space=input_space,
                          precision=precision, device=device, allow_pickle=allow_pickle)
-
-
-def load_agent(agent: str, env: str, preset: Optional[str], device: str, kind: Optional[str],
-                  vecnormalize: Optional[Path], input_space: Optional[str] = None, precision: str = "auto",
-                  allow_pickle: bool = False):
-    """Load the agent, check it fits the env with its preset: (victim, preset name)."""
-    from rlgauntlet.experiments.agents import load_for_env
-
-    return load_for_env(agent, env, preset, device, kind, vecnormalize, input_space, precision, allow_pickle)
 
 
 def write_result(out: Optional[Path], data: dict, store_path: Path, kind: str) -> None:

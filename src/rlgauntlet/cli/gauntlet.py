@@ -10,7 +10,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from rlgauntlet.cli.common import (ALLOW_PICKLE, DEVICE, INPUT_SPACE, KEPT, KIND, PRECISION, VECNORMALIZE, app,
+from rlgauntlet.cli.common import (ALLOW_PICKLE, DEVICE, INPUT_SPACE, KEPT, KIND, PRECISION, VECNORMALIZE, agent_spec, app,
                                    console, out_console)
 from rlgauntlet.common.outputs import check_output, check_run_dir, write_json
 from rlgauntlet.errors import UserError
@@ -83,10 +83,8 @@ def gauntlet(
     json_path, html_path = out_dir / "gauntlet.json", out_dir / "report.html"
     check_output(json_path, "--out", protect=[store_path], kind="gauntlet result", given=out_dir)
     check_output(html_path, "--out", protect=[store_path], kind=REPORT_KIND, given=out_dir)
-    plan = plan_gauntlet(agent, env, protocol=chosen.name, level=level, seeds=seeds or None, store=store_path,
-                         kind=kind, vecnormalize=vecnormalize, input_space=input_space,
-                         precision=None if precision == "auto" else precision, device=device,
-                         allow_pickle=allow_pickle or None)
+    spec = agent_spec(agent, None, kind, vecnormalize, input_space, precision, device, allow_pickle)
+    plan = plan_gauntlet(spec, env, protocol=chosen.name, level=level, seeds=seeds or None, store=store_path)
     KEPT["note"] = (f"finished episodes are kept in {store_path} and trained attackers (with their checkpoints) "
                     f"beside it; run the same command again to go on from there")
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

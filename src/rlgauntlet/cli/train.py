@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from rlgauntlet.cli.common import (app, console, ALLOW_PICKLE, agent_spec, load_agent, KEPT, finite_number)
+from rlgauntlet.cli.common import (app, console, ALLOW_PICKLE, agent_spec, KEPT, finite_number)
 from rlgauntlet.common.outputs import check_run_dir
 from rlgauntlet.errors import UserError
 
@@ -138,7 +138,7 @@ def dynamics_train(
     from rlgauntlet.training.attackers.dynamics import learn_dynamics
 
     check_run_dir(run_dir)
-    victim, preset = load_agent(agent, env, None, "cpu", None, vecnormalize, allow_pickle=allow_pickle)
+    victim, preset = agent_spec(agent, vecnormalize=vecnormalize, allow_pickle=allow_pickle).load(env)
     KEPT["note"] = f"the collected data and the last epoch's checkpoint in {run_dir} are kept; run the same command to resume"
     with thread_policy(threads):
         manifest = learn_dynamics(victim, env, lambda: make_env(env, preset), samples, run_dir, seed=seed, hidden=hidden,
