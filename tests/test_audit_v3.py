@@ -217,7 +217,6 @@ def test_radial_ppo_weights_the_worst_case_by_one_minus_kappa():
 def test_radial_ppo_training_passes_lower_then_upper_bounds_and_its_kappa(monkeypatch):
     """The training step, not only the loss: the bounds it hands over are (lower, upper) of the
     live network at the current ε, and its κ is the algorithm's."""
-    from rlgauntlet.bounds import ibp
     from rlgauntlet.training.defences import radial
 
     seen = []
@@ -235,10 +234,6 @@ def test_radial_ppo_training_passes_lower_then_upper_bounds_and_its_kappa(monkey
     for lower, upper, kappa in seen:
         assert kappa == 0.3
         assert (lower <= upper).all() and (upper - lower).max() > 0
-    # the last bounds are the IBP bounds of the network as it was: recompute on the last batch's width
-    obs = torch.as_tensor(model.rollout_buffer.observations.reshape(-1, 4)[:8], dtype=torch.float64)
-    low, high = ibp(model._victim(), obs, model.current_eps())
-    assert (low <= high).all()
 
 
 def _fixed_batch(model, batch: int = 8, seed: int = 0):
@@ -272,9 +267,7 @@ def _run_one_step(model, monkeypatch):
     losses = []
     real = model._optimize
     monkeypatch.setattr(model, "_optimize", lambda loss: (losses.append(loss.detach().clone()), real(loss)))
-    before = {k: v.clone() for k, v in model.policy.state_dict().items()}
-    model.policy.load_state_dict(before)
-    return data, losses, before
+    return data, losses
 
 
 def test_radial_dqn_training_step_uses_double_dqn_targets(monkeypatch):
@@ -284,7 +277,7 @@ def test_radial_dqn_training_step_uses_double_dqn_targets(monkeypatch):
     from rlgauntlet.training.defences.radial import RadialDQN, radial_dqn_loss
 
     model = _dqn_model(RadialDQN, radial_eps=0.05, ramp_fraction=0.1, kappa_end=0.3)
-    data, losses, before = _run_one_step(model, monkeypatch)
+    data, losses = _run_one_step(model, monkeypatch)
     with torch.no_grad():
         next_online = model.q_net(data.next_observations)
         next_target = model.q_net_target(data.next_observations)
@@ -307,7 +300,7 @@ def test_sa_dqn_training_step_averages_the_hinge_over_the_batch(monkeypatch):
     from rlgauntlet.training.defences.sa_dqn import SADQN, sa_dqn_regularizer
 
     model = _dqn_model(SADQN, sa_eps=0.05, sa_kappa=0.7, ramp_fraction=0.1)
-    data, losses, _ = _run_one_step(model, monkeypatch)
+    data, losses = _run_one_step(model, monkeypatch)
     with torch.no_grad():
         next_q = model.q_net_target(data.next_observations).max(1).values
         target = data.rewards.flatten() + (1 - data.dones.flatten()) * model.gamma * next_q
@@ -859,6 +852,7 @@ def test_the_checks_random_streams_are_pinned_apart_from_evaluation_episodes():
         rng = _rng(7, 3, draw)
         for k in range(3):
             expected = torch.rand(4, generator=episode_generator(7, 1_000_000 * (1 + index) + k, "threat"))
+            # bit-exact on purpose: the same stream drawn twice (uniform draws are element-wise conversions)
             torch.testing.assert_close(torch.rand(4, generator=rng.generators[k]), expected, rtol=0, atol=0)
 
 
@@ -1026,6 +1020,7 @@ def test_the_checks_states_are_every_other_step_of_8_episodes_side_by_side_and_2
 
     evaluate_episodes(lambda: make_env("CartPole-v1", preset), victim, None, range(64), 3, n_envs=8, on_inputs=record)
     expected = torch.cat(every[1::2])[:24]
+    # bit-exact on purpose: a selection of the same episodes' inputs, no arithmetic between them
     torch.testing.assert_close(collect_states(victim, lambda: make_env("CartPole-v1", preset), 3, 24), expected,
                                rtol=0, atol=0)
     assert inspect.signature(check_false_robustness).parameters["states"].default == 256
@@ -1178,7 +1173,7 @@ def test_strongest_of_groups_are_per_budget_and_need_two_attacks(tmp_path):
                                        ["pgd:steps=10,eps=0.2", "random:eps=0.2"]]  # 0.1 has one attack: no group
 
 
-def test_a_gauntlet_certifies_a_boundable_agent_and_says_so(tmp_path, monkeypatch):
+def test_a_gauntlet_certifies_a_boundable_agent_and_says_so(tmp_path):
     from rlgauntlet.gauntlet import plan_gauntlet
     from rlgauntlet.gauntlet.run import certified_summary
 

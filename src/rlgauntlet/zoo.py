@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Callable
 
@@ -193,8 +192,8 @@ def _zoo_suffix(src: Path) -> str:
 
 
 def add_zoo_entry(name: str, entry: dict, files: dict[str, Path] | None = None,
-                  members: list[tuple[Path, dict]] | None = None, victim: str | None = None,
-                  write_file: Callable[[Path, Path], object] = shutil.copyfile) -> dict:
+                  members: list[tuple[Path, dict]] | None = None, victim: str | None = None, *,
+                  write_file: Callable[[Path, Path], object]) -> dict:
     """Put agent files into the zoo and write the manifest entry ``name``.
 
     Args:
@@ -203,7 +202,7 @@ def add_zoo_entry(name: str, entry: dict, files: dict[str, Path] | None = None,
             ``NAME.zip`` / ``NAME.vecnormalize.json`` (with ``write_file``).
         members: ensemble members ``(path, fields)``, stored as ``NAME.member-K.zip``.
         victim: the zoo agent this one was trained against (its sha256 is recorded).
-        write_file: how a file is put into the zoo (default: copied as it is; the trainers pass
+        write_file: how a file is put into the zoo (the trainers pass
             ``victims.sb3_files.write_zoo_form``, which keeps only what evaluation reads).
     """
     directory = zoo_dir()

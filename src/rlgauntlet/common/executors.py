@@ -225,10 +225,12 @@ class RayExecutor:
 EXECUTOR_NAMES = ("local", "ray")
 
 
-def check_executor(name: str, workers: int = 1, address: str | None = None, timeout: float = 3.0) -> None:
+def check_executor(name: str, workers: int = 1, address: str | None = None, timeout: float = 3.0,
+                   probe: bool = True) -> None:
     """Refuse, before anything is created or stored, an executor that cannot run: an unknown
     name, fewer than one worker, ``--address`` without Ray, Ray not installed, or an address where
-    nothing answers (one TCP connection to it, closed at once; ``auto`` is left to Ray)."""
+    nothing answers (one TCP connection to it, closed at once, unless ``probe`` is False; ``auto``
+    is left to Ray)."""
     import socket
 
     if name not in EXECUTOR_NAMES:
@@ -243,7 +245,7 @@ def check_executor(name: str, workers: int = 1, address: str | None = None, time
         import ray  # noqa: F401
     except ImportError:
         raise UserError("--executor ray needs Ray: pip install 'rlgauntlet[ray]' (or use --executor local)") from None
-    if address in ("auto", "local"):
+    if address in ("auto", "local") or not probe:
         return
     where = address.split("://", 1)[-1]
     host, _, port = where.rpartition(":")
@@ -261,11 +263,7 @@ def check_executor(name: str, workers: int = 1, address: str | None = None, time
 
 
 def make_executor(name: str, workers: int = 1, address: str | None = None) -> LocalExecutor | RayExecutor:
-    """``local`` or ``ray`` (``address`` only applies to Ray)."""
-    if name == "local":
-        if address is not None:
-            raise UserError("--address is the Ray cluster's; use it with --executor ray")
-        return LocalExecutor(workers)
-    if name == "ray":
-        return RayExecutor(workers, address)
-    raise UserError(f"--executor {name!r} is unknown; use local or ray")
+    """``local`` or ``ray`` (``address`` only applies to Ray), checked as :func:`check_executor`
+    checks (callers probe the address before anything is written)."""
+    check_executor(name, workers, address, probe=False)
+    return LocalExecutor(workers) if name == "local" else RayExecutor(workers, address)

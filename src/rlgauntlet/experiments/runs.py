@@ -16,7 +16,6 @@ import gymnasium as gym
 import numpy as np
 
 from rlgauntlet.version import __version__
-from rlgauntlet.common.seeding import MAX_SEED as _MAX_SEED
 from rlgauntlet.engine.rollout import EpisodeRecord, evaluate_episodes
 from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.store import ResultsStore, run_key
@@ -24,17 +23,15 @@ from rlgauntlet.metrics.perceptual import PERCEPTUAL_EVERY, PerceptualMeter
 from rlgauntlet.threats.base import Threat
 from rlgauntlet.victims.base import Victim
 
-#: env seeds must fit the emulators' 32-bit seeds (ALE) as well as NumPy's (defined in common.seeding)
-MAX_SEED = _MAX_SEED
 
 
 def check_seed(seed: int, episodes: int) -> None:
     """Episode k uses env seed ``seed + k``: every one must be a valid env seed."""
+    from rlgauntlet.common.seeding import check_seeds
+
     if episodes < 1:
         raise UserError(f"episodes={episodes}: give at least 1")
-    if seed < 0 or seed + episodes - 1 > MAX_SEED:
-        raise UserError(f"--seed {seed}: episode seeds seed … seed + {episodes - 1} must lie in 0 … {MAX_SEED}; "
-                        "give a seed in that range")
+    check_seeds([seed], episodes, option="--seed")
 
 
 def summarize(records: list[EpisodeRecord], threat_name: str, spec: str, seed: int,
