@@ -1072,12 +1072,21 @@ def _tiny_plan(tmp_path, **changes):
     return GauntletPlan(**fields)
 
 
-def test_the_gauntlets_sweeps_are_greedy_with_impact_on_its_seeds(tmp_path):
-    plan = _tiny_plan(tmp_path)
-    sweep = plan.sweep(["random:eps=0.1"], [])
-    assert sweep.deterministic is True and sweep.impact is True
-    assert sweep.seeds == [3, 4] and sweep.episodes == plan.settings.episodes
-    assert sweep.agents[0].threats == ["random:eps=0.1"] and sweep.agents[0].envs == ["CartPole-v1"]
+def test_the_gauntlets_cells_are_greedy_with_impact_on_its_seeds(tmp_path):
+    from rlgauntlet.experiments.agents import AgentSpec
+    from rlgauntlet.experiments.store import store_of
+
+    spec = AgentSpec(agent="zoo:cartpole-dqn")
+    victim, preset = spec.load("CartPole-v1")
+    plan = _tiny_plan(tmp_path, spec=spec, victim=victim, preset=preset)
+    with store_of(None) as store:  # in memory
+        cell_sets = plan.cells(store, ["random:eps=0.1"])
+    assert [c.seed for c in cell_sets] == [3, 4]
+    for cells in cell_sets:
+        assert [c.label for c in cells.cells] == ["clean", "random:eps=0.1", "argmin_agent"]  # impact: the argmin agent
+        assert all(c.deterministic for c in cells.cells) and cells.episodes == plan.settings.episodes
+        assert all(todo == list(range(plan.settings.episodes)) for todo in cells.missing.values())
+    assert plan.parsed["random:eps=0.1"] is cell_sets[0].threats["random:eps=0.1"]  # parsed once, by the plan
 
 
 def test_certification_off_in_the_protocol_is_unavailable_with_its_reason(tmp_path):

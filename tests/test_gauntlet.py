@@ -193,7 +193,8 @@ TINY = Protocol(
     shifts=lambda env, extent: ["physics:param=length,scale=10", "physics:param=length,scale=1/2",
                                 "physics:param=length,scale=2"],
     levels={name: Level(3, 3000, "headline", "reduced") for name in protocols_module.LEVELS}, natural=False,
-    heuristics={"q": ("random", "pgd:steps=10", "pgd:objective=minq"), "categorical": ("random", "pgd:steps=10")})
+    heuristics={"q": ("random", "pgd:steps=10", "pgd:objective=minq"), "categorical": ("random", "pgd:steps=10")},
+    race=None)  # every member in full: the tests below read each one's return (tests/test_race.py races)
 
 
 @pytest.fixture()
@@ -487,7 +488,7 @@ def test_the_worst_case_takes_every_attack_within_the_budget():
         victim=SimpleNamespace(budget_space="normalized", description={}), spec=SimpleNamespace(agent="zoo:x"),
         sha="s", seeds=[0, 1], heuristics=["random:eps=0.05", "random:eps=0.1"],
         learned=["paad:attacker=/a,eps=0.075", "paad:attacker=/b,eps=0.075"], natural=["gaussian_noise:std=0.1"],
-        shifts=[], tasks=[],
+        shifts=[], tasks=[], racing=False, exhaustive=False,
         skipped=[], labels={"random:eps=0.05": "random:eps=0.05", "random:eps=0.1": "random:eps=0.1",
                             "paad:attacker=/a,eps=0.075": "paad:eps=0.075", "paad:attacker=/b,eps=0.075": "paad:eps=0.075",
                             "gaussian_noise:std=0.1": "gaussian_noise:std=0.1"})
@@ -519,7 +520,7 @@ def test_an_agent_counts_once_on_the_leaderboard_under_its_latest_method(tmp_pat
     store.close()
     [board] = leaderboard([path])["boards"]
     assert [(r["method"], r["iqm"]) for r in board["rows"]] == [("hopper-ppo", 640.0)]
-    assert get_protocol("mujoco").headline_of(1) == "0.075" and get_protocol("mujoco").headline_of(4) is None
+    assert get_protocol("mujoco").headline_of(1) == "0.075" and get_protocol("mujoco").headline_of(5) is None
     assert get_protocol("classic").headline_of(0) is None
 
 
@@ -529,7 +530,7 @@ def test_the_pixel_protocol_fits_the_zoo_pong_agent(tmp_path):
     from rlgauntlet.gauntlet import plan_gauntlet
 
     plan = plan_gauntlet("zoo:pong-ppo", "PongNoFrameskip-v4", level="quick", store=tmp_path / "g.sqlite")
-    assert plan.protocol.tag == "pixel@v1" and plan.victim.budget_space == "pixel01" and plan.skipped == []
+    assert plan.protocol.tag == "pixel@v2" and plan.victim.budget_space == "pixel01" and plan.skipped == []
     assert len(plan.heuristics) == 2 * len(plan.protocol.heuristics["categorical"])
     assert "jpeg:quality=10" in plan.natural and "pixelate:severity=5" in plan.shifts
     assert [(t.method, t.eps) for t in plan.tasks] == [("paad", "1/255"), ("sarl", "1/255")]
@@ -543,7 +544,7 @@ def test_the_mujoco_protocol_trains_each_director_with_both_settings_and_keeps_i
     from rlgauntlet.gauntlet import plan_gauntlet
 
     plan = plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", level="quick", store=tmp_path / "g.sqlite")
-    assert plan.protocol.tag == "mujoco@v3" and plan.skipped == []
+    assert plan.protocol.tag == "mujoco@v4" and plan.skipped == []
     assert [(t.method, t.setting, t.select) for t in plan.tasks] == [
         ("paad", "default", "best"), ("paad", "official", "best"), ("sarl", "default", "best"),
         ("sarl", "official", "best"), ("robust-sarsa", "default", "last")]

@@ -136,14 +136,14 @@ def test_plan_cells_and_chunks_cover_exactly_the_missing_episodes(tmp_path):
     store = ResultsStore(tmp_path / "s.sqlite")
     plan = plan_sweep(spec, store)
     # per seed: clean, 2 threats × 2 budgets, the argmin agent (impact of a discrete agent)
-    assert [len(p.cells) for p in plan.pairs] == [6, 6]
+    assert [len(p.cells.cells) for p in plan.pairs] == [6, 6]
     assert plan.total_episodes == plan.missing_episodes == 2 * 6 * 5
     covered = sorted((c.run_id, k) for c in plan.chunks for k in c.episodes)
-    assert covered == sorted((run_id, k) for p in plan.pairs for run_id in p.run_ids.values() for k in range(5))
+    assert covered == sorted((run_id, k) for p in plan.pairs for run_id in p.cells.run_ids.values() for k in range(5))
     assert max(len(c.episodes) for c in plan.chunks) == 2
     # planning again finds the same runs instead of creating new ones
     again = plan_sweep(spec, store)
-    assert [p.run_ids for p in again.pairs] == [p.run_ids for p in plan.pairs]
+    assert [p.cells.run_ids for p in again.pairs] == [p.cells.run_ids for p in plan.pairs]
     assert len(store.runs()) == 12
 
 
@@ -296,7 +296,7 @@ def test_ray_head_in_a_namespace_matches_the_local_executor(tmp_path, monkeypatc
 def test_a_worker_refuses_an_agent_file_changed_since_planning():
     from dataclasses import replace
 
-    from rlgauntlet.experiments.sweep import run_chunk
+    from rlgauntlet.experiments.cells import run_chunk
 
     plan = plan_sweep(SweepSpec.model_validate({**SMALL, "episodes": 1}), ResultsStore(":memory:"))
     chunk = plan.chunks[0]
@@ -321,7 +321,7 @@ def test_dry_run_writes_nothing_and_counts_what_is_missing(tmp_path):
 
 def test_a_chunk_returning_other_episodes_is_an_error_not_a_short_run():
     from rlgauntlet.engine.rollout import EpisodeRecord
-    from rlgauntlet.experiments.sweep import write_chunk
+    from rlgauntlet.experiments.cells import write_chunk
 
     store = ResultsStore(":memory:")
     plan = plan_sweep(SweepSpec.model_validate({**SMALL, "episodes": 2}), store)

@@ -47,6 +47,7 @@ def gauntlet(
     workers: int = typer.Option(1, min=1, help="worker processes (local) or CPUs of the local Ray head. Example: --workers 2"),
     address: Optional[str] = typer.Option(None, help="address of a running Ray cluster. Example: --address 10.0.0.5:6379"),
     method: Optional[str] = typer.Option(None, help="the name the leaderboard groups this agent under (several training seeds of one method). Example: --method sa-ppo"),
+    exhaustive: bool = typer.Option(False, "--exhaustive", help="run every heuristic attack in full instead of racing them (slower; a check of the race). Example: --exhaustive"),
     kind: Optional[str] = KIND,
     vecnormalize: Optional[Path] = VECNORMALIZE,
     input_space: Optional[str] = INPUT_SPACE,
@@ -84,7 +85,8 @@ def gauntlet(
     check_output(json_path, "--out", protect=[store_path], kind="gauntlet result", given=out_dir)
     check_output(html_path, "--out", protect=[store_path], kind=REPORT_KIND, given=out_dir)
     spec = agent_spec(agent, None, kind, vecnormalize, input_space, precision, device, allow_pickle)
-    plan = plan_gauntlet(spec, env, protocol=chosen.name, level=level, seeds=seeds or None, store=store_path)
+    plan = plan_gauntlet(spec, env, protocol=chosen.name, level=level, seeds=seeds or None, store=store_path,
+                         exhaustive=exhaustive)
     KEPT["note"] = (f"finished episodes are kept in {store_path} and trained attackers (with their checkpoints) "
                     f"beside it; run the same command again to go on from there")
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -113,6 +115,10 @@ def gauntlet(
     out_console.print(table)
     for warning in result["warnings"]:
         console.print(f"[bold red]warning[/] ({warning['check']}): {warning['message']}")
+    race = result["race"]
+    if race["raced"]:
+        console.print(f"race: {race['finalists']} heuristic attacks ran in full, {race['dropped']} dropped on "
+                      f"selection episodes (gauntlet.json: race)")
     console.print(f"{len(result['warnings'])} false-robustness warning(s); wrote {json_path} and {html_path} "
                   f"in {result['seconds']:.0f} s (store {store_path})")
 

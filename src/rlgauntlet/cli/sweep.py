@@ -65,7 +65,7 @@ def sweep(
         def planned(plan) -> None:
             progress.update(task, total=plan.total_episodes, completed=plan.total_episodes - plan.missing_episodes)
             console.print(f"{len(plan.pairs)} agent/env/seed combinations, "
-                          f"{sum(len(p.cells) for p in plan.pairs)} runs, {plan.total_episodes} episodes, "
+                          f"{sum(len(p.cells.cells) for p in plan.pairs)} runs, {plan.total_episodes} episodes, "
                           f"{plan.missing_episodes} still to run in {len(plan.chunks)} chunks ({executor}, "
                           f"{workers} worker{'s' if workers > 1 else ''})")
 

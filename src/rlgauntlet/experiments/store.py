@@ -85,8 +85,9 @@ EPISODE_FIELDS = (
 )
 #: episode fields stored as JSON text
 JSON_FIELDS = ("world", "uncertainty_series")
-#: the kinds of run a store holds
-RUN_KINDS = ("evaluation", "calibration", "certification", "ood", "training", "strongest_of", "gauntlet")
+#: the kinds of run a store holds (``selection``: the gauntlet race's episodes, which choose the
+#: attacks that run in full and are never reported as evaluations)
+RUN_KINDS = ("evaluation", "calibration", "certification", "ood", "training", "strongest_of", "gauntlet", "selection")
 
 
 #: columns added after the first release: (table, name, type and default, SQL filling old rows)

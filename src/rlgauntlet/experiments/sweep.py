@@ -34,6 +34,8 @@ from rlgauntlet.engine.rollout import EpisodeRecord
 from rlgauntlet.common.executors import EXECUTOR_NAMES
 from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.agents import AgentSpec
+from rlgauntlet.experiments.cells import (Cell, CellSet, Chunk, cell_report, open_cells, run_chunk,  # noqa: F401
+                                          run_chunks, write_chunk)
 from rlgauntlet.experiments.store import ResultsStore, store_of
 
 EXECUTORS = EXECUTOR_NAMES
@@ -212,50 +214,25 @@ def load_sweep_file(path: str | Path) -> SweepSpec:
         raise UserError(f"sweep file {path}: {where}: {err['msg']}{more}") from None
 
 
-@dataclass(frozen=True)
-class Cell:
-    """One evaluation run of a sweep: what a worker needs to rebuild the victim, env and threat."""
-
-    agent: str
-    load_options: tuple[tuple[str, object], ...]
-    env: str
-    preset: str
-    spec: str | None  # None: clean (or the argmin agent)
-    seed: int
-    deterministic: bool = True
-    argmin: bool = False
-    sha256: str | None = None  # of the agent file the driver planned with (workers check it)
-
-    @property
-    def label(self) -> str:
-        from rlgauntlet.metrics.impact import ARGMIN_LABEL
-
-        return ARGMIN_LABEL if self.argmin else (self.spec or "clean")
-
-
-@dataclass(frozen=True)
-class Chunk:
-    """Episode indices of one cell's run, the unit of work of an executor."""
-
-    cell: Cell
-    run_id: int
-    episodes: tuple[int, ...]
-    n_envs: int = 1
-
-
 @dataclass
 class PairPlan:
-    """One (agent, env, seed): its victim (in the driver), cells and the specs of its groups."""
+    """One (agent, env, seed) of a sweep: its entry, its cells and the specs of its groups."""
 
     entry: AgentEntry
-    env: str
-    preset: str
-    seed: int
-    victim: object
-    cells: list[Cell] = field(default_factory=list)
-    run_ids: dict[Cell, int] = field(default_factory=dict)
+    cells: CellSet
     groups: list[list[str]] = field(default_factory=list)
-    threats: dict[str, object] = field(default_factory=dict)  # spec -> its threat, parsed once by the plan
+
+    @property
+    def env(self) -> str:
+        return self.cells.env
+
+    @property
+    def seed(self) -> int:
+        return self.cells.seed
+
+    @property
+    def victim(self):
+        return self.cells.victim
 
 
 @dataclass
@@ -274,10 +251,10 @@ class SweepPlan:
             missing[key] = missing.get(key, 0) + len(chunk.episodes)
         rows = []
         for pair in self.pairs:
-            total = len(pair.cells) * self.spec.episodes
+            total = len(pair.cells.cells) * self.spec.episodes
             todo = missing.get((pair.entry.agent, tuple(sorted(pair.entry.load_options().items())), pair.env,
                                 pair.seed), 0)
-            rows.append({"agent": pair.entry.agent, "env": pair.env, "seed": pair.seed, "runs": len(pair.cells),
+            rows.append({"agent": pair.entry.agent, "env": pair.env, "seed": pair.seed, "runs": len(pair.cells.cells),
                          "episodes": total, "stored": total - todo, "missing": todo,
                          "certified": self.certified_budgets(pair)})
         return rows
@@ -301,14 +278,6 @@ def _envs_of(entry: AgentEntry, spec: SweepSpec) -> list[str]:
 
         return [zoo_entry(entry.agent[4:])["env"]]
     raise UserError(f"agent {entry.agent} names no env; give envs: [ENV_ID] for it or for the whole sweep")
-
-
-def _victim(cell: Cell):
-    from rlgauntlet.experiments.agents import load_for_env
-    from rlgauntlet.metrics.impact import ArgminVictim
-
-    victim, _ = load_for_env(cell.agent, cell.env, **dict(cell.load_options))
-    return ArgminVictim(victim) if cell.argmin else victim
 
 
 @dataclass
@@ -368,37 +337,15 @@ def _check_budgets_given(specs: list[str], spec: SweepSpec, entry: AgentEntry) -
 def plan_sweep(spec: SweepSpec, store: ResultsStore, resolved: list[ResolvedPair] | None = None) -> SweepPlan:
     """Expand the sweep into cells, find or create each cell's run and cut the episodes it lacks
     into chunks (``resolved``: the :func:`resolve_sweep` of ``spec``, when the caller has it)."""
-    from rlgauntlet.experiments.runs import open_run
-    from rlgauntlet.metrics.impact import ArgminVictim
-
     pairs, chunks, total, missing = [], [], 0, 0
     for item in resolved if resolved is not None else resolve_sweep(spec):
-        entry, env, preset, victim, threats = item.entry, item.env, item.preset, item.victim, item.threats
-        options = tuple(sorted(entry.load_options().items()))
-        env_info = {"id": env, "preset": preset}
         for seed in spec.seeds:
-            pair = PairPlan(entry, env, preset, seed, victim, groups=item.groups, threats={t.spec: t for t in threats})
-            sha = victim.description.get("sha256")
-            cells = [(Cell(entry.agent, options, env, preset, None, seed, spec.deterministic, sha256=sha), None,
-                      victim)]
-            cells += [(Cell(entry.agent, options, env, preset, t.spec, seed, spec.deterministic, sha256=sha), t,
-                       victim) for t in threats]
-            if spec.impact and victim.is_discrete:
-                cells.append((Cell(entry.agent, options, env, preset, None, seed, spec.deterministic, argmin=True,
-                                   sha256=sha), None, ArgminVictim(victim)))
-            for cell, threat, cell_victim in cells:
-                run_id, _ = open_run(store, env_info, cell_victim, threat, seed, spec.deterministic, resume=True,
-                                     label=None if threat is not None else cell.label)
-                pair.cells.append(cell)
-                pair.run_ids[cell] = run_id
-                done = store.done_episodes(run_id)
-                todo = [k for k in range(spec.episodes) if k not in done]
-                total += spec.episodes
-                missing += len(todo)
-                for start in range(0, len(todo), spec.chunk_episodes):
-                    chunks.append(Chunk(cell, run_id, tuple(todo[start:start + spec.chunk_episodes]),
-                                        spec.n_envs))
-            pairs.append(pair)
+            cells = open_cells(store, item.entry, item.env, item.preset, item.victim, item.threats, seed,
+                               spec.episodes, spec.deterministic, spec.impact)
+            pairs.append(PairPlan(item.entry, cells, item.groups))
+            chunks += cells.chunks(spec.chunk_episodes, spec.n_envs)
+            total += len(cells.cells) * spec.episodes
+            missing += cells.missing_episodes
     return SweepPlan(spec, pairs, chunks, total, missing)
 
 
@@ -424,72 +371,11 @@ def preview_sweep(spec: SweepSpec, store: str | Path) -> SweepPlan:
         copy.close()
 
 
-#: per worker process: victims loaded once per (agent, env, options, argmin)
-_VICTIMS: dict = {}
-
-
-def run_chunk(chunk: Chunk) -> list[EpisodeRecord]:
-    """Run one chunk's episodes (in any process) and return their records; writes nothing.
-
-    The agent is loaded once per process and checked against its file's hash as any load is;
-    torch uses one thread (see :mod:`rlgauntlet.common.threads`), so W workers use W cores."""
-    from rlgauntlet.common.threads import thread_policy
-    from rlgauntlet.engine.rollout import evaluate_episodes
-    from rlgauntlet.envs import make_env
-    from rlgauntlet.threats import parse_threat
-
-    cell = chunk.cell
-    with thread_policy(None):
-        key = (cell.agent, cell.load_options, cell.env, cell.argmin)
-        if key not in _VICTIMS:
-            _VICTIMS[key] = _victim(cell)
-        found = _VICTIMS[key].description.get("sha256")
-        if found != cell.sha256:  # the file was replaced after planning: its episodes would join the wrong run
-            raise UserError(f"agent {cell.agent} changed while the sweep ran (sha256 {str(found)[:12]}…, planned "
-                            f"{str(cell.sha256)[:12]}…); re-run the sweep to plan with the new file")
-        threat = parse_threat(cell.spec) if cell.spec is not None else None
-        env, preset = cell.env, cell.preset
-        return evaluate_episodes(lambda: make_env(env, preset), _VICTIMS[key], threat, list(chunk.episodes), cell.seed,
-                                 chunk.n_envs, cell.deterministic)
-
-
-def write_chunk(store: ResultsStore, chunk: Chunk, records: list[EpisodeRecord]) -> None:
-    """The driver's half: store a finished chunk's episodes and the time they took. A chunk that
-    came back without exactly its episodes is an error, not a silently shorter run."""
-    if sorted(r.episode for r in records) != sorted(chunk.episodes):
-        raise RuntimeError(f"chunk of run {chunk.run_id} returned episodes {sorted(r.episode for r in records)}, "
-                           f"expected {sorted(chunk.episodes)}")
-    for record in records:
-        store.add_episode(chunk.run_id, record)
-    store.add_wall_seconds(chunk.run_id, sum(r.wall_seconds for r in records))
-
-
 def summarize_sweep(plan: SweepPlan, store: ResultsStore) -> list[dict]:
     """One report (as ``rlgauntlet evaluate --out`` writes it) per (agent, env, seed), from the
     store: evaluations, strongest-of rows and impact."""
-    from rlgauntlet.envs import make_env
-    from rlgauntlet.experiments.plan import Report, add_impact, strongest_rows
-    from rlgauntlet.experiments.runs import run_summary
-    from rlgauntlet.threats import parse_threat
-
-    spec = plan.spec
-    reports = []
-    for pair in plan.pairs:
-        victim = pair.victim
-        report = Report(victim.description, {"id": pair.env, "preset": pair.preset}, [])
-        for cell in pair.cells:
-            if not cell.argmin:
-                threat = None if cell.spec is None else pair.threats.get(cell.spec) or parse_threat(cell.spec)
-                report.evaluations.append(run_summary(store, pair.run_ids[cell], victim, threat, pair.seed,
-                                                      spec.episodes, spec.deterministic, label=cell.label))
-        for group in pair.groups:
-            report.strongest_of += strongest_rows(report.evaluations, group, store, pair.seed, pair.threats)
-        if spec.impact:  # the argmin agent's run is one of the sweep's cells: complete, so nothing runs here
-            env, preset = pair.env, pair.preset
-            add_impact(report, store, victim, lambda: make_env(env, preset), spec.episodes, pair.seed, 1,
-                       spec.deterministic, None)
-        reports.append(report.to_dict() | {"sweep": spec.name, "seed": pair.seed})
-    return reports
+    return [cell_report(pair.cells, store, pair.groups, plan.spec.impact) | {"sweep": plan.spec.name, "seed": pair.seed}
+            for pair in plan.pairs]
 
 
 def run_sweep(spec: SweepSpec | str | Path, store: str | Path | ResultsStore, executor: str = "local",
@@ -512,7 +398,7 @@ def run_sweep(spec: SweepSpec | str | Path, store: str | Path | ResultsStore, ex
         ``{"sweep", "episodes", "ran", "seconds", "reports"}``: ``ran`` is how many episodes this
         call ran (0 when the store already held the whole sweep).
     """
-    from rlgauntlet.common.executors import check_executor, make_executor
+    from rlgauntlet.common.executors import check_executor
 
     if not isinstance(spec, SweepSpec):
         spec = load_sweep_file(spec)
@@ -524,22 +410,12 @@ def run_sweep(spec: SweepSpec | str | Path, store: str | Path | ResultsStore, ex
         plan = plan_sweep(spec, results, resolved)
         if on_plan is not None:
             on_plan(plan)
-        ran = [0]
-
-        def done(chunk: Chunk, records: list[EpisodeRecord]) -> None:
-            write_chunk(results, chunk, records)
-            ran[0] += len(records)
-            if on_chunk is not None:
-                on_chunk(chunk, records)
-
-        if plan.chunks:
-            with make_executor(executor, workers, address) as pool:
-                pool.run(run_chunk, plan.chunks, done)
+        ran = run_chunks(plan.chunks, results, executor, workers, address, on_chunk)
         reports = summarize_sweep(plan, results)
         certified = _certify_pairs(plan, results) if "certified" in spec.suites else []
     for report, row in zip(reports, certified):  # both in the plan's pair order
         report["evaluations"] = report["evaluations"] + row["evaluations"]  # in its table, as evaluate shows them
-    out = {"sweep": spec.name, "episodes": plan.total_episodes, "ran": ran[0],
+    out = {"sweep": spec.name, "episodes": plan.total_episodes, "ran": ran,
            "seconds": time.perf_counter() - start, "reports": reports}
     if certified:
         out["certified"] = certified

@@ -19,6 +19,7 @@ from typing import Sequence
 
 from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.agents import AgentSpec, as_agent_spec
+from rlgauntlet.experiments.cells import CellSet
 from rlgauntlet.experiments.store import ResultsStore
 from rlgauntlet.gauntlet.protocols import Protocol, protocol_fitting
 from rlgauntlet.threats.base import Threat
@@ -149,6 +150,9 @@ class GauntletPlan:
     learned: list[str]  # the learned attackers' threat specs
     labels: dict[str, str]  # spec -> how results name it (a learned attacker's without its folder)
     parsed: dict[str, Threat] = field(default_factory=dict)  # spec -> its threat, parsed and checked once
+    exhaustive: bool = False  # every heuristic member in full, no race (a check of the race)
+    dropped: dict[str, str] = field(default_factory=dict)  # heuristic spec -> why the race dropped it
+    race: list[dict] = field(default_factory=list)  # per member: its ε, selection episodes, drop round and reason
 
     def eps_of(self, spec: str) -> float | None:
         """The budget of ``spec`` (from its parsed threat when the plan has it)."""
@@ -160,21 +164,47 @@ class GauntletPlan:
         return self.protocol.levels[self.level]
 
     @property
+    def racing(self) -> bool:
+        """Whether the heuristic members are raced before the finalists run in full."""
+        return self.protocol.race is not None and not self.exhaustive
+
+    @property
+    def finalists(self) -> list[str]:
+        """The heuristic specs that run in full on the reported seeds (all without a race)."""
+        return [s for s in self.heuristics if s not in self.dropped]
+
+    @property
     def adversarial(self) -> list[str]:
-        return self.heuristics + self.learned
+        """Every adversarial spec with reported episodes: the finalists and the learned attackers."""
+        return self.finalists + self.learned
 
-    def sweep(self, threats: list[str], groups: list[list[str]]):
-        """The sweep of ``threats`` on this agent, with strongest-of ``groups``."""
-        from rlgauntlet.experiments.sweep import AgentEntry, SweepSpec
+    def cells(self, store: ResultsStore, specs: list[str]) -> list[CellSet]:
+        """The cells of ``specs`` (with clean and, for a discrete agent, the argmin agent for
+        impact) on every seed of the plan, greedy, the level's episodes each, their runs found or
+        created in ``store``. The plan's loaded victim and parsed threats are used: nothing is
+        loaded or parsed again (a learned attacker's spec, known only once it is trained, is
+        parsed here, once)."""
+        from rlgauntlet.experiments.cells import open_cells
 
-        entry = dict(self.spec.model_dump(), envs=[self.env])
-        pickle = entry.pop("allow_pickle")
-        agent = AgentEntry(**entry, threats=threats, strongest_of=groups or None)
-        if pickle:  # the user's own flag, never a sweep file's
-            agent = agent.model_copy(update={"allow_pickle": True})
-        return SweepSpec(name=f"gauntlet {self.protocol.tag} {self.level}", agents=[agent], seeds=self.seeds,
-                         episodes=self.settings.episodes, chunk_episodes=5, n_envs=1, deterministic=True,
-                         impact=True)
+        self.parse(specs)
+        threats = [self.parsed[s] for s in specs]
+        return [open_cells(store, self.spec, self.env, self.preset, self.victim, threats, seed, self.settings.episodes,
+                           deterministic=True, impact=True) for seed in self.seeds]
+
+    def selection_cells(self, store: ResultsStore, specs: list[str], episodes: int) -> CellSet:
+        """The race's cells of ``specs``: ``episodes`` selection episodes each (env seeds from
+        :data:`~rlgauntlet.gauntlet.race.SELECTION_SEED`), greedy, no clean or argmin cell,
+        stored as ``selection`` runs."""
+        from rlgauntlet.experiments.cells import open_cells
+        from rlgauntlet.gauntlet.race import SELECTION_SEED
+
+        return open_cells(store, self.spec, self.env, self.preset, self.victim, [self.parsed[s] for s in specs],
+                          SELECTION_SEED, episodes, deterministic=True, impact=False, clean=False, kind="selection")
+
+    def race_groups(self) -> list[list[str]]:
+        """The heuristic members raced together: those of each ε of the grid."""
+        groups = ([s for s in self.heuristics if self.eps_of(s) == eps_value(e)] for e in self.protocol.eps_grid)
+        return [g for g in groups if g]
 
     def strongest_groups(self) -> list[list[str]]:
         """One strongest-of group per ε of the grid: the adversarial specs of exactly that budget,
@@ -189,17 +219,6 @@ class GauntletPlan:
 
         new = [s for s in specs if s not in self.parsed]
         self.parsed.update(zip(new, checked_threats(new, self.victim, self.env, self.preset)))
-
-    def resolved(self, sweep) -> list:
-        """``sweep`` (a :meth:`sweep` of this plan) resolved with the plan's loaded victim and
-        parsed threats, so that running it loads and parses nothing again in this process (a
-        learned attacker's spec, known only once it is trained, is parsed here, once)."""
-        from rlgauntlet.experiments.sweep import ResolvedPair
-
-        [entry] = sweep.agents
-        self.parse(entry.threats)
-        return [ResolvedPair(entry, self.env, self.preset, self.victim, [self.parsed[s] for s in entry.threats],
-                             list(entry.strongest_of or []))]
 
 
 def director_settings_for(protocol: Protocol, env: str, skipped: list[dict]) -> list[str]:
@@ -221,11 +240,12 @@ def director_settings_for(protocol: Protocol, env: str, skipped: list[dict]) -> 
 
 
 def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None, level: str = "standard",
-                  seeds: Sequence[int] | None = None, store: str | Path = "gauntlet.sqlite",
+                  seeds: Sequence[int] | None = None, store: str | Path = "gauntlet.sqlite", exhaustive: bool = False,
                   **load_options) -> GauntletPlan:
     """Load the agent, pick the protocol and level, and list every evaluation and attacker the
     gauntlet runs (entries that do not fit the agent or env are kept in ``skipped`` with the
-    reason). Bad input fails here, before any work, with a :class:`UserError`."""
+    reason; ``exhaustive`` runs every heuristic member in full instead of racing them). Bad input
+    fails here, before any work, with a :class:`UserError`."""
     from rlgauntlet.common.seeding import check_seeds
     from rlgauntlet.experiments.store import check_store_location
 
@@ -235,12 +255,16 @@ def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None,
     chosen = protocol_fitting(protocol, env, spec.preset)
     settings = chosen.level(level)
     seeds = check_seeds(settings.seeds if seeds is None else seeds, settings.episodes)
+    if chosen.race is not None and not exhaustive:
+        from rlgauntlet.gauntlet.race import check_disjoint
+
+        check_disjoint(seeds, settings.episodes, max(chosen.race.rounds(settings.episodes), default=0))
     store_path = check_store_location(store)
     victim, preset = spec.load(env)
     sha = victim.description.get("sha256") or "unhashed"
     if victim.budget_space is None:
         raise UserError("the agent's input space is unknown, so ε has no unit; pass --input-space")
-    if store_path.exists():  # a new store is created by the first sweep, not by a check
+    if store_path.exists():  # a new store is created by the first episodes, not by a check
         results = ResultsStore(store_path)
         try:
             check_protocol_version(results, chosen)
@@ -290,4 +314,4 @@ def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None,
     labels.update(learned_labels)
     learned = list(learned_labels)
     return GauntletPlan(chosen, level, spec, env, preset, victim, sha, seeds, store_path, heuristics, natural, shifts,
-                        skipped, tasks, learned, labels, dict(fitted))
+                        skipped, tasks, learned, labels, dict(fitted), exhaustive)

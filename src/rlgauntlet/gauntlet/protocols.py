@@ -14,7 +14,7 @@ papers' budgets).
 Example:
     >>> p = get_protocol("classic")
     >>> p.name, p.version, p.headline_eps, p.levels["quick"].learned_at
-    ('classic', 1, '0.1', 'headline')
+    ('classic', 2, '0.1', 'headline')
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from rlgauntlet.errors import UserError
+from rlgauntlet.gauntlet.race import RaceRule
 from rlgauntlet.threats.suites import (CARTPOLE_MULTIPLIERS, CARTPOLE_PARAMS, PENDULUM_MULTIPLIERS, PENDULUM_PARAMS,
                                        PONG_CORRUPTIONS)
 
@@ -107,6 +108,9 @@ class Protocol:
     #: continuous-action agents also meet the constant PA-AD directors (``push`` along every
     #: direction of ``threats.attacks.push.push_directions``) at every ε, as heuristic attacks
     push: bool = False
+    #: how the heuristic members of each ε are raced on selection episodes before the finalists
+    #: run in full (:mod:`rlgauntlet.gauntlet.race`); None runs every member in full
+    race: RaceRule | None = RaceRule()
     #: the first version whose headline ε is this one's: the leaderboard still ranks the stored
     #: results of those earlier versions (each version on a board of its own)
     headline_since: int = 1
@@ -136,13 +140,16 @@ class Protocol:
                 "heuristics": {k: list(v) for k, v in self.heuristics.items()},
                 "learned": list(self.learned), "learned_continuous_only": list(self.learned_continuous),
                 "director_settings": list(self.director_settings), "select": self.select, "push": self.push,
+                "race": None if self.race is None else {"first_episodes": self.race.first, "z": self.race.z},
                 "natural_suite": self.natural, "certified": self.certify,
                 "levels": {k: vars(v) | {"seeds": list(v.seeds)} for k, v in self.levels.items()}}
 
 
 PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
     Protocol(
-        name="classic", version=1, families=("classic",),
+        # v2 (every protocol's next version): the heuristic members raced on selection episodes
+        # (gauntlet.race) and only the finalists run in full on the reported seeds
+        name="classic", version=2, families=("classic",),
         summary="vector classic control (CartPole, Acrobot, MountainCar, Pendulum, ...)",
         eps_grid=("0.05", "0.1", "0.2"), headline_eps="0.1",
         budget_note="raw observation units (classic-control agents see raw observations)",
@@ -155,8 +162,9 @@ PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
         # PPO) and its best checkpoint kept; v1's one setting and last checkpoint left defended
         # agents looking stronger than they are (docs/reproduction.md, the robust-agent table).
         # v3: the constant directors (push), which no training reaches: on the robust-agent table
-        # they took vanilla Hopper to 262 where the strongest trained director left 540
-        name="mujoco", version=3, families=("mujoco",), push=True,
+        # they took vanilla Hopper to 262 where the strongest trained director left 540.
+        # v4: the race (as classic v2)
+        name="mujoco", version=4, families=("mujoco",), push=True,
         summary="MuJoCo locomotion (Hopper, Walker2d, HalfCheetah, Ant, ...)",
         eps_grid=("0.025", "0.05", "0.075", "0.1"), headline_eps="0.075",
         budget_note="normalized observation units when the agent has VecNormalize statistics (as in the PA-AD, "
@@ -167,7 +175,8 @@ PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
                 "standard": Level(10, 200_000, "headline", "full"),
                 "paper": Level(50, 2_000_000, "grid", "full", (0, 1, 2))}),
     Protocol(
-        name="pixel", version=1, families=("atari", "minatar"),
+        # v2: the race (as classic v2)
+        name="pixel", version=2, families=("atari", "minatar"),
         summary="image observations: Atari (ale-py) and MinAtar",
         eps_grid=("1/255", "3/255"), headline_eps="1/255",
         budget_note="pixel01: pixel intensities scaled to [0, 1], as in the RADIAL and PA-AD papers",
@@ -176,8 +185,8 @@ PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
                 "standard": Level(10, 200_000, "headline", "full"),
                 "paper": Level(20, 2_500_000, "grid", "full", (0, 1, 2))}),
     Protocol(
-        # v2: the constant directors (push), as mujoco v3
-        name="dm_control", version=2, families=("dmc",), push=True,
+        # v2: the constant directors (push), as mujoco v3; v3: the race (as classic v2)
+        name="dm_control", version=3, families=("dmc",), push=True,
         summary="DeepMind Control Suite tasks through shimmy (dm_control/...)",
         eps_grid=("0.05", "0.1", "0.2"), headline_eps="0.1",
         budget_note="normalized observation units with VecNormalize statistics, raw units otherwise",

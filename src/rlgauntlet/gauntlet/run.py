@@ -1,6 +1,7 @@
-"""Running the gauntlet: the three phases (the sweep of everything that needs no training, the
-learned attackers trained as executor cells and cached, the sweep again with them and one
-strongest-of group per ε), then the certification and the false-robustness checks, both cached
+"""Running the gauntlet: the three phases (the episodes of everything that needs no training,
+the learned attackers trained as executor cells and cached, then their episodes and one
+strongest-of group per ε), all planned as cells (:mod:`rlgauntlet.experiments.cells`) from the
+plan's one loaded agent and parsed threats, then the certification and the false-robustness checks, both cached
 beside the store; the result is written to the store (:mod:`rlgauntlet.gauntlet.summary`).
 
 Example:
@@ -22,6 +23,8 @@ from rlgauntlet.experiments.agents import AgentSpec
 from rlgauntlet.gauntlet.plan import AttackerTask, GauntletPlan, agent_cache, eps_value, plan_gauntlet
 from rlgauntlet.gauntlet.summary import record_result, summarise
 
+#: episodes per chunk: the unit of work an executor hands a worker
+CHUNK_EPISODES = 5
 #: what a cached certification or checks file is, in its mark (common.outputs)
 CACHE_KIND = "gauntlet cache"
 
@@ -41,7 +44,7 @@ def run_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None, 
                  workers: int = 1, address: str | None = None, method: str | None = None,
                  on_stage: Callable[[str, int, int], None] | None = None,
                  on_advance: Callable[[int], None] | None = None, plan: GauntletPlan | None = None,
-                 **load_options) -> dict:
+                 exhaustive: bool = False, **load_options) -> dict:
     """Run the protocol of ``env``'s family (or ``protocol``) at ``level`` on ``agent``.
 
     Args:
@@ -53,37 +56,52 @@ def run_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None, 
         seeds: evaluation seeds (default: the level's); episode k of seed s uses env seed s + k,
             and the learned attackers of seed s are trained with seed s.
         store: the results store (a path); attackers and cached checks go beside it.
-        executor, workers, address: where sweep chunks and attacker trainings run.
+        executor, workers, address: where episode chunks and attacker trainings run.
         method: the label the leaderboard groups agents by (several training seeds of one
             method); default the agent spec.
         on_stage: called with (stage name, done, total) when a stage starts.
         on_advance: called with the work units (episodes, attackers) each finished piece did.
         plan: the :func:`plan_gauntlet` of these arguments, when the caller made it already (the
             CLI plans before it draws progress bars); the agent is then not loaded again.
+        exhaustive: run every heuristic member in full instead of racing them (a check of the
+            race: the worst case of both should agree within a standard error).
     """
     from rlgauntlet.common.threads import thread_policy
     from rlgauntlet.common.executors import check_executor, make_executor
-    from rlgauntlet.experiments.sweep import run_sweep
+    from rlgauntlet.experiments.cells import cell_report, run_chunks
+    from rlgauntlet.experiments.store import store_of
 
     start = time.perf_counter()
     check_executor(executor, workers, address)  # before the store is made or a run row is written
     if plan is None:
-        plan = plan_gauntlet(agent, env, protocol, level, seeds, store, **load_options)
+        plan = plan_gauntlet(agent, env, protocol, level, seeds, store, exhaustive, **load_options)
     advance = on_advance or (lambda n: None)
 
     def stage(name: str, total: int, done: int = 0) -> None:
         if on_stage is not None:
             on_stage(name, done, total)
 
-    def sweep(threats: list[str], groups: list[list[str]]) -> dict:
-        spec = plan.sweep(threats, groups)
-        return run_sweep(spec, plan.store, executor, workers, address,
-                         on_plan=lambda p: stage("episodes", p.total_episodes, p.total_episodes - p.missing_episodes),
-                         on_chunk=lambda chunk, records: advance(len(records)), resolved=plan.resolved(spec))
+    def episodes(specs: list[str], groups: list[list[str]]) -> list[dict]:
+        """Run whatever episodes of ``specs`` the store lacks; one report per seed."""
+        with store_of(plan.store) as results:
+            cell_sets = plan.cells(results, specs)
+            chunks = [chunk for cells in cell_sets for chunk in cells.chunks(CHUNK_EPISODES)]
+            total = sum(len(cells.cells) for cells in cell_sets) * plan.settings.episodes
+            stage("episodes", total, total - sum(cells.missing_episodes for cells in cell_sets))
+            run_chunks(chunks, results, executor, workers, address, lambda chunk, records: advance(len(records)))
+            return [cell_report(cells, results, groups) for cells in cell_sets]
 
-    # 1. everything that needs no training, stored before any attacker trains
-    base = plan.heuristics + plan.natural + plan.shifts
-    sweep(base, [])
+    # 1. the race of the heuristic members on selection episodes, then the finalists and
+    #    everything else that needs no training, stored before any attacker trains
+    if plan.racing:
+        with store_of(plan.store) as results:
+            def race_round(chunks: list, total: int, done: int) -> None:
+                stage("race", total, done)
+                run_chunks(chunks, results, executor, workers, address, lambda chunk, records: advance(len(records)))
+
+            run_race(plan, results, race_round)
+    base = plan.finalists + plan.natural + plan.shifts
+    episodes(base, [])
     # 2. the learned attackers, cached (a killed training resumes from its checkpoint)
     todo = [t for t in plan.tasks if not t.done()]
     stage("learned attackers", len(plan.tasks), len(plan.tasks) - len(todo))
@@ -93,7 +111,7 @@ def run_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None, 
     # 3. the learned attackers' episodes, and one strongest-of group per ε
     plan.parse(plan.learned)  # their specs name trained folders: parsed (once) now that they exist
     groups = plan.strongest_groups()
-    reports = sweep(base + plan.learned, groups)["reports"]
+    reports = episodes(base + plan.learned, groups)
 
     stage("certification and checks", 2)
     with thread_policy(None):
@@ -107,6 +125,41 @@ def run_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None, 
     out["seconds"] = round(time.perf_counter() - start, 1)
     record_result(plan, out)
     return out
+
+
+def run_race(plan: GauntletPlan, store, run_round: Callable[[list, int, int], object]) -> None:
+    """Race the heuristic members of each ε (:mod:`rlgauntlet.gauntlet.race`): every round, the
+    members still in run their selection episodes (``run_round(chunks, total, done)`` runs the
+    chunks the store lacks: a re-run continues the race where it stopped), then each ε drops the
+    members far above its best. Fills ``plan.dropped`` and ``plan.race``."""
+    rule = plan.protocol.race
+    groups = plan.race_groups()
+    alive = {spec: True for group in groups for spec in group}
+    record = {spec: {"member": spec, "eps": eps, "episodes": 0, "dropped_after_round": None, "reason": None}
+              for eps, group in zip(_group_eps(plan, groups), groups) for spec in group}
+    for round_index, episodes in enumerate(rule.rounds(plan.settings.episodes)):
+        racing = [s for s in alive if alive[s]]
+        cells = plan.selection_cells(store, racing, episodes)
+        total = len(cells.cells) * episodes
+        run_round(cells.chunks(CHUNK_EPISODES), total, total - cells.missing_episodes)
+        returns = {cell.spec: [r.episode_return for r in store.episodes(cells.run_ids[cell], limit=episodes)]
+                   for cell in cells.cells}
+        for group in groups:
+            in_race = {s: returns[s] for s in group if alive[s]}
+            for spec in in_race:
+                record[spec]["episodes"] = episodes
+                record[spec]["selection_mean"] = float(sum(in_race[spec]) / len(in_race[spec]))
+            for spec, reason in rule.decide(in_race).items():
+                alive[spec] = False
+                plan.dropped[spec] = reason
+                record[spec].update(dropped_after_round=round_index, reason=reason)
+    plan.race = list(record.values())
+
+
+def _group_eps(plan: GauntletPlan, groups: list[list[str]]) -> list[str]:
+    """The ε (as the protocol writes it) of each race group."""
+    by_value = {eps_value(e): e for e in plan.protocol.eps_grid}
+    return [by_value[plan.eps_of(group[0])] for group in groups]
 
 
 def cached(path: Path, compute: Callable[[], dict]) -> dict:

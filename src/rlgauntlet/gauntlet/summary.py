@@ -17,6 +17,7 @@ import numpy as np
 
 from rlgauntlet.experiments.store import ResultsStore, run_key
 from rlgauntlet.gauntlet.plan import GauntletPlan, eps_value
+from rlgauntlet.gauntlet.race import SELECTION_SEED
 
 #: the stored metrics of a ``gauntlet`` run (what the leaderboard ranks and shows)
 CLEAN_RETURN = "clean_return"
@@ -108,7 +109,8 @@ def summarise(plan: GauntletPlan, reports: list[dict], method: str | None) -> di
     on_grid = [s for s in plan.natural if shift_point(s) is not None and shift_point(s)[0] in shifted]
     shift_rows = {s: pooled[s] for s in plan.shifts + on_grid}  # the natural suite's shift is a grid point too
     return {
-        "protocol": {"name": plan.protocol.name, "version": plan.protocol.version, "level": plan.level},
+        "protocol": {"name": plan.protocol.name, "version": plan.protocol.version, "level": plan.level,
+                     **({"exhaustive": True} if plan.exhaustive else {})},
         "agent": {**victim.description, "spec": plan.spec.agent, "sha256": plan.sha, "method": method or plan.spec.agent},
         "env": {"id": plan.env, "preset": plan.preset},
         "budget_space": victim.budget_space, "budget_note": plan.protocol.budget_note,
@@ -122,15 +124,28 @@ def summarise(plan: GauntletPlan, reports: list[dict], method: str | None) -> di
         "shifts": {"rows": [{"spec": s, **r} for s, r in shift_rows.items()], "curves": shift_curves(shift_rows)},
         "learned_attackers": [{"method": t.method, "eps": t.eps, "seed": t.seed, "steps": t.steps, "folder": t.folder,
                                "setting": t.setting, "select": t.select} for t in plan.tasks],
+        "race": race_summary(plan),
         "skipped": plan.skipped,
     }
+
+
+def race_summary(plan: GauntletPlan) -> dict:
+    """What the race did: its rule, and per heuristic member its ε, the selection episodes it ran,
+    their mean, and the round that dropped it with the reason (None: a finalist)."""
+    rule = plan.protocol.race
+    if not plan.racing:
+        return {"raced": False, "reason": "exhaustive: every member ran in full" if plan.exhaustive and rule
+                else "the protocol races nothing"}
+    return {"raced": True, "first_episodes": rule.first, "z": rule.z,
+            "rounds": rule.rounds(plan.settings.episodes), "selection_seed": SELECTION_SEED,
+            "finalists": len(plan.finalists), "dropped": len(plan.dropped), "members": plan.race}
 
 
 def record_result(plan: GauntletPlan, out: dict) -> None:
     """Store the result as a ``gauntlet`` run: what the leaderboard ranks."""
     identity = {"protocol": plan.protocol.name, "version": plan.protocol.version, "level": plan.level,
                 "agent": plan.spec.agent, "sha256": plan.sha, "env": plan.env, "seeds": plan.seeds,
-                "method": out["agent"]["method"],
+                "method": out["agent"]["method"], **({"exhaustive": True} if plan.exhaustive else {}),
                 "load_options": {k: v for k, v in plan.spec.load_options().items() if v not in (None, False, "auto")}}
     results = ResultsStore(plan.store)
     try:
