@@ -17,7 +17,7 @@ from rlgauntlet.victims.torch_module import TorchVictim, load_torchscript
 
 __all__ = ["PolicyOutput", "Victim", "SB3Victim", "TorchVictim", "load_sb3", "load_torchscript", "load_victim"]
 
-AGENT_FORMS = "zoo:NAME, sb3:PATH.zip, sb3:PATH.zip:ALGO or torchscript:PATH"
+AGENT_FORMS = "zoo:NAME, sb3:PATH.zip, sb3:PATH.zip:ALGO, torchscript:PATH or pg:PATH.model"
 
 
 def _vecnormalize_for(path: Path, given: str | Path | None) -> str | Path | None:
@@ -48,7 +48,8 @@ def load_victim(
     precision: str = "auto",
     allow_pickle: bool = False,
 ) -> Victim:
-    """Load a victim from an agent spec (``zoo:NAME``, ``sb3:PATH.zip[:ALGO]``, ``torchscript:PATH``).
+    """Load a victim from an agent spec (``zoo:NAME``, ``sb3:PATH.zip[:ALGO]``, ``torchscript:PATH``,
+    ``pg:PATH.model``: a policy_gradients release file, read as data).
 
     TorchScript agents need ``kind`` and the env spaces (they do not store them), and
     ``input_space`` (pixel01, normalized, raw) when their input is not an image. SB3 files are
@@ -59,11 +60,17 @@ def load_victim(
     source, sep, rest = agent.partition(":")
     if not sep or not rest:
         raise UserError(f"agent {agent!r} has no source prefix; use one of: {AGENT_FORMS}")
-    if source in ("zoo", "sb3"):
+    if source in ("zoo", "sb3", "pg"):
         given = [name for name, value in (("--kind", kind), ("--input-space", input_space)) if value is not None]
         if given:
-            raise UserError(f"{' and '.join(given)} describe TorchScript agents; an SB3 or zoo agent declares its "
+            raise UserError(f"{' and '.join(given)} describe TorchScript agents; an SB3, zoo or pg agent declares its "
                             f"own output and input: drop {' and '.join(given)}")
+    if source == "pg":
+        from rlgauntlet.victims.pg_release import load_pg
+
+        if vecnormalize is not None:
+            raise UserError("a pg: agent carries its own state filter; drop --vecnormalize")
+        return load_pg(rest, observation_space, action_space, device=device, precision=precision)
     if source == "zoo":
         from rlgauntlet.zoo import zoo_entry, zoo_file
 

@@ -1,4 +1,5 @@
-"""Learned attackers: RL-trained adversaries used as observation threats (PA-AD, SA-RL), and the
-Robust Sarsa attack through a learned Q function of the victim."""
+"""Learned attackers: RL-trained adversaries used as observation threats (PA-AD, SA-RL), the
+Robust Sarsa attack through a learned Q function of the victim, and a policy_gradients release's
+own adversary replayed (``released_attacker``)."""
 
-from rlgauntlet.threats.learned import paad, robust_sarsa, sarl  # noqa: F401
+from rlgauntlet.threats.learned import paad, released, robust_sarsa, sarl  # noqa: F401

@@ -1,0 +1,312 @@
+"""Agents of the ``policy_gradients`` release format (the SA-PPO / ATLA / PA-ATLA MuJoCo releases),
+read as data: ``pg:PATH.model``.
+
+A release file is ``torch.save`` of a dict with ``policy_model`` and ``val_model`` (state dicts),
+their optimizers and ``envs``: pickled ``policy_gradients.custom_env.Env`` objects whose
+``state_filter`` is a ``ZFilter`` (center, scale, clip) over a ``RunningStat`` (``_n``, ``_M``,
+``_S``), beside gym env and space objects. Attack files add ``adversary_policy_model`` and the
+adversary's value net and optimizers. Some files use torch's zip format, some the legacy one.
+
+Nothing of ``policy_gradients`` or gym is imported: an allow-listed unpickler turns their
+records into plain values (:class:`Record`: the class name and the pickled state), and refuses
+any other global with one line that names it. The torch and numpy globals a tensor or an array
+needs are the only callables it hands out.
+
+What the authors' code computes, rebuilt (``policy_gradients/models.py``, ``torch_utils.py``):
+
+* the state filter: ``x = clip((obs − M) / (std + 1e-8), −clip, clip)`` with ``std = √(S / (n − 1))``
+  (``√(M²)`` for n ≤ 1), centring and scaling only where the ZFilter's flags say so, frozen at
+  the released statistics (evaluation reads them and never updates them);
+* ``CtsPolicy``: tanh affine layers, then ``final_mean``; the standard deviation is
+  ``exp(log_stdev)``, the same for every state; the papers act deterministically (the mean);
+* ``CtsLSTMPolicy``: ``embedding_layer`` → one-layer LSTM → ``output_layer`` on the hidden
+  state (read by :func:`read_release`; acting with it needs a recurrent victim, which the engine
+  does not offer yet: loading one is refused with a line saying so).
+
+Budgets are in the filtered space (``normalized``), as in the papers.
+
+Example:
+    >>> victim = load_pg("runs/ATLA_robust_RL/src/models/atla_release/PPO/model-ppo-hopper.model",
+    ...                  env.observation_space, env.action_space)      # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import collections
+import pickle
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+
+from rlgauntlet.errors import UserError
+from rlgauntlet.victims.base import PolicyOutput, Victim, as_tensor, choose_dtype, flatten_chain
+from rlgauntlet.victims.mlp_vjp import output_and_vjp, plain_mlp
+
+#: the release's own classes and gym's, read as records (never imported)
+RECORD_MODULES = ("policy_gradients.", "gym.")
+STORAGES = ("FloatStorage", "DoubleStorage", "HalfStorage", "LongStorage", "IntStorage", "ByteStorage", "BoolStorage")
+
+
+def _callables() -> dict[tuple[str, str], object]:
+    """The callables a tensor or an array in a release file needs, by (module, name)."""
+    import codecs
+
+    from numpy._core import multiarray
+
+    out: dict[tuple[str, str], object] = {
+        ("collections", "OrderedDict"): collections.OrderedDict,
+        ("torch._utils", "_rebuild_tensor_v2"): torch._utils._rebuild_tensor_v2,
+        ("torch._utils", "_rebuild_parameter"): torch._utils._rebuild_parameter,
+        ("numpy", "dtype"): np.dtype,
+        ("numpy", "ndarray"): np.ndarray,
+        ("_codecs", "encode"): codecs.encode,
+    }
+    for module in ("numpy.core.multiarray", "numpy._core.multiarray"):  # numpy 1 files and numpy 2 files
+        out[(module, "_reconstruct")] = multiarray._reconstruct
+        out[(module, "scalar")] = multiarray.scalar
+    return out
+
+
+CALLABLES = _callables()
+
+
+class Record:
+    """A pickled object of the release's code or of gym, as plain data: ``name`` (module.Class),
+    ``args`` (what it was constructed with) and ``state`` (its pickled attributes)."""
+
+    name = ""
+    args: tuple = ()
+    kwargs: dict = {}
+    state: dict = {}
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.args, self.kwargs, self.state = args, kwargs, {}
+
+    def __setstate__(self, state) -> None:
+        self.state = state if isinstance(state, dict) else {"state": state}
+
+    def __repr__(self) -> str:
+        return f"Record({self.name})"
+
+
+_RECORD_CLASSES: dict[str, type] = {}
+
+
+def _record_class(name: str) -> type:
+    if name not in _RECORD_CLASSES:
+        _RECORD_CLASSES[name] = type("Record", (Record,), {"name": name})
+    return _RECORD_CLASSES[name]
+
+
+class ReleaseUnpickler(pickle.Unpickler):
+    """Unpickles a release file as data: records for the release's and gym's classes, the few
+    torch and numpy callables a tensor or array needs, and nothing else."""
+
+    path = "the file"
+
+    def find_class(self, module: str, name: str):
+        if (module, name) in CALLABLES:
+            return CALLABLES[(module, name)]
+        if module == "torch" and name in STORAGES:
+            return getattr(torch, name)
+        if module.startswith(RECORD_MODULES) or module == "numpy.random._pickle":
+            return _record_class(f"{module}.{name}")
+        raise UserError(f"{self.path} holds the global {module}.{name}, which a policy_gradients release file "
+                        "never needs; it was not loaded (an agent file is data, never code)")
+
+
+def _pickle_module(path: Path) -> types.ModuleType:
+    unpickler = type("ReleaseUnpickler", (ReleaseUnpickler,), {"path": str(path)})
+    module = types.ModuleType("rlgauntlet_release_pickle")
+    module.Unpickler = unpickler
+    module.load = lambda f, **kwargs: unpickler(f, **kwargs).load()
+    return module
+
+
+@dataclass
+class StateFilter:
+    """The release's ZFilter, frozen: ``x = clip((obs − mean) / (std + 1e-8), −clip, clip)``
+    with centring and scaling as its flags say (see the module docstring)."""
+
+    mean: np.ndarray
+    std: np.ndarray
+    center: bool = True
+    scale: bool = True
+    clip: float | None = None
+
+    def __call__(self, obs: torch.Tensor) -> torch.Tensor:
+        mean = torch.as_tensor(self.mean, dtype=obs.dtype, device=obs.device)
+        std = torch.as_tensor(self.std, dtype=obs.dtype, device=obs.device)
+        x = obs
+        if self.center:
+            x = x - mean
+        if self.scale:
+            x = x / (std + 1e-8) if self.center else (x - mean) / (std + 1e-8) + mean
+        if self.clip:
+            x = x.clamp(-self.clip, self.clip)
+        return x
+
+
+@dataclass
+class ReleaseFile:
+    """What a release file holds, as plain values."""
+
+    path: Path
+    policy: dict[str, torch.Tensor]
+    state_filter: StateFilter | None
+    keys: list[str]
+    adversary: dict[str, torch.Tensor] | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def recurrent(self) -> bool:
+        return "lstm.weight_ih_l0" in self.policy
+
+    @property
+    def obs_dim(self) -> int:
+        first = self.policy["embedding_layer.weight" if self.recurrent else "affine_layers.0.weight"]
+        return int(first.shape[1])
+
+    @property
+    def action_dim(self) -> int:
+        return int(self.policy["log_stdev"].shape[0])
+
+
+def _running_stat(record: Record) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, std) of a RunningStat record, as ``torch_utils.RunningStat`` computes them."""
+    n, m, s = record.state["_n"], np.asarray(record.state["_M"], dtype=np.float64), \
+        np.asarray(record.state["_S"], dtype=np.float64)
+    var = s / (n - 1) if n > 1 else np.square(m)
+    return m, np.sqrt(var)
+
+
+def _state_filter(env_record: object, path: Path) -> StateFilter | None:
+    """The ZFilter in an Env record's chain of state filters (None: an Identity, no filter)."""
+    if not isinstance(env_record, Record) or "state_filter" not in env_record.state:
+        raise UserError(f"{path}: its envs hold no policy_gradients Env with a state filter; "
+                        "is it a policy_gradients release file?")
+    item = env_record.state["state_filter"]
+    while isinstance(item, Record):
+        if item.name.endswith("torch_utils.ZFilter"):
+            mean, std = _running_stat(item.state["rs"])
+            return StateFilter(mean, std, bool(item.state.get("center", True)), bool(item.state.get("scale", True)),
+                               item.state.get("clip"))
+        if item.name.endswith("torch_utils.StateWithTime"):
+            raise UserError(f"{path}: its state filter adds the time step as a feature (StateWithTime), which "
+                            "no released agent uses and rlgauntlet does not rebuild")
+        item = item.state.get("prev_filter")
+    return None
+
+
+def read_release(path: str | Path) -> ReleaseFile:
+    """Read a release file (zip or legacy torch format) as data; every problem is a
+    :class:`UserError` naming it."""
+    path = Path(path)
+    if not path.is_file():
+        what = "is a directory" if path.is_dir() else "does not exist"
+        raise UserError(f"agent file {path} {what}; give a policy_gradients release file (pg:PATH.model)")
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=False, pickle_module=_pickle_module(path))
+    except UserError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a foreign file: say what it is not
+        raise UserError(f"{path} is not a policy_gradients release file ({type(exc).__name__}: "
+                        f"{str(exc).splitlines()[0][:120]}); give a .model file of that code base") from None
+    if not isinstance(data, dict) or "policy_model" not in data or "envs" not in data:
+        keys = sorted(data) if isinstance(data, dict) else type(data).__name__
+        raise UserError(f"{path} is not a policy_gradients release file: it holds {keys}, without "
+                        "policy_model and envs")
+    envs = data["envs"] if isinstance(data["envs"], (list, tuple)) else [data["envs"]]
+    policy = {k: v.detach().to(torch.float64) for k, v in data["policy_model"].items()}
+    adversary = data.get("adversary_policy_model")
+    if adversary is not None:
+        adversary = {k: v.detach().to(torch.float64) for k, v in adversary.items()}
+    return ReleaseFile(path, policy, _state_filter(envs[0], path), sorted(data), adversary)
+
+
+def mean_network(weights: dict[str, torch.Tensor], prefix: str = "affine_layers") -> nn.Sequential:
+    """``CtsPolicy``'s mean: tanh after every affine layer, then ``final_mean`` (float64)."""
+    layers: list[nn.Module] = []
+    i = 0
+    while f"{prefix}.{i}.weight" in weights:
+        w, b = weights[f"{prefix}.{i}.weight"], weights[f"{prefix}.{i}.bias"]
+        layers += [_linear(w, b), nn.Tanh()]
+        i += 1
+    if i == 0 or "final_mean.weight" not in weights:
+        raise UserError("the policy's weights are not a CtsPolicy's (affine_layers.N and final_mean); "
+                        "only continuous policies of the release format are supported")
+    layers.append(_linear(weights["final_mean.weight"], weights.get("final_mean.bias")))
+    return nn.Sequential(*layers)
+
+
+def _linear(weight: torch.Tensor, bias: torch.Tensor | None) -> nn.Linear:
+    layer = nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None, dtype=torch.float64)
+    with torch.no_grad():
+        layer.weight.copy_(weight)
+        if bias is not None:
+            layer.bias.copy_(bias)
+    return layer
+
+
+class PGVictim(Victim):
+    """A released ``CtsPolicy``: the frozen state filter, then the tanh MLP's mean; Gaussian with
+    the released ``exp(log_stdev)``; deterministic actions are the mean (clipped to the action
+    bounds, as MuJoCo's control range does)."""
+
+    kind = "gaussian"
+
+    def __init__(self, release: ReleaseFile, observation_space: gym.Space, action_space: gym.Space,
+                 device: str | torch.device = "cpu", precision: str = "auto", description: dict | None = None) -> None:
+        self.device = torch.device(device)
+        self.observation_space, self.action_space = observation_space, action_space
+        self.dtype = choose_dtype(precision, False)
+        self.release = release
+        self.module = mean_network(release.policy).to(device=self.device, dtype=self.dtype).eval()
+        for p in self.module.parameters():
+            p.requires_grad_(False)
+        self.log_std = release.policy["log_stdev"].to(device=self.device, dtype=self.dtype)
+        self.budget_space = "normalized" if release.state_filter is not None else "raw"
+        self.description = description or {"source": "pg", "path": str(release.path)}
+
+    def preprocess(self, obs: np.ndarray | torch.Tensor) -> torch.Tensor:
+        x = as_tensor(obs, self.device).to(self.dtype)
+        return self.release.state_filter(x) if self.release.state_filter is not None else x
+
+    def forward(self, x: torch.Tensor) -> PolicyOutput:
+        mean = self.module(x.to(self.dtype))
+        return PolicyOutput("gaussian", mean=mean, log_std=self.log_std.expand_as(mean))
+
+    def output_and_vjp(self, x: torch.Tensor, cotangent_of) -> tuple[torch.Tensor, torch.Tensor] | None:
+        chain = flatten_chain(self.module)
+        return output_and_vjp(chain, x.to(self.dtype), cotangent_of) if plain_mlp(chain) else None
+
+    def layer_chain(self) -> list[nn.Module]:
+        return flatten_chain(self.module)
+
+
+def load_pg(path: str | Path, observation_space: gym.Space | None, action_space: gym.Space | None,
+            device: str = "cpu", precision: str = "auto") -> PGVictim:
+    """Load ``pg:PATH``: the release file read as data, checked against the env's spaces."""
+    from rlgauntlet.common.hashing import sha256_file
+
+    release = read_release(path)
+    if release.recurrent:
+        raise UserError(f"{path} is an LSTM policy (CtsLSTMPolicy); recurrent victims are not supported yet, so "
+                        "it cannot be evaluated: use the release's MLP agents (PPO, SA-PPO, ATLA-PPO)")
+    if observation_space is None or action_space is None:
+        raise UserError("a pg: agent needs its env (--env): the release file does not say its spaces")
+    obs_dim = int(np.prod(observation_space.shape))
+    if release.obs_dim != obs_dim:
+        raise UserError(f"{path} observes {release.obs_dim} numbers and the env gives {obs_dim}; give the "
+                        "Gymnasium task that matches the gym -v2 task it was trained on")
+    if not isinstance(action_space, gym.spaces.Box) or action_space.shape != (release.action_dim,):
+        raise UserError(f"{path} acts with {release.action_dim} numbers and the env expects {action_space}; give "
+                        "the env the agent was trained on")
+    description = {"source": "pg", "path": str(path), "sha256": sha256_file(Path(path)), "policy": "CtsPolicy",
+                   "state_filter": release.state_filter is not None, "file_keys": release.keys}
+    return PGVictim(release, observation_space, action_space, device, precision, description)
