@@ -345,6 +345,34 @@ def test_leaderboard_ranks_by_worst_case_and_never_mixes_versions(tmp_path):
     assert '<meta name="generator" content="rlgauntlet' in text and 'data-rank="1"' in text
 
 
+def test_leaderboard_as_markdown_and_latex_names_the_protocol_version_and_ranks_as_the_page(tmp_path, cli_env):
+    from rlgauntlet.common.outputs import output_kind
+    from rlgauntlet.experiments.store import ResultsStore, run_key
+
+    path = tmp_path / "board.sqlite"
+    store = ResultsStore(path)
+    for method, value in (("vanilla_ppo", 20.0), ("sa_ppo", 310.0)):
+        meta = {"protocol": "classic", "version": 2, "level": "quick", "env": "CartPole-v1", "agent": method,
+                "sha256": method, "method": method}
+        run = store.create_run(run_key(meta), meta, kind="gauntlet")
+        store.add_metric(run, "worst_case@0.1", value)
+        store.add_metric(run, "clean_return", 500.0)
+    store.close()
+    for fmt, name in (("markdown", "board.md"), ("latex", "board.tex")):
+        proc = run_cli(["leaderboard", "--store", str(path), "--out", str(tmp_path / name), "--format", fmt], cli_env)
+        assert proc.returncode == 0, proc.stderr
+        assert output_kind(tmp_path / name) == "leaderboard table"
+    md = (tmp_path / "board.md").read_text().splitlines()
+    assert "protocol classic v2, level quick" in md[1] and "ε = 0.1" in md[1]
+    assert md[5].startswith("| 1 | sa_ppo | 1 | 310 |") and md[6].startswith("| 2 | vanilla_ppo | 1 | 20 | 500 |")
+    tex = (tmp_path / "board.tex").read_text()
+    assert r"\caption{rlgauntlet leaderboard, CartPole-v1: protocol classic v2" in tex
+    assert r"1 & sa\_ppo & 1 & 310 &" in tex and r"$\epsilon$ = 0.1" in tex and "\\toprule" in tex
+    wrong = run_cli(["leaderboard", "--store", str(path), "--out", str(tmp_path / "board.md"), "--format", "latex"],
+                    cli_env)
+    assert wrong.returncode == 2 and "ending in .tex" in wrong.stderr
+
+
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 

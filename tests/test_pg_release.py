@@ -213,3 +213,55 @@ def test_the_released_attacker_is_eps_times_hardtanh_of_its_mean_on_the_filtered
     zoo_like = load_victim("zoo:cartpole-ppo")
     with pytest.raises(UserError, match="give a pg:PATH.model agent"):
         threat.check_victim(zoo_like)
+
+
+# --- the catalogue of published agents --------------------------------------------------------
+
+def test_the_catalogue_names_every_release_once_with_its_hash_env_and_the_papers_eps():
+    from rlgauntlet.published import catalogue, releases
+
+    entries = releases()
+    assert len(entries) == 28 and len({e["name"] for e in entries}) == 28  # 6 ATLA methods × 4 envs + PA-ATLA × 4
+    papers_eps = {"Hopper-v5": 0.075, "Walker2d-v5": 0.05, "HalfCheetah-v5": 0.15, "Ant-v4": 0.15}
+    for e in entries:
+        assert e["repository"] in catalogue()["repositories"]
+        assert len(e["sha256"]) == 64 and int(e["sha256"], 16) >= 0
+        assert papers_eps[e["env"]] == e["eps"] and e["name"].endswith(e["env"].split("-")[0].lower())
+        assert gym.spec(e["env"]) is not None
+    readme = {e["name"]: e["readme"] for e in entries if e["readme"]}
+    assert readme["ppo-hopper"] == {**readme["ppo-hopper"], "natural": 3167.3, "strongest_attack": 636.4}
+    assert readme["atla-lstm-sappo-walker2d"]["strongest_attack"] == 3662.9
+
+
+def test_a_published_name_resolves_to_the_users_clone_checked_by_sha256(tmp_path, monkeypatch):
+    from rlgauntlet.common.hashing import sha256_file
+    from rlgauntlet.published import local_file
+
+    content, meta = _release(11)
+    clone = tmp_path / "ATLA_robust_RL" / "src" / "models"
+    clone.mkdir(parents=True)
+    path = clone / "model-ppo-hopper.model"
+    _write(path, content, meta, legacy=False)
+    entry = {"name": "ppo-hopper", "repository": "huanzhang12/ATLA_robust_RL", "path": "src/models/model-ppo-hopper.model",
+             "sha256": sha256_file(path)}
+    monkeypatch.setenv("RLGAUNTLET_RELEASES", str(tmp_path))
+    assert local_file(entry) == path
+    with pytest.raises(UserError, match="another version of the file"):
+        local_file({**entry, "sha256": "0" * 64})
+    monkeypatch.setenv("RLGAUNTLET_RELEASES", str(tmp_path / "empty"))
+    with pytest.raises(UserError, match=r"run `git clone https://github.com/huanzhang12/ATLA_robust_RL .*empty/ATLA_robust_RL`"):
+        local_file(entry)
+
+
+def test_published_list_and_a_missing_clone_on_the_cli(tmp_path, cli_env):
+    listed = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "published", "list", "--json"], capture_output=True,
+                            text=True, env={**cli_env, "RLGAUNTLET_RELEASES": str(tmp_path)})
+    assert listed.returncode == 0, listed.stderr
+    import json
+
+    assert len(json.loads(listed.stdout)["releases"]) == 28
+    proc = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "evaluate", "--agent", "published:sa-ppo-hopper",
+                           "--env", "Hopper-v5", "--episodes", "1"], capture_output=True, text=True,
+                          env={**cli_env, "RLGAUNTLET_RELEASES": str(tmp_path)})
+    assert proc.returncode == 2 and "git clone https://github.com/huanzhang12/ATLA_robust_RL" in proc.stderr
+    assert len([line for line in proc.stderr.splitlines() if line.strip()]) == 1

@@ -21,19 +21,21 @@ def race_on(rule: RaceRule, returns_of: dict[str, list[float]], episodes: int) -
     """Run the rule's rounds on ``returns_of(member, n)``: (round each dropped member left, finalists)."""
     alive = list(returns_of)
     dropped: dict[str, int] = {}
-    for index, n in enumerate(rule.rounds(episodes)):
-        decision = rule.decide({m: returns_of[m][:n] for m in alive})
+    rounds = rule.rounds(episodes)
+    for index, n in enumerate(rounds):
+        decision = rule.decide({m: returns_of[m][:n] for m in alive}, last=index == len(rounds) - 1)
         for m in decision:
             dropped[m] = index
         alive = [m for m in alive if m not in decision]
     return dropped, alive
 
 
-def test_the_rounds_double_from_the_first_until_the_full_count():
-    assert RaceRule(first=2).rounds(10) == [2, 4, 8]
-    assert RaceRule(first=2).rounds(20) == [2, 4, 8, 16]
-    assert RaceRule(first=3).rounds(5) == [3]
-    assert RaceRule(first=2).rounds(2) == [] and RaceRule(first=2).rounds(1) == []  # no race: a full run is as cheap
+def test_the_rounds_double_from_the_first_while_at_most_half_the_full_count():
+    assert RaceRule(first=2).rounds(10) == [2, 4]
+    assert RaceRule(first=2).rounds(20) == [2, 4, 8]
+    assert RaceRule(first=2).rounds(50) == [2, 4, 8, 16]
+    assert RaceRule(first=2).rounds(5) == [2] and RaceRule(first=2).rounds(4) == [2]
+    assert RaceRule(first=3).rounds(5) == [] and RaceRule(first=2).rounds(3) == []  # no race: it would cost more
 
 
 def test_the_race_never_drops_the_member_a_full_run_ranks_lowest():
@@ -45,7 +47,8 @@ def test_the_race_never_drops_the_member_a_full_run_ranks_lowest():
     # the known answer: pooled sd = spread·√(n/(n−1)); at n = 2 the se of each member is 10, the
     # threshold 2·√200 = 28.3: 480, 120 and 300 are far above 58 and go in round 0; 60 and 64 stay
     assert dropped == {"random": 0, "fgsm": 0, "maxdiff": 0}
-    # at n = 16 the se is 10·√(16/15)/4 = 2.58, the threshold 7.3: 64 and 60 stay (gaps 6 and 2)
+    # at n = 8 (the last round) the se is 10·√(8/7)/√8 = 3.78, the threshold 10.7: 64 and 60 stay (gaps
+    # 6 and 2), and three members are left, as many as the finalists the rule keeps
     assert finalists == ["pgd", "momentum", "minq"]
 
 
@@ -64,7 +67,10 @@ def test_with_every_mean_equal_nobody_is_dropped_before_the_last_round():
     members = {f"m{i}": list(base) for i in range(4)}
     members["m4"] = [70.0, 20.0, 45.0, 45.0, 90.0, 0.0, 45.0, 45.0]  # another order, the same prefix means
     members["m5"] = [45.0] * 8  # no spread at all, the same mean
-    dropped, finalists = race_on(RaceRule(first=2), members, episodes=10)
+    dropped, finalists = race_on(RaceRule(first=2, finalists=3), members, episodes=20)  # rounds of 2, 4, 8
+    assert set(dropped.values()) == {2}  # nobody before the last round
+    assert finalists == ["m0", "m1", "m2"]  # then the first three, in the protocol's order (all equal)
+    dropped, finalists = race_on(RaceRule(first=2, finalists=10), members, episodes=20)
     assert dropped == {} and finalists == list(members)
 
 
@@ -82,7 +88,7 @@ def _small_race_plan(tmp_path):
     from rlgauntlet.gauntlet.plan import plan_gauntlet
 
     plan = plan_gauntlet("zoo:cartpole-dqn", "CartPole-v1", level="quick", store=tmp_path / "g.sqlite")
-    # quick: rounds of 2, 4 and 8 selection episodes. In full runs (the quick gauntlet's 10
+    # quick: rounds of 2 and 4 selection episodes. In full runs (the quick gauntlet's 10
     # episodes) every attack of 0.05 leaves this DQN at 500; at 0.1 MaxDiff takes it to 43, momentum to 408
     plan.heuristics = ["random:eps=0.05", "fgsm:eps=0.05", "momentum:eps=0.1", "pgd:objective=maxdiff,eps=0.1"]
     return plan
@@ -111,8 +117,8 @@ def test_the_race_runs_on_selection_seeds_only_and_the_reported_episodes_never_i
         assert plan.finalists == ["random:eps=0.05", "fgsm:eps=0.05", "pgd:objective=maxdiff,eps=0.1"]
         dropped_row = next(r for r in plan.race if r["member"] == "momentum:eps=0.1")
         assert dropped_row["eps"] == "0.1" and dropped_row["dropped_after_round"] is not None
-        assert dropped_row["episodes"] == [2, 4, 8][dropped_row["dropped_after_round"]]
-        assert all(r["episodes"] == 8 and r["reason"] is None for r in plan.race if r["member"] in plan.finalists)
+        assert dropped_row["episodes"] == [2, 4][dropped_row["dropped_after_round"]]
+        assert all(r["episodes"] == 4 and r["reason"] is None for r in plan.race if r["member"] in plan.finalists)
     finally:
         store.close()
 
@@ -167,7 +173,7 @@ def test_a_raced_gauntlet_reports_only_its_finalists_and_a_rerun_runs_nothing(tm
     result = run_gauntlet("zoo:cartpole-dqn", "CartPole-v1", level="quick", store=store,
                           on_stage=lambda *a: stages.append(a), on_advance=advances.append)
     race = result["race"]
-    assert race["raced"] and race["rounds"] == [2, 4] and race["selection_seed"] == SELECTION_SEED
+    assert race["raced"] and race["rounds"] == [2] and race["selection_seed"] == SELECTION_SEED
     # momentum leaves this DQN near 408 and MaxDiff near 43 at 0.1: momentum goes, MaxDiff runs in full
     assert race["finalists"] == 1 and race["dropped"] == 1
     [worst] = result["worst_case"]
@@ -181,7 +187,7 @@ def test_a_raced_gauntlet_reports_only_its_finalists_and_a_rerun_runs_nothing(tm
     again = run_gauntlet("zoo:cartpole-dqn", "CartPole-v1", level="quick", store=store,
                          on_stage=lambda *a: rerun_stages.append(a))
     episode_stages = [(d, t) for name, d, t in rerun_stages if name in ("race", "episodes")]
-    # two race rounds and the two episode phases (before and after the learned attackers), all stored already
-    assert len(episode_stages) == 4 and all(d == t for d, t in episode_stages)
+    # the race's round and the two episode phases (before and after the learned attackers), all stored already
+    assert len(episode_stages) == 3 and all(d == t for d, t in episode_stages)
     assert again["worst_case"] == result["worst_case"] and again["race"] == result["race"]
 

@@ -20,6 +20,7 @@ from rlgauntlet.cli import sweep  # noqa: F401
 from rlgauntlet.cli import gauntlet  # noqa: F401
 from rlgauntlet.cli import ood  # noqa: F401
 from rlgauntlet.cli import zoo  # noqa: F401
+from rlgauntlet.cli import published  # noqa: F401
 from rlgauntlet.errors import UserError
 
 __all__ = ["app", "main"]

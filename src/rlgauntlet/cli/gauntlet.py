@@ -126,36 +126,33 @@ def gauntlet(
 @app.command()
 def leaderboard(
     store: List[Path] = typer.Option(..., help="results stores holding gauntlet results, repeatable. Example: --store a.sqlite --store b.sqlite"),
-    out: Path = typer.Option(..., help="the HTML page; the JSON goes beside it (same name, .json). Example: --out board.html"),
+    out: Path = typer.Option(..., help="the page (.html) or table (.md, .tex); the JSON goes beside it (same name, .json). Example: --out board.html"),
+    format: str = typer.Option("html", "--format", help="html (a page with charts), markdown or latex (a table a paper can paste, the protocol version in its caption). Example: --format latex"),
 ) -> None:
     """Rank every agent the gauntlet evaluated by its worst case: one board per protocol version,
     level and env; IQM and 95% bootstrap intervals over a method's agents; P(X > Y) per pair.
 
     Example: rlgauntlet leaderboard --store runs/dqn/gauntlet.sqlite --store runs/ppo/gauntlet.sqlite --out board.html
     """
+    from rlgauntlet.common.outputs import write_text
     from rlgauntlet.gauntlet.leaderboard import JSON_KIND, leaderboard as rank
     from rlgauntlet.report.leaderboard import PAGE_KIND, render_leaderboard
+    from rlgauntlet.report.tables import board_latex, board_markdown
 
-    if out.suffix.lower() not in (".html", ".htm"):
-        raise UserError(f"--out {out}: the leaderboard is an HTML page; give a name ending in .html")
+    suffixes = {"html": (".html", ".htm"), "markdown": (".md", ".markdown"), "latex": (".tex",)}
+    if format not in suffixes:
+        raise UserError(f"--format {format!r} is unknown; choose html, markdown or latex")
+    if out.suffix.lower() not in suffixes[format]:
+        raise UserError(f"--out {out}: a {format} leaderboard is written to a file ending in {suffixes[format][0]}; "
+                        f"give e.g. --out {out.with_suffix(suffixes[format][0]).name}")
+    kind = PAGE_KIND if format == "html" else "leaderboard table"
     json_path = out.with_suffix(".json")
-    check_output(out, protect=store, kind=PAGE_KIND)
+    check_output(out, protect=store, kind=kind)
     check_output(json_path, protect=store, kind=JSON_KIND, given=out)
     board = rank(list(store))
-    render_leaderboard(board, out)
+    if format == "html":
+        render_leaderboard(board, out)
+    else:
+        write_text(out, board_markdown(board) if format == "markdown" else board_latex(board), kind=kind,
+                   syntax=format)
     write_json(json_path, board, kind=JSON_KIND)
-    for b in board["boards"]:
-        if not b["rows"]:  # no headline ε known for this version, or no finite worst case: said, not drawn
-            reasons = "; ".join(sorted({m["reason"] for m in b["missing"]}))
-            console.print(f"{b['env']}: {b['protocol']} v{b['version']}, level {b['level']}: nothing ranked ({reasons})")
-            continue
-        table = Table(title=f"{b['env']}: {b['protocol']} v{b['version']}, level {b['level']} "
-                            f"(worst case at ε {b['headline_eps']})")
-        for col in ("rank", "method", "agents", "worst case IQM", "95% CI", "clean"):
-            table.add_column(col, justify="left" if col == "method" else "right")
-        for r in b["rows"]:
-            ci = f"[{r['ci_low']:.4g}, {r['ci_high']:.4g}]" if r["ci_low"] is not None else "–"
-            table.add_row(str(r["rank"]), r["method"], str(r["agents"]), f"{r['iqm']:.4g}", ci,
-                          f"{r['clean']:.4g}" if r["clean"] is not None else "–")
-        out_console.print(table)
-    console.print(f"wrote {out} and {json_path}")

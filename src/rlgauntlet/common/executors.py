@@ -103,20 +103,23 @@ class LocalExecutor:
 
     def run(self, fn: Callable[[T], R], tasks: Sequence[T], on_done: OnDone) -> None:
         """Run ``fn(task)`` for every task, calling ``on_done(task, result)`` in the driver as
-        each finishes (in completion order). An exception raised by ``fn`` is raised here."""
+        each finishes (in completion order). An exception raised by ``fn`` is raised here. The
+        worker processes stay up for the next call in the same ``with`` block (what they loaded,
+        an agent, stays loaded); a broken pool is replaced."""
         attempts: Counter = Counter()
         pending = list(tasks)
         while pending:
-            self._pool = ProcessPoolExecutor(min(self.workers, len(pending)),
-                                             mp_context=multiprocessing.get_context("spawn"),
-                                             initializer=_worker_init, initargs=(os.getpid(),))
+            if self._pool is None:
+                self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                                 initializer=_worker_init, initargs=(os.getpid(),))
             futures = {self._pool.submit(fn, task): task for task in pending}
-            pending = []
+            pending, broken = [], False
             for future in as_completed(futures):
                 task = futures[future]
                 try:
                     result = future.result()
                 except BrokenProcessPool:
+                    broken = True
                     attempts[task] += 1
                     if attempts[task] >= self.max_attempts:
                         raise UserError(f"a worker process died {attempts[task]} times running {task}; the finished "
@@ -124,7 +127,8 @@ class LocalExecutor:
                     pending.append(task)
                     continue
                 on_done(task, result)
-            self._stop()
+            if broken:
+                self._stop()
 
 
 class _stderr_kept:
@@ -267,3 +271,29 @@ def make_executor(name: str, workers: int = 1, address: str | None = None) -> Lo
     checks (callers probe the address before anything is written)."""
     check_executor(name, workers, address, probe=False)
     return LocalExecutor(workers) if name == "local" else RayExecutor(workers, address)
+
+
+class OnDemandExecutor:
+    """An executor that starts (Ray: connects) only when it first has tasks, then stays up for
+    every later call in its ``with`` block: a job of several phases holds one, and a re-run with
+    nothing left to do starts nothing."""
+
+    def __init__(self, name: str, workers: int = 1, address: str | None = None) -> None:
+        check_executor(name, workers, address, probe=False)
+        self.name, self.workers, self.address = name, workers, address
+        self._inner: LocalExecutor | RayExecutor | None = None
+
+    def __enter__(self) -> "OnDemandExecutor":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        inner, self._inner = self._inner, None
+        if inner is not None:
+            inner.__exit__(*exc)
+
+    def run(self, fn: Callable[[T], R], tasks: Sequence[T], on_done: OnDone) -> None:
+        if not tasks:
+            return
+        if self._inner is None:
+            self._inner = make_executor(self.name, self.workers, self.address).__enter__()
+        self._inner.run(fn, tasks, on_done)

@@ -3,7 +3,8 @@
 Every file rlgauntlet writes for a user carries a mark of what wrote it and what it is: JSON
 top-level ``"generator"`` and ``"output_kind"`` fields, PNG plots ``Software`` and
 ``rlgauntlet-output`` text chunks, HTML pages ``<meta name="generator">`` and
-``<meta name="rlgauntlet-output">`` lines. An output path is accepted when it is new, or when
+``<meta name="rlgauntlet-output">`` lines, text tables (Markdown, LaTeX) a first-line comment
+``generator: rlgauntlet …; rlgauntlet-output: KIND``. An output path is accepted when it is new, or when
 the file there carries our mark *of the same kind* (a re-run replaces its own output). Anything
 else is refused with one line, and the file is left byte-identical:
 
@@ -55,6 +56,9 @@ PNG_KIND_KEY = "rlgauntlet-output"
 JSON_KIND_KEY = "output_kind"
 HTML_MARK = '<meta name="generator" content="rlgauntlet'
 HTML_KIND = re.compile(r'<meta name="rlgauntlet-output" content="([^"]*)">')
+#: the first line of a marked text file: a Markdown (HTML) or LaTeX comment
+TEXT_MARK = re.compile(r"^(?:<!--|%) generator: ([^;\n]*); rlgauntlet-output: ([^\n]*?)(?: -->)?\r?\n")
+TEXT_COMMENTS = {"markdown": ("<!-- ", " -->"), "latex": ("% ", "")}
 
 
 def generator() -> str:
@@ -95,6 +99,9 @@ def output_kind(path: Path | str) -> str | None:
     if head.startswith(b"\x89PNG"):
         texts = _png_texts(head)
         return texts.get(PNG_KIND_KEY, "") if _ours(texts.get(PNG_KEY)) else None
+    text_mark = TEXT_MARK.match(head[:1024].decode("utf-8", errors="ignore"))
+    if text_mark is not None:
+        return text_mark.group(2) if _ours(text_mark.group(1)) else None
     if HTML_MARK.encode() in head[:4096]:
         found = HTML_KIND.search(head[:4096].decode("utf-8", errors="ignore"))
         return found.group(1) if found else ""
@@ -221,6 +228,13 @@ def write_json(path: Path | str, data: dict[str, Any], *, kind: str) -> None:
     marked = {"generator": generator(), JSON_KIND_KEY: kind,
               **{k: v for k, v in data.items() if k not in ("generator", JSON_KIND_KEY)}}
     _atomic_write(Path(path), (json.dumps(marked, indent=2) + "\n").encode())
+
+
+def write_text(path: Path | str, text: str, *, kind: str, syntax: str) -> None:
+    """Write a text table (``syntax``: ``markdown`` or ``latex``) with rlgauntlet's mark and its
+    ``kind`` as a first-line comment of that syntax, atomically."""
+    start, end = TEXT_COMMENTS[syntax]
+    _atomic_write(Path(path), f"{start}generator: {generator()}; rlgauntlet-output: {kind}{end}\n{text}".encode())
 
 
 def save_figure(fig: Any, path: Path | str, *, kind: str, **kwargs: Any) -> Path:

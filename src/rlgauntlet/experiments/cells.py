@@ -179,8 +179,11 @@ def write_chunk(store: ResultsStore, chunk: Chunk, records: list[EpisodeRecord])
 
 def run_chunks(chunks: Sequence[Chunk], store: ResultsStore, executor: str = "local", workers: int = 1,
                address: str | None = None,
-               on_chunk: Callable[[Chunk, list[EpisodeRecord]], None] | None = None) -> int:
-    """Run ``chunks`` on an executor, storing each as soon as it returns; the episodes run."""
+               on_chunk: Callable[[Chunk, list[EpisodeRecord]], None] | None = None, pool=None) -> int:
+    """Run ``chunks`` on an executor (``pool``: one the caller holds open across calls, whose
+    workers keep what they loaded), storing each as soon as it returns; the episodes run."""
+    from contextlib import nullcontext
+
     from rlgauntlet.common.executors import make_executor
 
     ran = [0]
@@ -192,8 +195,8 @@ def run_chunks(chunks: Sequence[Chunk], store: ResultsStore, executor: str = "lo
             on_chunk(chunk, records)
 
     if chunks:
-        with make_executor(executor, workers, address) as pool:
-            pool.run(run_chunk, list(chunks), done)
+        with nullcontext(pool) if pool is not None else make_executor(executor, workers, address) as running:
+            running.run(run_chunk, list(chunks), done)
     return ran[0]
 
 

@@ -140,7 +140,8 @@ class Protocol:
                 "heuristics": {k: list(v) for k, v in self.heuristics.items()},
                 "learned": list(self.learned), "learned_continuous_only": list(self.learned_continuous),
                 "director_settings": list(self.director_settings), "select": self.select, "push": self.push,
-                "race": None if self.race is None else {"first_episodes": self.race.first, "z": self.race.z},
+                "race": None if self.race is None else {"first_episodes": self.race.first, "z": self.race.z,
+                                                        "finalists": self.race.finalists},
                 "natural_suite": self.natural, "certified": self.certify,
                 "levels": {k: vars(v) | {"seeds": list(v.seeds)} for k, v in self.levels.items()}}
 

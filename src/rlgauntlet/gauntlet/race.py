@@ -4,20 +4,23 @@ protocol's full episode count only on the attacks that may be the strongest.
 Every member of an ε runs ``first`` episodes on selection episodes of its own (env seeds
 ``SELECTION_SEED + k``, disjoint from every reported episode); after each round a member whose
 mean return is more than ``z`` standard errors of the difference above the current best's is
-dropped, and the others run twice as many selection episodes, until the next round would reach
-the protocol's episode count: the survivors are the finalists, which run the full count on the
-reported seeds. The reported worst case is computed only from the finalists' reported episodes,
+dropped, and the others run twice as many selection episodes, while that is at most half the
+protocol's episode count (beyond it a race would cost more than the full runs it saves). After
+the last round at most ``finalists`` members go on (the lowest selection means; ties to the
+protocol's order): the finalists, which run the full count on the reported seeds. The reported worst case is computed only from the finalists' reported episodes,
 so the selection adds no optimistic bias to the number; what it can do is miss the strongest
-member, with a probability bounded in docs/protocols.md.
+member: one far above the best with a probability bounded in docs/protocols.md, or one within
+``z`` standard errors of the finalists at the last round, which costs at most that.
 
 The standard error of a member is its own, floored by the pooled within-member spread of the
 round (a member whose few episodes happened to agree is not taken as certain), and equal means
-are never separated: with every mean equal, nobody is dropped.
+are never separated before the last round: with every mean equal, nobody is dropped until then
+(and then only to keep ``finalists``).
 
 Example:
-    >>> rule = RaceRule(first=2, z=2.0)
-    >>> rule.rounds(10)
-    [2, 4, 8]
+    >>> rule = RaceRule(first=2, z=2.0, finalists=3)
+    >>> rule.rounds(10), rule.rounds(20), rule.rounds(5)
+    ([2, 4], [2, 4, 8], [2])
     >>> drops = rule.decide({"a": [10.0, 12.0], "b": [500.0, 498.0], "c": [11.0, 13.0]})
     >>> sorted(drops)
     ['b']
@@ -42,21 +45,22 @@ class RaceRule:
 
     first: int = 2
     z: float = 2.0
+    finalists: int = 3
 
     def rounds(self, episodes: int) -> list[int]:
-        """Selection episodes per member after each round: ``first``, doubled while below
-        ``episodes`` (the protocol's count per evaluation); empty when the first round would
-        already cost as much as a full evaluation (no race)."""
+        """Selection episodes per member after each round: ``first``, doubled while at most half
+        of ``episodes`` (the protocol's count per evaluation); empty when even the first round
+        would cost more than half a full evaluation (no race)."""
         out, n = [], self.first
-        while n < episodes:
+        while 2 * n <= episodes:
             out.append(n)
             n *= 2
         return out
 
-    def decide(self, returns: dict[str, list[float]]) -> dict[str, str]:
+    def decide(self, returns: dict[str, list[float]], last: bool = False) -> dict[str, str]:
         """The members to drop after a round, each with the reason, from every member's
         selection returns so far (members in the protocol's order; a tie for the best goes to the
-        first listed)."""
+        first listed). After the ``last`` round, at most :attr:`finalists` members stay."""
         if len(returns) < 2:
             return {}
         stats = {m: (float(np.mean(r)), len(r), float(np.var(r, ddof=1)) if len(r) > 1 else 0.0)
@@ -72,6 +76,11 @@ class RaceRule:
             if m != best and gap > threshold:
                 drops[m] = (f"mean {mean:.4g} over {n} selection episodes, {gap:.4g} above the best ({best}, "
                             f"{best_mean:.4g}): more than {self.z:g} standard errors of the difference ({threshold:.4g})")
+        if last:
+            kept = sorted((m for m in stats if m not in drops), key=lambda m: stats[m][0])  # stable: protocol order
+            for m in kept[self.finalists:]:
+                drops[m] = (f"mean {stats[m][0]:.4g} over {stats[m][1]} selection episodes: not among the "
+                            f"{self.finalists} lowest after the last round (best {best}, {best_mean:.4g})")
         return drops
 
 

@@ -23,7 +23,8 @@ from rlgauntlet.experiments.agents import AgentSpec
 from rlgauntlet.gauntlet.plan import AttackerTask, GauntletPlan, agent_cache, eps_value, plan_gauntlet
 from rlgauntlet.gauntlet.summary import record_result, summarise
 
-#: episodes per chunk: the unit of work an executor hands a worker
+#: episodes per chunk (the unit of work an executor hands a worker), stepped side by side as one
+#: batch of envs: one batched forward per step (the episodes do not depend on it)
 CHUNK_EPISODES = 5
 #: what a cached certification or checks file is, in its mark (common.outputs)
 CACHE_KIND = "gauntlet cache"
@@ -67,7 +68,7 @@ def run_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None, 
             race: the worst case of both should agree within a standard error).
     """
     from rlgauntlet.common.threads import thread_policy
-    from rlgauntlet.common.executors import check_executor, make_executor
+    from rlgauntlet.common.executors import OnDemandExecutor, check_executor
     from rlgauntlet.experiments.cells import cell_report, run_chunks
     from rlgauntlet.experiments.store import store_of
 
@@ -81,37 +82,37 @@ def run_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None, 
         if on_stage is not None:
             on_stage(name, done, total)
 
-    def episodes(specs: list[str], groups: list[list[str]]) -> list[dict]:
+    def episodes(results, pool, specs: list[str], groups: list[list[str]]) -> list[dict]:
         """Run whatever episodes of ``specs`` the store lacks; one report per seed."""
-        with store_of(plan.store) as results:
-            cell_sets = plan.cells(results, specs)
-            chunks = [chunk for cells in cell_sets for chunk in cells.chunks(CHUNK_EPISODES)]
-            total = sum(len(cells.cells) for cells in cell_sets) * plan.settings.episodes
-            stage("episodes", total, total - sum(cells.missing_episodes for cells in cell_sets))
-            run_chunks(chunks, results, executor, workers, address, lambda chunk, records: advance(len(records)))
-            return [cell_report(cells, results, groups) for cells in cell_sets]
+        cell_sets = plan.cells(results, specs)
+        chunks = [chunk for cells in cell_sets for chunk in cells.chunks(CHUNK_EPISODES, CHUNK_EPISODES)]
+        total = sum(len(cells.cells) for cells in cell_sets) * plan.settings.episodes
+        stage("episodes", total, total - sum(cells.missing_episodes for cells in cell_sets))
+        run_chunks(chunks, results, on_chunk=lambda chunk, records: advance(len(records)), pool=pool)
+        return [cell_report(cells, results, groups) for cells in cell_sets]
 
-    # 1. the race of the heuristic members on selection episodes, then the finalists and
-    #    everything else that needs no training, stored before any attacker trains
-    if plan.racing:
-        with store_of(plan.store) as results:
+    # one store connection and one set of workers for the three phases: a worker keeps the agent
+    # it loaded from one phase to the next
+    with store_of(plan.store) as results, OnDemandExecutor(executor, workers, address) as pool:
+        # 1. the race of the heuristic members on selection episodes, then the finalists and
+        #    everything else that needs no training, stored before any attacker trains
+        if plan.racing:
             def race_round(chunks: list, total: int, done: int) -> None:
                 stage("race", total, done)
-                run_chunks(chunks, results, executor, workers, address, lambda chunk, records: advance(len(records)))
+                run_chunks(chunks, results, on_chunk=lambda chunk, records: advance(len(records)), pool=pool)
 
             run_race(plan, results, race_round)
-    base = plan.finalists + plan.natural + plan.shifts
-    episodes(base, [])
-    # 2. the learned attackers, cached (a killed training resumes from its checkpoint)
-    todo = [t for t in plan.tasks if not t.done()]
-    stage("learned attackers", len(plan.tasks), len(plan.tasks) - len(todo))
-    if todo:
-        with make_executor(executor, workers, address) as pool:
+        base = plan.finalists + plan.natural + plan.shifts
+        episodes(results, pool, base, [])
+        # 2. the learned attackers, cached (a killed training resumes from its checkpoint)
+        todo = [t for t in plan.tasks if not t.done()]
+        stage("learned attackers", len(plan.tasks), len(plan.tasks) - len(todo))
+        if todo:
             pool.run(train_attacker_task, todo, lambda task, result: advance(1))
-    # 3. the learned attackers' episodes, and one strongest-of group per ε
-    plan.parse(plan.learned)  # their specs name trained folders: parsed (once) now that they exist
-    groups = plan.strongest_groups()
-    reports = episodes(base + plan.learned, groups)
+        # 3. the learned attackers' episodes, and one strongest-of group per ε
+        plan.parse(plan.learned)  # their specs name trained folders: parsed (once) now that they exist
+        groups = plan.strongest_groups()
+        reports = episodes(results, pool, base + plan.learned, groups)
 
     stage("certification and checks", 2)
     with thread_policy(None):
@@ -137,11 +138,12 @@ def run_race(plan: GauntletPlan, store, run_round: Callable[[list, int, int], ob
     alive = {spec: True for group in groups for spec in group}
     record = {spec: {"member": spec, "eps": eps, "episodes": 0, "dropped_after_round": None, "reason": None}
               for eps, group in zip(_group_eps(plan, groups), groups) for spec in group}
-    for round_index, episodes in enumerate(rule.rounds(plan.settings.episodes)):
+    rounds = rule.rounds(plan.settings.episodes)
+    for round_index, episodes in enumerate(rounds):
         racing = [s for s in alive if alive[s]]
         cells = plan.selection_cells(store, racing, episodes)
         total = len(cells.cells) * episodes
-        run_round(cells.chunks(CHUNK_EPISODES), total, total - cells.missing_episodes)
+        run_round(cells.chunks(CHUNK_EPISODES, CHUNK_EPISODES), total, total - cells.missing_episodes)
         returns = {cell.spec: [r.episode_return for r in store.episodes(cells.run_ids[cell], limit=episodes)]
                    for cell in cells.cells}
         for group in groups:
@@ -149,7 +151,7 @@ def run_race(plan: GauntletPlan, store, run_round: Callable[[list, int, int], ob
             for spec in in_race:
                 record[spec]["episodes"] = episodes
                 record[spec]["selection_mean"] = float(sum(in_race[spec]) / len(in_race[spec]))
-            for spec, reason in rule.decide(in_race).items():
+            for spec, reason in rule.decide(in_race, last=round_index == len(rounds) - 1).items():
                 alive[spec] = False
                 plan.dropped[spec] = reason
                 record[spec].update(dropped_after_round=round_index, reason=reason)

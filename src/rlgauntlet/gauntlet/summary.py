@@ -136,7 +136,7 @@ def race_summary(plan: GauntletPlan) -> dict:
     if not plan.racing:
         return {"raced": False, "reason": "exhaustive: every member ran in full" if plan.exhaustive and rule
                 else "the protocol races nothing"}
-    return {"raced": True, "first_episodes": rule.first, "z": rule.z,
+    return {"raced": True, "first_episodes": rule.first, "z": rule.z, "max_finalists": rule.finalists,
             "rounds": rule.rounds(plan.settings.episodes), "selection_seed": SELECTION_SEED,
             "finalists": len(plan.finalists), "dropped": len(plan.dropped), "members": plan.race}
 

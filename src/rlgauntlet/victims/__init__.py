@@ -2,7 +2,7 @@
 Stable-Baselines3, torch modules and TorchScript, the zoo's agent-file format and the MinAtar
 network.
 
-May import: zoo (to resolve ``zoo:NAME``), common, errors, version. Knows nothing of threats or rollouts."""
+May import: zoo and published (to resolve ``zoo:NAME`` and ``published:NAME``), common, errors, version. Knows nothing of threats or rollouts."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from rlgauntlet.victims.torch_module import TorchVictim, load_torchscript
 
 __all__ = ["PolicyOutput", "Victim", "SB3Victim", "TorchVictim", "load_sb3", "load_torchscript", "load_victim"]
 
-AGENT_FORMS = "zoo:NAME, sb3:PATH.zip, sb3:PATH.zip:ALGO, torchscript:PATH or pg:PATH.model"
+AGENT_FORMS = "zoo:NAME, sb3:PATH.zip, sb3:PATH.zip:ALGO, torchscript:PATH, pg:PATH.model or published:NAME"
 
 
 def _vecnormalize_for(path: Path, given: str | Path | None) -> str | Path | None:
@@ -60,7 +60,7 @@ def load_victim(
     source, sep, rest = agent.partition(":")
     if not sep or not rest:
         raise UserError(f"agent {agent!r} has no source prefix; use one of: {AGENT_FORMS}")
-    if source in ("zoo", "sb3", "pg"):
+    if source in ("zoo", "sb3", "pg", "published"):
         given = [name for name, value in (("--kind", kind), ("--input-space", input_space)) if value is not None]
         if given:
             raise UserError(f"{' and '.join(given)} describe TorchScript agents; an SB3, zoo or pg agent declares its "
@@ -71,6 +71,17 @@ def load_victim(
         if vecnormalize is not None:
             raise UserError("a pg: agent carries its own state filter; drop --vecnormalize")
         return load_pg(rest, observation_space, action_space, device=device, precision=precision)
+    if source == "published":
+        from rlgauntlet.published import local_file, release
+        from rlgauntlet.victims.pg_release import load_pg
+
+        if vecnormalize is not None:
+            raise UserError("a published agent carries its own state filter; drop --vecnormalize")
+        entry = release(rest)
+        victim = load_pg(local_file(entry), observation_space, action_space, device=device, precision=precision)
+        victim.description = {**victim.description, "source": "pg", "name": rest, "published": entry["repository"],
+                              "method": entry["method"]}
+        return victim
     if source == "zoo":
         from rlgauntlet.zoo import zoo_entry, zoo_file
 

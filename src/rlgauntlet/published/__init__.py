@@ -1,0 +1,91 @@
+"""The catalogue of the field's published robust agents: the SA-PPO / ATLA / PA-ATLA MuJoCo
+releases, in the policy_gradients format (``pg:PATH.model``, read as data by
+:mod:`rlgauntlet.victims.pg_release`).
+
+``releases.json`` lists every known release file: its name here (``METHOD-ENV``, e.g.
+``sa-ppo-hopper``), the repository and path, the sha256 of the released file, the method, the
+policy (mlp or lstm), the gym task it was trained on and the Gymnasium task it runs on here, the
+paper's ε for that env, the authors' attacker released beside it (path and sha256), and the
+README's natural and strongest-attack returns where the README prints them.
+
+The weights are never part of rlgauntlet (the repositories carry no license): ``published:NAME``
+resolves to the user's local clone, found under ``$RLGAUNTLET_RELEASES`` (a folder holding one
+clone per repository, by its name: ``ATLA_robust_RL/``, ``paad_adv_rl/``), default
+``~/rlgauntlet-releases``. A missing clone is one line giving the ``git clone`` to run; a file
+whose sha256 differs from the catalogue's is refused. This module reads the catalogue only.
+
+May import: common, errors (no adapter: ``victims`` turns a resolved file into an agent).
+
+Example:
+    >>> entry = release("sa-ppo-hopper")
+    >>> entry["env"], entry["eps"], entry["readme"]["natural"]
+    ('Hopper-v5', 0.075, 3704.5)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from rlgauntlet.errors import UserError
+
+CATALOGUE = Path(__file__).with_name("releases.json")
+DEFAULT_ROOT = Path("~/rlgauntlet-releases")
+
+
+@lru_cache(maxsize=1)
+def catalogue() -> dict:
+    """The catalogue as data (``releases.json``)."""
+    return json.loads(CATALOGUE.read_text())
+
+
+def releases() -> list[dict]:
+    """Every known release, in the catalogue's order."""
+    return list(catalogue()["releases"])
+
+
+def release(name: str) -> dict:
+    """The release called ``name``, or a :class:`UserError` listing the names."""
+    for entry in catalogue()["releases"]:
+        if entry["name"] == name:
+            return entry
+    names = ", ".join(e["name"] for e in catalogue()["releases"])
+    raise UserError(f"published:{name} is not in the catalogue; `rlgauntlet published list` shows them ({names})")
+
+
+def releases_root() -> Path:
+    """Where the clones are: ``$RLGAUNTLET_RELEASES``, else ``~/rlgauntlet-releases``."""
+    return Path(os.environ.get("RLGAUNTLET_RELEASES") or DEFAULT_ROOT).expanduser()
+
+
+def clone_command(repository: str, root: Path | None = None) -> str:
+    """The ``git clone`` that puts ``repository`` where :func:`local_file` looks for it."""
+    url = catalogue()["repositories"][repository]
+    return f"git clone {url} {(root or releases_root()) / repository.split('/')[1]}"
+
+
+def local_file(entry: dict, which: str = "agent") -> Path:
+    """The user's local copy of ``entry``'s agent file (``which="attacker"``: the authors'
+    attacker released beside it), checked against the catalogue's sha256."""
+    from rlgauntlet.common.hashing import sha256_file
+
+    root = releases_root()
+    clone = root / entry["repository"].split("/")[1]
+    item = entry if which == "agent" else entry.get("attacker")
+    if item is None:
+        raise UserError(f"published:{entry['name']} has no attacker released beside it")
+    if not clone.is_dir():
+        raise UserError(f"published:{entry['name']} needs a local clone of {entry['repository']}: run "
+                        f"`{clone_command(entry['repository'], root)}` (or set RLGAUNTLET_RELEASES to the folder "
+                        "holding your clones)")
+    path = clone / item["path"]
+    if not path.is_file():
+        raise UserError(f"{path} is missing from your clone of {entry['repository']}; `git -C {clone} checkout .` "
+                        "restores it (its files are stored in git, not in LFS)")
+    found = sha256_file(path)
+    if found != item["sha256"]:
+        raise UserError(f"{path} has sha256 {found[:12]}…, the catalogue's release has {item['sha256'][:12]}…: "
+                        "another version of the file; check out the release's commit")
+    return path
