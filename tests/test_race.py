@@ -191,3 +191,47 @@ def test_a_raced_gauntlet_reports_only_its_finalists_and_a_rerun_runs_nothing(tm
     assert len(episode_stages) == 3 and all(d == t for d, t in episode_stages)
     assert again["worst_case"] == result["worst_case"] and again["race"] == result["race"]
 
+
+
+# --- learned attackers stop once they stop improving -------------------------------------------
+
+def _callback(returns: list[float | None], patience: int | None):
+    from types import SimpleNamespace
+
+    from rlgauntlet.training.attackers.attack_train import _TimedCheckpoint
+
+    callback = _TimedCheckpoint.__new__(_TimedCheckpoint)
+    callback.progress = {"history": [{"steps": 1000 * (i + 1), "recent_return": r} for i, r in enumerate(returns)]}
+    callback.patience, callback.stop, callback.log = patience, False, lambda line: None
+    callback.preset = SimpleNamespace(name="paad-attacker")
+    callback.model = SimpleNamespace(num_timesteps=1000 * len(returns))  # SB3's model: only its step count is read
+    return callback
+
+
+@pytest.mark.parametrize("returns, patience, stops", [
+    ([900.0, 300.0, 350.0, 320.0, 310.0], 3, True),   # the best (300) is 3 checkpoints back
+    ([900.0, 300.0, 350.0, 290.0, 310.0], 3, False),  # a new best (290) one checkpoint back
+    ([900.0, 300.0, 300.0, 300.0, 300.0], 3, True),   # equal is no new best
+    ([900.0, 300.0, 350.0], 3, False),                # too few checkpoints to judge
+    ([900.0, None, 950.0, 960.0, 970.0], 2, True),    # a checkpoint without episodes is skipped
+    ([900.0, 300.0, 350.0, 320.0, 310.0], None, False),  # no patience: every step is trained
+])
+def test_a_director_stops_after_patience_checkpoints_without_a_new_best(returns, patience, stops):
+    callback = _callback(returns, patience)
+    callback._stop_without_progress()
+    assert callback.stop is stops and ("stopped_early" in callback.progress) is stops
+    if stops:
+        assert callback.progress["stopped_early"] == 1000 * len(returns)
+
+
+def test_an_attacker_that_stopped_early_is_done_and_not_trained_again(tmp_path):
+    import json
+
+    from rlgauntlet.gauntlet.plan import AttackerTask
+
+    task = AttackerTask((("agent", "zoo:cartpole-dqn"),), "CartPole-v1", "paad", "0.1", 0.1, 0, 50_000, str(tmp_path),
+                        patience=3)
+    (tmp_path / "manifest.json").write_text(json.dumps({"steps": 20_000}))
+    assert not task.done()  # stopped short, and not early: a killed run, resumed
+    (tmp_path / "manifest.json").write_text(json.dumps({"steps": 20_000, "stopped_early": 20_000}))
+    assert task.done()

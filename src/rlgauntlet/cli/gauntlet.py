@@ -36,7 +36,8 @@ def _list_protocols(as_json: bool) -> None:
 
 @app.command()
 def gauntlet(
-    agent: Optional[str] = typer.Option(None, help="zoo:NAME | sb3:PATH.zip[:ALGO] | torchscript:PATH. Example: --agent zoo:cartpole-dqn"),
+    agent: Optional[str] = typer.Option(None, help="zoo:NAME | sb3:PATH.zip[:ALGO] | torchscript:PATH | pg:PATH.model | published:NAME. Example: --agent zoo:cartpole-dqn"),
+    agents_file: Optional[Path] = typer.Option(None, "--agents", help="a board file (YAML: agents, envs, level): every agent's gauntlet as one plan, one store and a leaderboard. Example: --agents boards/hopper.yaml"),
     env: Optional[str] = typer.Option(None, help="Gymnasium id; its family picks the protocol. Example: --env CartPole-v1"),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="folder for gauntlet.json and report.html (and the store, by default). Example: --out runs/gauntlet-dqn"),
     protocol: Optional[str] = typer.Option(None, help="protocol name (default: the env family's; see --list). Example: --protocol classic"),
@@ -72,6 +73,14 @@ def gauntlet(
     if list_protocols:
         _list_protocols(as_json)
         return
+    if agents_file is not None:
+        if agent is not None or env is not None or protocol is not None or seeds:
+            raise UserError("--agents runs a board file, which names the agents, envs, protocol and seeds; drop "
+                            "--agent, --env, --protocol and --seeds")
+        if out_dir is None:
+            raise UserError("--agents needs --out DIR (the store, one result per agent and the leaderboard go there)")
+        _board(agents_file, out_dir, store, executor, workers, address, exhaustive, allow_pickle)
+        return
     if agent is None or env is None or out_dir is None:
         missing = [name for name, v in (("--agent", agent), ("--env", env), ("--out", out_dir)) if v is None]
         raise UserError(f"gauntlet needs {', '.join(missing)}; e.g. rlgauntlet gauntlet --agent zoo:cartpole-dqn "
@@ -92,15 +101,7 @@ def gauntlet(
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TimeRemainingColumn())
     with Progress(*columns, console=console, transient=False) as progress:
-        current = {"task": None}
-
-        def stage(name: str, done: int, total: int) -> None:  # one bar per stage, the finished ones kept
-            current["task"] = progress.add_task(f"{chosen.tag} {level}: {name}", total=total, completed=done)
-
-        def advance(n: int) -> None:
-            if current["task"] is not None:
-                progress.advance(current["task"], n)
-
+        stage, advance = _progress_callbacks(progress, f"{chosen.tag} {level}")
         result = run_gauntlet(agent, env, executor=executor, workers=workers, address=address, method=method,
                               on_stage=stage, on_advance=advance, plan=plan)
     write_json(json_path, result, kind="gauntlet result")
@@ -121,6 +122,66 @@ def gauntlet(
                       f"selection episodes (gauntlet.json: race)")
     console.print(f"{len(result['warnings'])} false-robustness warning(s); wrote {json_path} and {html_path} "
                   f"in {result['seconds']:.0f} s (store {store_path})")
+
+
+def _progress_callbacks(progress, label: str):
+    """A progress bar per stage (the finished ones kept), and the advance of the current one."""
+    current = {"task": None}
+
+    def stage(name: str, done: int, total: int) -> None:
+        current["task"] = progress.add_task(f"{label}: {name}", total=total, completed=done)
+
+    def advance(n: int) -> None:
+        if current["task"] is not None:
+            progress.advance(current["task"], n)
+
+    return stage, advance
+
+
+def _board(path: Path, out_dir: Path, store: Optional[Path], executor: str, workers: int, address: Optional[str],
+           exhaustive: bool, allow_pickle: bool) -> None:
+    """``gauntlet --agents FILE``: plan every agent, run them as one plan, write each result and
+    the board's leaderboard."""
+    from rlgauntlet.common.executors import check_executor
+    from rlgauntlet.experiments.store import check_store_location
+    from rlgauntlet.gauntlet.board import load_board, plan_board
+    from rlgauntlet.gauntlet.leaderboard import JSON_KIND, leaderboard as rank
+    from rlgauntlet.gauntlet.plan import safe_name
+    from rlgauntlet.gauntlet.run import run_plans
+    from rlgauntlet.report.leaderboard import PAGE_KIND, render_leaderboard
+
+    board = load_board(path)
+    check_executor(executor, workers, address)
+    check_run_dir(out_dir, "--out")
+    store_path = check_store_location(store or out_dir / "gauntlet.sqlite")
+    page, page_json = out_dir / "leaderboard.html", out_dir / "leaderboard.json"
+    check_output(page, "--out", protect=[store_path], kind=PAGE_KIND, given=out_dir)
+    check_output(page_json, "--out", protect=[store_path], kind=JSON_KIND, given=out_dir)
+    plans, methods = plan_board(board, store_path, allow_pickle, exhaustive)
+    names = [out_dir / "results" / f"{safe_name(p.spec.agent)}-{safe_name(p.env)}.json" for p in plans]
+    for name in names:
+        check_output(name, "--out", protect=[store_path], kind="gauntlet result", given=out_dir)
+    KEPT["note"] = (f"finished episodes are kept in {store_path} and trained attackers beside it; run the same "
+                    "command again to go on from there")
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        stage, advance = _progress_callbacks(progress, f"board {board.name} ({len(plans)} gauntlets)")
+        results = run_plans(plans, executor, workers, address, methods, stage, advance)
+    table = Table(title=f"board {board.name}: {len(plans)} gauntlets, level {board.level}")
+    for col in ("agent", "env", "method", "clean", "worst case at the headline ε", "strongest attack"):
+        table.add_column(col)
+    for plan, name, result in zip(plans, names, results):
+        write_json(name, result, kind="gauntlet result")
+        headline = next((w for w in result["worst_case"] if w["eps"] == result["headline_eps"]), None)
+        table.add_row(plan.spec.agent, plan.env, result["agent"]["method"], f"{result['clean']['return_mean']:.4g}",
+                      f"{headline['return_mean']:.4g} ± {headline['return_sem']:.2g}" if headline else "–",
+                      headline["attack"] if headline else "–")
+    ranked = rank([store_path])
+    render_leaderboard(ranked, page)
+    write_json(page_json, ranked, kind=JSON_KIND)
+    out_console.print(table)
+    console.print(f"wrote {len(names)} results in {out_dir / 'results'}, {page} and {page_json} (store {store_path})")
 
 
 @app.command()

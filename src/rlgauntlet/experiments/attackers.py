@@ -38,7 +38,8 @@ def train_attacker(agent: str | AgentSpec, env: str, method: str, eps: float, st
                    eval_episodes: int = 20, device: str = "cpu", threads: int | None = None, checkpoint_every: int | None = None, hyperparams: dict | None = None,
                    log: Callable[[str], None] = print, show_progress: bool = False, sarsa_eps: float = 0.02,
                    sarsa_reg: float = 0.1, deadline: float | None = None,
-                   subproc_envs: bool = False, setting: str = "default", select: str = "last") -> dict:
+                   subproc_envs: bool = False, setting: str = "default", select: str = "last",
+                   patience: int | None = None) -> dict:
     """Train (or resume) an attacker and write its folder; returns the manifest.
 
     Args:
@@ -66,6 +67,8 @@ def train_attacker(agent: str | AgentSpec, env: str, method: str, eps: float, st
             ``best`` (the stronger of the last and the checkpoint whose training episodes left
             the victim lowest, on selection episodes of their own: :func:`_select_director`;
             the last where the run did not keep its best from the start). The manifest says which.
+        patience: stop the director's training once this many checkpoints in a row found no new
+            best (the manifest's ``stopped_early`` says at which step); None trains every step.
     """
     from rlgauntlet.training.attackers.attack_train import attacker_config, director_settings, learn_attacker
 
@@ -96,7 +99,7 @@ def train_attacker(agent: str | AgentSpec, env: str, method: str, eps: float, st
             ckpt, progress = learn_attacker(victim, config, steps, run_dir, device=device,
                                             checkpoint_every=checkpoint_every, hyperparams=hyperparams, log=log,
                                             show_progress=show_progress, deadline=deadline,
-                                            subproc_envs=subproc_envs)
+                                            subproc_envs=subproc_envs, patience=patience)
             manifest = _select_director(victim, env, run_dir, ckpt, config, progress, select, eps, seed, device, log)
             spec = _threat_spec(method, run_dir, eps)
         if eval_episodes == 0:  # the caller evaluates the attacker itself (the gauntlet's sweep)
@@ -114,6 +117,7 @@ def _write_director(run_dir: Path, source: Path, config: dict, progress: dict, s
     shutil.copyfile(source, run_dir / ATTACKER_FILE)
     manifest = {**config, "director_sha256": sha256_file(run_dir / ATTACKER_FILE), "selected": selected,
                 "steps": int(progress["history"][-1]["steps"]) if progress["history"] else 0,
+                **({"stopped_early": progress["stopped_early"]} if "stopped_early" in progress else {}),
                 "train_seconds": round(progress.get("train_seconds", 0.0), 1),
                 "learning_curve": progress["history"], "applied_in_training": progress.get("applied"),
                 "hyperparams": progress.get("hyperparams"), "input_shape": progress["input_shape"],

@@ -44,6 +44,7 @@ class AttackerTask:
     folder: str
     setting: str = "default"  # the director's PPO settings (Robust Sarsa has none)
     select: str = "last"  # the director checkpoint the attacker is
+    patience: int | None = None  # checkpoints without a new best before a director stops
 
     @property
     def spec(self) -> str:
@@ -69,7 +70,8 @@ class AttackerTask:
         if not manifest.is_file():
             return False
         try:
-            return int(json.loads(manifest.read_text()).get("steps", 0)) >= (
+            written = json.loads(manifest.read_text())
+            return "stopped_early" in written or int(written.get("steps", 0)) >= (
                 0 if self.method == "robust-sarsa" else self.steps)
         except (ValueError, OSError, TypeError):
             return False
@@ -306,7 +308,7 @@ def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None,
                     folder = cache / (f"{m}-{where}{how}-seed{seed}-{chosen.name}-v{chosen.version}-"
                                       f"{settings.attacker_steps}steps")
                     tasks.append(AttackerTask(options, env, m, e, eps_value(e), seed, settings.attacker_steps,
-                                              str(folder), setting, select))
+                                              str(folder), setting, select, chosen.attacker_patience))
     # a Robust Sarsa Q function serves every ε: one training, one MinQ evaluation per learned ε
     labels = {s: s for s in heuristics + natural + shifts}
     learned_labels = {with_eps(t.spec.rsplit(",eps=", 1)[0], e): f"{t.name}:eps={e}" for t in tasks

@@ -111,6 +111,9 @@ class Protocol:
     #: how the heuristic members of each ε are raced on selection episodes before the finalists
     #: run in full (:mod:`rlgauntlet.gauntlet.race`); None runs every member in full
     race: RaceRule | None = RaceRule()
+    #: a director stops training once this many checkpoints in a row (a tenth of its steps
+    #: each) found no new best; None trains every step
+    attacker_patience: int | None = 3
     #: the first version whose headline ε is this one's: the leaderboard still ranks the stored
     #: results of those earlier versions (each version on a board of its own)
     headline_since: int = 1
@@ -140,6 +143,7 @@ class Protocol:
                 "heuristics": {k: list(v) for k, v in self.heuristics.items()},
                 "learned": list(self.learned), "learned_continuous_only": list(self.learned_continuous),
                 "director_settings": list(self.director_settings), "select": self.select, "push": self.push,
+                "attacker_patience": self.attacker_patience,
                 "race": None if self.race is None else {"first_episodes": self.race.first, "z": self.race.z,
                                                         "finalists": self.race.finalists},
                 "natural_suite": self.natural, "certified": self.certify,
@@ -149,7 +153,8 @@ class Protocol:
 PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
     Protocol(
         # v2 (every protocol's next version): the heuristic members raced on selection episodes
-        # (gauntlet.race) and only the finalists run in full on the reported seeds
+        # (gauntlet.race) and only the finalists run in full on the reported seeds; a director
+        # stops after 3 checkpoints without a new best (attacker_patience)
         name="classic", version=2, families=("classic",),
         summary="vector classic control (CartPole, Acrobot, MountainCar, Pendulum, ...)",
         eps_grid=("0.05", "0.1", "0.2"), headline_eps="0.1",

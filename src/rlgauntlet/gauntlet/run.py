@@ -36,7 +36,8 @@ def train_attacker_task(task: AttackerTask) -> dict:
 
     spec = AgentSpec(**dict(task.agent))
     manifest = train_attacker(spec, task.env, task.method, eps=task.eps_value, steps=task.steps, run_dir=task.folder,
-                              seed=task.seed, eval_episodes=0, log=lambda line: None, setting=task.setting, select=task.select)
+                              seed=task.seed, eval_episodes=0, log=lambda line: None, setting=task.setting, select=task.select,
+                              patience=task.patience)
     return {"steps": manifest.get("steps"), "train_seconds": manifest.get("train_seconds")}
 
 
@@ -67,72 +68,120 @@ def run_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None, 
         exhaustive: run every heuristic member in full instead of racing them (a check of the
             race: the worst case of both should agree within a standard error).
     """
+    from rlgauntlet.common.executors import check_executor
+
+    check_executor(executor, workers, address)  # before the store is made or a run row is written
+    if plan is None:
+        plan = plan_gauntlet(agent, env, protocol, level, seeds, store, exhaustive, **load_options)
+    [out] = run_plans([plan], executor, workers, address, [method], on_stage, on_advance)
+    return out
+
+
+def run_plans(plans: list[GauntletPlan], executor: str = "local", workers: int = 1, address: str | None = None,
+              methods: Sequence[str | None] | None = None, on_stage: Callable[[str, int, int], None] | None = None,
+              on_advance: Callable[[int], None] | None = None) -> list[dict]:
+    """Run several gauntlets (a board: one :func:`plan_gauntlet` per agent) as one plan: each
+    phase's cells of every agent go to the executor together, so that every worker stays busy
+    across agents; then each agent's certification, checks and result. Returns one result per
+    plan, in order (``methods``: each plan's leaderboard label, default its agent spec)."""
+    from contextlib import ExitStack
+
+    from rlgauntlet.common.executors import OnDemandExecutor
     from rlgauntlet.common.threads import thread_policy
-    from rlgauntlet.common.executors import OnDemandExecutor, check_executor
     from rlgauntlet.experiments.cells import cell_report, run_chunks
     from rlgauntlet.experiments.store import store_of
 
     start = time.perf_counter()
-    check_executor(executor, workers, address)  # before the store is made or a run row is written
-    if plan is None:
-        plan = plan_gauntlet(agent, env, protocol, level, seeds, store, exhaustive, **load_options)
+    methods = list(methods or [None] * len(plans))
     advance = on_advance or (lambda n: None)
 
     def stage(name: str, total: int, done: int = 0) -> None:
         if on_stage is not None:
             on_stage(name, done, total)
 
-    def episodes(results, pool, specs: list[str], groups: list[list[str]]) -> list[dict]:
-        """Run whatever episodes of ``specs`` the store lacks; one report per seed."""
-        cell_sets = plan.cells(results, specs)
-        chunks = [chunk for cells in cell_sets for chunk in cells.chunks(CHUNK_EPISODES, CHUNK_EPISODES)]
-        total = sum(len(cells.cells) for cells in cell_sets) * plan.settings.episodes
-        stage("episodes", total, total - sum(cells.missing_episodes for cells in cell_sets))
+    def run(pool, results, chunks: list) -> None:
         run_chunks(chunks, results, on_chunk=lambda chunk, records: advance(len(records)), pool=pool)
-        return [cell_report(cells, results, groups) for cells in cell_sets]
 
-    # one store connection and one set of workers for the three phases: a worker keeps the agent
-    # it loaded from one phase to the next
-    with store_of(plan.store) as results, OnDemandExecutor(executor, workers, address) as pool:
-        # 1. the race of the heuristic members on selection episodes, then the finalists and
-        #    everything else that needs no training, stored before any attacker trains
-        if plan.racing:
-            def race_round(chunks: list, total: int, done: int) -> None:
-                stage("race", total, done)
-                run_chunks(chunks, results, on_chunk=lambda chunk, records: advance(len(records)), pool=pool)
+    with ExitStack() as stack:
+        # one connection per store, and one set of workers for every phase of every agent: a worker
+        # keeps the agents it loaded from one phase to the next
+        opened: dict[Path, object] = {}
+        for plan in plans:
+            if plan.store not in opened:
+                opened[plan.store] = stack.enter_context(store_of(plan.store))
+        store = [opened[plan.store] for plan in plans]
+        pool = stack.enter_context(OnDemandExecutor(executor, workers, address))
 
-            run_race(plan, results, race_round)
-        base = plan.finalists + plan.natural + plan.shifts
-        episodes(results, pool, base, [])
-        # 2. the learned attackers, cached (a killed training resumes from its checkpoint)
-        todo = [t for t in plan.tasks if not t.done()]
-        stage("learned attackers", len(plan.tasks), len(plan.tasks) - len(todo))
+        def episodes(specs_of: Callable[[GauntletPlan], list[str]]) -> list[list]:
+            """Run whatever episodes of each plan's specs its store lacks, all plans at once."""
+            cell_sets = [plan.cells(results, specs_of(plan)) for plan, results in zip(plans, store)]
+            total = sum(len(c.cells) * plan.settings.episodes for sets, plan in zip(cell_sets, plans) for c in sets)
+            stage("episodes", total, total - sum(c.missing_episodes for sets in cell_sets for c in sets))
+            for sets, results in _by_store(cell_sets, store):
+                run(pool, results, [chunk for cells in sets for chunk in cells.chunks(CHUNK_EPISODES, CHUNK_EPISODES)])
+            return cell_sets
+
+        # 1. the race of the heuristic members on selection episodes (every agent's round together),
+        #    then the finalists and everything else that needs no training, before any attacker trains
+        races = [(race_rounds(plan, results), results) for plan, results in zip(plans, store) if plan.racing]
+        while races:
+            rounds = []
+            for race, results in races:
+                step = next(race, None)
+                if step is not None:
+                    rounds.append((race, results, step))
+            if not rounds:
+                break
+            total, done = sum(r[2][1] for r in rounds), sum(r[2][2] for r in rounds)
+            stage("race", total, done)
+            for race, results, (chunks, _, _) in rounds:
+                run(pool, results, chunks)
+            races = [(race, results) for race, results, _ in rounds]
+        base = {id(plan): plan.finalists + plan.natural + plan.shifts for plan in plans}
+        episodes(lambda plan: base[id(plan)])
+        # 2. the learned attackers of every agent, cached (a killed training resumes from its checkpoint)
+        tasks = [t for plan in plans for t in plan.tasks]
+        todo = [t for t in tasks if not t.done()]
+        stage("learned attackers", len(tasks), len(tasks) - len(todo))
         if todo:
             pool.run(train_attacker_task, todo, lambda task, result: advance(1))
         # 3. the learned attackers' episodes, and one strongest-of group per ε
-        plan.parse(plan.learned)  # their specs name trained folders: parsed (once) now that they exist
-        groups = plan.strongest_groups()
-        reports = episodes(results, pool, base + plan.learned, groups)
+        for plan in plans:
+            plan.parse(plan.learned)  # their specs name trained folders: parsed (once) now that they exist
+        final = episodes(lambda plan: base[id(plan)] + plan.learned)
+        reports = [[cell_report(cells, results, plan.strongest_groups()) for cells in sets]
+                   for plan, results, sets in zip(plans, store, final)]
 
-    stage("certification and checks", 2)
-    with thread_policy(None):
-        certified = certified_summary(plan)
-        advance(1)
-        checks = run_checks(plan)
-        advance(1)
-    out = {"rlgauntlet_version": __version__, **summarise(plan, reports, method),
-           "certified": certified, "checks": checks, "warnings": list(checks.get("warnings", [])),
-           "store": str(plan.store)}
-    out["seconds"] = round(time.perf_counter() - start, 1)
-    record_result(plan, out)
-    return out
+    stage("certification and checks", 2 * len(plans))
+    outs = []
+    for plan, method, plan_reports in zip(plans, methods, reports):
+        with thread_policy(None):
+            certified = certified_summary(plan)
+            advance(1)
+            checks = run_checks(plan)
+            advance(1)
+        out = {"rlgauntlet_version": __version__, **summarise(plan, plan_reports, method),
+               "certified": certified, "checks": checks, "warnings": list(checks.get("warnings", [])),
+               "store": str(plan.store)}
+        out["seconds"] = round(time.perf_counter() - start, 1)
+        record_result(plan, out)
+        outs.append(out)
+    return outs
 
 
-def run_race(plan: GauntletPlan, store, run_round: Callable[[list, int, int], object]) -> None:
-    """Race the heuristic members of each ε (:mod:`rlgauntlet.gauntlet.race`): every round, the
-    members still in run their selection episodes (``run_round(chunks, total, done)`` runs the
-    chunks the store lacks: a re-run continues the race where it stopped), then each ε drops the
-    members far above its best. Fills ``plan.dropped`` and ``plan.race``."""
+def _by_store(cell_sets: list[list], stores: list) -> list[tuple[list, object]]:
+    """The plans' cell sets grouped by the store they are written to (one executor call each)."""
+    groups: dict[int, tuple[list, object]] = {}
+    for sets, results in zip(cell_sets, stores):
+        groups.setdefault(id(results), ([], results))[0].extend(sets)
+    return list(groups.values())
+
+
+def race_rounds(plan: GauntletPlan, store):
+    """The race of :func:`run_race` one round at a time: yields ``(chunks, total, done)`` (the
+    round's selection episodes the store lacks, and its counts), and once the caller has run them
+    and asks for the next round, decides which members go on. Fills ``plan.dropped`` and
+    ``plan.race`` when it ends."""
     rule = plan.protocol.race
     groups = plan.race_groups()
     alive = {spec: True for group in groups for spec in group}
@@ -143,7 +192,7 @@ def run_race(plan: GauntletPlan, store, run_round: Callable[[list, int, int], ob
         racing = [s for s in alive if alive[s]]
         cells = plan.selection_cells(store, racing, episodes)
         total = len(cells.cells) * episodes
-        run_round(cells.chunks(CHUNK_EPISODES, CHUNK_EPISODES), total, total - cells.missing_episodes)
+        yield cells.chunks(CHUNK_EPISODES, CHUNK_EPISODES), total, total - cells.missing_episodes
         returns = {cell.spec: [r.episode_return for r in store.episodes(cells.run_ids[cell], limit=episodes)]
                    for cell in cells.cells}
         for group in groups:
@@ -156,6 +205,15 @@ def run_race(plan: GauntletPlan, store, run_round: Callable[[list, int, int], ob
                 plan.dropped[spec] = reason
                 record[spec].update(dropped_after_round=round_index, reason=reason)
     plan.race = list(record.values())
+
+
+def run_race(plan: GauntletPlan, store, run_round: Callable[[list, int, int], object]) -> None:
+    """Race the heuristic members of each ε (:mod:`rlgauntlet.gauntlet.race`): every round, the
+    members still in run their selection episodes (``run_round(chunks, total, done)`` runs the
+    chunks the store lacks: a re-run continues the race where it stopped), then each ε drops the
+    members far above its best. Fills ``plan.dropped`` and ``plan.race``."""
+    for chunks, total, done in race_rounds(plan, store):
+        run_round(chunks, total, done)
 
 
 def _group_eps(plan: GauntletPlan, groups: list[list[str]]) -> list[str]:

@@ -116,9 +116,11 @@ def attacker_config(method: str, env_id: str, eps: float, seed: int, variant: st
 def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str | Path, device: str = "cpu",
                    checkpoint_every: int | None = None, hyperparams: dict | None = None,
                    log: Callable[[str], None] = print, show_progress: bool = False, deadline: float | None = None,
-                   subproc_envs: bool = False) -> tuple[Path, dict]:
+                   subproc_envs: bool = False, patience: int | None = None) -> tuple[Path, dict]:
     """Train (or resume) the director defined by ``config`` (see :func:`attacker_config`);
-    ``deadline`` (a ``time.monotonic()`` value) saves and stops at the first rollout end after it.
+    ``deadline`` (a ``time.monotonic()`` value) saves and stops at the first rollout end after it;
+    ``patience`` stops it for good once that many checkpoints in a row found no new best (the
+    lowest victim return in training episodes), and a resumed run that stopped so trains no more.
 
     Returns the checkpoint folder (``model.zip``) and the training record (learning curve,
     wall time, what the actor applied).
@@ -167,7 +169,8 @@ def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str 
             f"{total_steps} steps, seed {config['seed']}")
     callback = _TimedCheckpoint(preset, env, run_dir, progress, None, log, budget=total_steps,
                                 show_progress=show_progress, deadline=deadline)
-    if model.num_timesteps < total_steps:
+    callback.patience = patience
+    if model.num_timesteps < total_steps and "stopped_early" not in progress:
         quiet_logger(model)
         model.learn(total_timesteps=total_steps - model.num_timesteps, reset_num_timesteps=False, callback=callback)
         if model.num_timesteps != callback.last_steps:
@@ -206,6 +209,8 @@ class _TimedCheckpoint(CheckpointCallback):
     the vanilla agent at 524 in its training episodes after 90k steps and drifted to 2725 by 241k.
     The attacker may use the strongest policy it found; :func:`best_director` gives it."""
 
+    patience: int | None = None  # checkpoints without a new best before the run stops for good
+
     def _on_training_start(self) -> None:
         super()._on_training_start()
         self.base_seconds, self.started = self.progress.get("train_seconds", 0.0), time.perf_counter()
@@ -216,6 +221,7 @@ class _TimedCheckpoint(CheckpointCallback):
         self.progress["train_seconds"] = round(self.base_seconds + time.perf_counter() - self.started, 1)
         super().save()
         point = self.progress["history"][-1]
+        self._stop_without_progress()
         best_file = Path(self.run_dir) / BEST / "point.json"  # the record beside the file it describes
         best = json.loads(best_file.read_text()) if best_file.exists() else None
         if point["recent_return"] is None or (best is not None and point["recent_return"] >= best["recent_return"]):
@@ -229,6 +235,20 @@ class _TimedCheckpoint(CheckpointCallback):
         shutil.copyfile(Path(self.run_dir) / "checkpoint" / "model.zip", tmp / "model.zip")
         (tmp / "point.json").write_text(json.dumps(record, indent=2))
         replace_folder(tmp, Path(self.run_dir) / BEST)
+
+
+    def _stop_without_progress(self) -> None:
+        """Stop for good (``stopped_early`` in the progress) once :attr:`patience` checkpoints in a
+        row left the victim no lower than the best before them."""
+        returns = [p["recent_return"] for p in self.progress["history"] if p.get("recent_return") is not None]
+        if self.patience is None or self.stop or len(returns) <= self.patience:
+            return
+        best_at = min(range(len(returns)), key=returns.__getitem__)
+        if len(returns) - 1 - best_at >= self.patience:
+            steps = int(self.model.num_timesteps)
+            self.log(f"[{self.preset.name}] no new best in {self.patience} checkpoints; stopping at {steps} steps")
+            self.progress["stopped_early"] = steps  # saved with the run's last checkpoint: a resume trains no more
+            self.stop = True
 
 
 def _differences(old: dict | None, new: dict) -> str:

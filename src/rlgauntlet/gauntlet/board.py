@@ -1,0 +1,130 @@
+"""A board: the gauntlet of many agents (agents × envs, one protocol and level) planned and run as
+one set of cells, so that an executor keeps every worker busy across agents
+(:func:`rlgauntlet.gauntlet.run.run_plans`), on local workers or a Ray cluster.
+
+A board file (YAML) names the agents, each with the leaderboard label of its method and, where it
+is not its own env (a zoo agent's, a published agent's), the envs it runs on:
+
+.. code-block:: yaml
+
+    name: hopper
+    envs: [Hopper-v5]          # for agents that name none
+    level: standard            # protocol: the env family's unless given
+    seeds: [0]                 # default: the level's
+    agents:
+      - {agent: zoo:hopper-ppo, method: ppo}
+      - {agent: zoo:hopper-sa-ppo, method: sa-ppo}
+      - {agent: published:sa-ppo-hopper, method: sa-ppo (released)}
+
+Every agent is loaded and every plan checked before any work (bad input fails first, with the
+agent it concerns); results go to one store, and each agent's result is its own gauntlet run
+there, as ``rlgauntlet gauntlet`` writes it, so the leaderboard ranks them.
+
+Example:
+    >>> board = Board.model_validate({"envs": ["CartPole-v1"], "level": "quick",
+    ...                               "agents": ["zoo:cartpole-dqn", {"agent": "zoo:cartpole-ppo", "method": "ppo"}]})
+    >>> [(a.agent, a.method) for a in board.agents]
+    [('zoo:cartpole-dqn', None), ('zoo:cartpole-ppo', 'ppo')]
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from rlgauntlet.errors import UserError
+from rlgauntlet.experiments.agents import AgentSpec
+
+
+class BoardAgent(AgentSpec):
+    """One agent of a board: an :class:`AgentSpec`, its method label and its envs."""
+
+    method: str | None = Field(None, description="the leaderboard's label for this agent's method")
+    envs: list[str] | None = Field(None, description="Gymnasium ids (default: the board's, or the agent's own)")
+
+    @field_validator("allow_pickle")
+    @classmethod
+    def _pickle_is_the_users_choice(cls, value: bool) -> bool:
+        if value:  # a shared board file must not be able to run code in agent files
+            raise ValueError("running pickled code is the user's choice: pass --allow-pickle to rlgauntlet gauntlet")
+        return value
+
+
+class Board(BaseModel):
+    """A board file (see the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field("board", description="a label for the board")
+    envs: list[str] = Field([], description="envs of the agents that name none")
+    protocol: str | None = Field(None, description="a protocol name (default: each env family's)")
+    level: str = Field("standard", description="quick, standard or paper")
+    seeds: list[int] | None = Field(None, description="evaluation seeds (default: the level's)")
+    agents: list[BoardAgent] = Field(min_length=1, description="agent specs, or entries with method, envs and load options")
+
+    @field_validator("agents", mode="before")
+    @classmethod
+    def _agent_strings(cls, value: object) -> object:
+        if isinstance(value, list):
+            return [{"agent": v} if isinstance(v, str) else v for v in value]
+        return value
+
+
+def load_board(path: str | Path) -> Board:
+    """Read and validate a board file; every problem is one :class:`UserError` naming it."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"board file {path} {'is a directory' if path.is_dir() else 'does not exist'}; give a YAML "
+                        "file listing agents: (see docs/sweeps.md, boards)")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise UserError(f"board file {path} is not valid YAML ({type(exc).__name__})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"board file {path} must be a mapping with at least 'agents:'")
+    try:
+        return Board.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        raise UserError(f"board file {path}: {where}: {err['msg']}") from None
+
+
+def agent_envs(agent: BoardAgent, board: Board) -> list[str]:
+    """The envs ``agent`` runs on: its own list, the board's, or the env it was made for."""
+    if agent.envs:
+        return agent.envs
+    if board.envs:
+        return board.envs
+    source, _, name = agent.agent.partition(":")
+    if source == "zoo":
+        from rlgauntlet.zoo import zoo_entry
+
+        return [zoo_entry(name)["env"]]
+    if source == "published":
+        from rlgauntlet.published import release
+
+        return [release(name)["env"]]
+    raise UserError(f"board agent {agent.agent} names no env; give it envs: [ENV_ID], or the board envs:")
+
+
+def plan_board(board: Board, store: str | Path, allow_pickle: bool = False, exhaustive: bool = False) -> tuple[list, list]:
+    """Every (agent, env) of the board planned (loaded and checked) before any work: the plans
+    and each plan's method label."""
+    from rlgauntlet.gauntlet.plan import plan_gauntlet
+
+    plans, methods = [], []
+    for agent in board.agents:
+        spec = AgentSpec(**{k: v for k, v in agent.model_dump().items() if k in AgentSpec.model_fields})
+        if allow_pickle:
+            spec = spec.model_copy(update={"allow_pickle": True})
+        for env in agent_envs(agent, board):
+            try:
+                plans.append(plan_gauntlet(spec, env, board.protocol, board.level, board.seeds, store, exhaustive))
+            except UserError as exc:
+                raise UserError(f"board agent {agent.agent} on {env}: {exc}") from None
+            methods.append(agent.method)
+    return plans, methods

@@ -1,0 +1,110 @@
+"""A board: several agents' gauntlets planned and run as one plan. Its results must be the ones
+each agent's own gauntlet gives (same seeds, same episodes), written to one store the
+leaderboard ranks; bad board files are one-line errors naming the agent or field."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from rlgauntlet.errors import UserError
+from rlgauntlet.gauntlet import protocols as protocols_module
+from rlgauntlet.gauntlet.protocols import Level, Protocol
+
+SMALL = Protocol(name="classic", version=2, families=("classic",), summary="a board, end to end",
+                 eps_grid=("0.1",), headline_eps="0.1", budget_note="raw", learned=("paad",), learned_continuous=(),
+                 shifts=lambda env, extent: ["physics:param=length,scale=2"], natural=False, certify=False,
+                 levels={name: Level(4, 2048, "headline", "reduced") for name in protocols_module.LEVELS},
+                 heuristics={"q": ("random", "pgd:objective=maxdiff", "momentum"),
+                             "categorical": ("random", "pgd:objective=maxdiff", "momentum")})
+
+
+@pytest.fixture()
+def small_protocol(monkeypatch):
+    monkeypatch.setitem(protocols_module.PROTOCOLS, "classic", SMALL)
+    return SMALL
+
+
+def _strip(result: dict) -> dict:
+    """A result without what differs between runs of the same episodes (time, paths)."""
+    drop = {"seconds", "store", "folder", "train_seconds"}
+
+    def clean(value):
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items() if k not in drop}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+
+    out = clean(result)
+    for row in out["worst_case"]:  # a learned attacker's label is its method and ε, its folder differs
+        row["members"] = dict(sorted(row["members"].items()))
+    return out
+
+
+def test_a_board_gives_each_agent_the_result_of_its_own_gauntlet(small_protocol, tmp_path):
+    from rlgauntlet.gauntlet.board import Board, plan_board
+    from rlgauntlet.gauntlet.leaderboard import leaderboard
+    from rlgauntlet.gauntlet.run import run_gauntlet, run_plans
+
+    board = Board.model_validate({"envs": ["CartPole-v1"], "level": "quick",
+                                  "agents": [{"agent": "zoo:cartpole-dqn", "method": "dqn"},
+                                             {"agent": "zoo:cartpole-ppo", "method": "ppo"}]})
+    plans, methods = plan_board(board, tmp_path / "board" / "g.sqlite")
+    stages = []
+    together = run_plans(plans, workers=2, methods=methods, on_stage=lambda *a: stages.append(a))
+    # one stage per phase for the whole board: every agent's cells in the same executor calls
+    assert [s[0] for s in stages].count("learned attackers") == 1 and [s[0] for s in stages].count("episodes") == 2
+    assert ("learned attackers", 0, 2) in stages
+    for result, agent, method in zip(together, ["zoo:cartpole-dqn", "zoo:cartpole-ppo"], ["dqn", "ppo"]):
+        alone = run_gauntlet(agent, "CartPole-v1", level="quick", store=tmp_path / agent.split(":")[1] / "g.sqlite",
+                             method=method)
+        assert _strip(result) == _strip(alone)
+    ranked = leaderboard([tmp_path / "board" / "g.sqlite"])
+    assert sorted(r["method"] for r in ranked["boards"][0]["rows"]) == ["dqn", "ppo"]
+
+
+def test_the_cli_runs_a_board_file_and_writes_each_result_and_the_leaderboard(small_protocol, tmp_path, cli_env):
+    board = tmp_path / "board.yaml"
+    board.write_text("name: cartpole\nlevel: quick\nagents:\n  - {agent: zoo:cartpole-dqn, method: dqn}\n")
+    script = tmp_path / "run.py"  # the small protocol, set in the process that runs the CLI
+    script.write_text(  # guarded: the executor's worker processes import this file again
+        "import sys\nif __name__ == '__main__':\n    from rlgauntlet.gauntlet import protocols\n"
+        "    sys.path.insert(0, sys.argv[1])\n    import test_board\n"
+        "    protocols.PROTOCOLS['classic'] = test_board.SMALL\n    from rlgauntlet.cli import main\n"
+        "    sys.argv = ['rlgauntlet', *sys.argv[2:]]\n    main()\n")
+    from pathlib import Path
+
+    tests = str(Path(__file__).parent)
+    proc = subprocess.run([sys.executable, str(script), tests, "gauntlet", "--agents", str(board), "--out",
+                           str(tmp_path / "out"), "--workers", "2"], capture_output=True, text=True, env=cli_env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads((tmp_path / "out" / "results" / "zoo_cartpole-dqn-CartPole-v1.json").read_text())
+    assert result["agent"]["method"] == "dqn" and result["race"]["raced"]
+    page = json.loads((tmp_path / "out" / "leaderboard.json").read_text())
+    assert page["boards"][0]["rows"][0]["method"] == "dqn"
+    bad = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "gauntlet", "--agents", str(board), "--agent",
+                          "zoo:cartpole-dqn", "--out", str(tmp_path / "o2")], capture_output=True, text=True, env=cli_env)
+    assert bad.returncode == 2 and "drop --agent" in bad.stderr
+
+
+def test_bad_board_files_are_one_line_errors(tmp_path):
+    from rlgauntlet.gauntlet.board import load_board, plan_board
+
+    path = tmp_path / "b.yaml"
+    path.write_text("agents: []\n")
+    with pytest.raises(UserError, match="agents: List should have at least 1 item"):
+        load_board(path)
+    path.write_text("agents:\n  - {agent: zoo:cartpole-dqn, allow_pickle: true}\n")
+    with pytest.raises(UserError, match="pass --allow-pickle"):
+        load_board(path)
+    path.write_text("agents: [sb3:agent.zip]\n")
+    with pytest.raises(UserError, match="names no env"):
+        plan_board(load_board(path), tmp_path / "g.sqlite")
+    path.write_text("envs: [CartPole-v1]\nagents: [zoo:cartpole-dqn, zoo:hopper-ppo]\n")
+    with pytest.raises(UserError, match="board agent zoo:hopper-ppo on CartPole-v1: "):
+        plan_board(load_board(path), tmp_path / "g.sqlite")
+    assert not (tmp_path / "g.sqlite").exists()  # nothing written before every plan is checked
