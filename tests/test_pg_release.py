@@ -55,9 +55,14 @@ def _release(seed: int, recurrent: bool = False, center: bool = True, scale: boo
     weights["affine_layers.1.bias"] = torch.tensor(rng.normal(size=HIDDEN) * 0.1, dtype=torch.float32)
     weights["final_mean.weight"] = torch.tensor(rng.normal(size=(ACT, HIDDEN)) * 0.2, dtype=torch.float32)
     weights["final_mean.bias"] = torch.tensor(rng.normal(size=ACT) * 0.05, dtype=torch.float32)
-    if recurrent:
-        weights["embedding_layer.weight"] = torch.zeros(HIDDEN, OBS)
-        weights["lstm.weight_ih_l0"] = torch.zeros(4 * HIDDEN, HIDDEN)
+    if recurrent:  # CtsLSTMPolicy keeps its parent's unused MLP weights beside its own
+        weights["embedding_layer.weight"] = torch.tensor(rng.normal(size=(HIDDEN, OBS)) * 0.3, dtype=torch.float32)
+        weights["embedding_layer.bias"] = torch.tensor(rng.normal(size=HIDDEN) * 0.1, dtype=torch.float32)
+        for name, shape in (("weight_ih_l0", (4 * HIDDEN, HIDDEN)), ("weight_hh_l0", (4 * HIDDEN, HIDDEN)),
+                            ("bias_ih_l0", (4 * HIDDEN,)), ("bias_hh_l0", (4 * HIDDEN,))):
+            weights[f"lstm.{name}"] = torch.tensor(rng.normal(size=shape) * 0.4, dtype=torch.float32)
+        weights["output_layer.weight"] = torch.tensor(rng.normal(size=(ACT, HIDDEN)) * 0.5, dtype=torch.float32)
+        weights["output_layer.bias"] = torch.tensor(rng.normal(size=ACT) * 0.05, dtype=torch.float32)
     n, m, s = 1000, rng.normal(size=OBS), rng.uniform(1.0, 50.0, size=OBS) * 999
     rs = tu.RunningStat()
     rs.__dict__.update(_n=n, _M=m, _S=s)
@@ -88,8 +93,11 @@ def _write(path, content, meta, legacy: bool) -> None:
                 sys.modules[name] = module
 
 
-def by_hand(plain: dict, obs: np.ndarray) -> np.ndarray:
-    """The authors' forward pass in numpy: ZFilter (center, scale, clip), tanh MLP, final_mean."""
+def by_hand(plain: dict, obs: np.ndarray | None = None, x: np.ndarray | None = None) -> np.ndarray:
+    """The authors' forward pass in numpy: ZFilter (center, scale, clip), tanh MLP, final_mean
+    (``x``: an input already filtered)."""
+    if x is not None:
+        return _mlp_by_hand(plain, x)
     x = obs.astype(np.float64)
     if plain["center"]:
         x = x - plain["mean"]
@@ -97,6 +105,10 @@ def by_hand(plain: dict, obs: np.ndarray) -> np.ndarray:
         x = x / (plain["std"] + 1e-8) if plain["center"] else (x - plain["mean"]) / (plain["std"] + 1e-8) + plain["mean"]
     if plain["clip"]:
         x = np.clip(x, -plain["clip"], plain["clip"])
+    return _mlp_by_hand(plain, x)
+
+
+def _mlp_by_hand(plain: dict, x: np.ndarray) -> np.ndarray:
     h = np.tanh(x @ plain["affine_layers.0.weight"].T + plain["affine_layers.0.bias"])
     h = np.tanh(h @ plain["affine_layers.1.weight"].T + plain["affine_layers.1.bias"])
     return h @ plain["final_mean.weight"].T + plain["final_mean.bias"]
@@ -159,11 +171,6 @@ def test_another_format_an_lstm_policy_and_a_wrong_env_are_one_line_errors(tmp_p
     torch.save({"weights": torch.zeros(2)}, other)
     with pytest.raises(UserError, match="without policy_model and envs"):
         read_release(other)
-    content, meta = _release(6, recurrent=True)
-    lstm = tmp_path / "model-lstm-ppo-hopper.model"
-    _write(lstm, content, meta, legacy=True)
-    with pytest.raises(UserError, match="LSTM policy"):
-        load_victim(f"pg:{lstm}", *SPACES)
     content, meta = _release(7)
     mlp = tmp_path / "model-ppo-hopper.model"
     _write(mlp, content, meta, legacy=False)
@@ -222,7 +229,7 @@ def test_the_catalogue_names_every_release_once_with_its_hash_env_and_the_papers
 
     entries = releases()
     assert len(entries) == 28 and len({e["name"] for e in entries}) == 28  # 6 ATLA methods × 4 envs + PA-ATLA × 4
-    papers_eps = {"Hopper-v5": 0.075, "Walker2d-v5": 0.05, "HalfCheetah-v5": 0.15, "Ant-v4": 0.15}
+    papers_eps = {"Hopper-v5": 0.075, "Walker2d-v4": 0.05, "HalfCheetah-v5": 0.15, "Ant-v4": 0.15}
     for e in entries:
         assert e["repository"] in catalogue()["repositories"]
         assert len(e["sha256"]) == 64 and int(e["sha256"], 16) >= 0
@@ -265,3 +272,160 @@ def test_published_list_and_a_missing_clone_on_the_cli(tmp_path, cli_env):
                           env={**cli_env, "RLGAUNTLET_RELEASES": str(tmp_path)})
     assert proc.returncode == 2 and "git clone https://github.com/huanzhang12/ATLA_robust_RL" in proc.stderr
     assert len([line for line in proc.stderr.splitlines() if line.strip()]) == 1
+
+
+
+# --- recurrent victims: the LSTM policies ---------------------------------------------------
+
+def _sigmoid(z):
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def lstm_by_hand(plain: dict, obs: np.ndarray, h: np.ndarray, c: np.ndarray):
+    """One step of the release's CtsLSTMPolicy in numpy: filter, embedding, LSTM (gates i, f, g,
+    o), output_layer on the new h. Returns (mean, h, c)."""
+    x = np.clip((obs - plain["mean"]) / (plain["std"] + 1e-8), -plain["clip"], plain["clip"])
+    e = x @ plain["embedding_layer.weight"].T + plain["embedding_layer.bias"]
+    z = e @ plain["lstm.weight_ih_l0"].T + plain["lstm.bias_ih_l0"] + h @ plain["lstm.weight_hh_l0"].T \
+        + plain["lstm.bias_hh_l0"]
+    i, f, g, o = np.split(z, 4, axis=-1)
+    c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
+    h = _sigmoid(o) * np.tanh(c)
+    return h @ plain["output_layer.weight"].T + plain["output_layer.bias"], h, c
+
+
+@pytest.fixture()
+def lstm_file(tmp_path):
+    content, meta = _release(6, recurrent=True)
+    path = tmp_path / "model-lstm-ppo-hopper.model"
+    _write(path, content, meta, legacy=True)
+    return path, meta["plain"]
+
+
+def test_an_lstm_agent_acts_as_the_release_carrying_its_state_and_resetting_it_each_episode(lstm_file):
+    from rlgauntlet.engine.rollout import evaluate_episodes
+    from rlgauntlet.envs import make_env
+
+    path, plain = lstm_file
+    victim = load_victim(f"pg:{path}", *_hopper_spaces())
+    assert victim.recurrent and victim.description["policy"] == "CtsLSTMPolicy"
+    steps: dict[int, list] = {}
+    records = evaluate_episodes(lambda: make_env("Hopper-v5"), victim, None, [0, 1, 2], seed=0, n_envs=1,
+                                on_transition=lambda ep, obs, action, nxt: steps.setdefault(ep, []).append((obs, action)))
+    assert [r.episode for r in records] == [0, 1, 2]
+    for episode, transitions in steps.items():
+        h = c = np.zeros(HIDDEN)  # a fresh memory at every episode's start, though the env slot is reused
+        for obs, action in transitions:
+            mean, h, c = lstm_by_hand(plain, obs, h, c)
+            np.testing.assert_allclose(action, np.clip(mean, -1.0, 1.0).astype(np.float32), rtol=1e-5, atol=1e-6)
+    assert max(len(t) for t in steps.values()) > 3  # the memory was carried over several steps
+    side_by_side = evaluate_episodes(lambda: make_env("Hopper-v5"), victim, None, [0, 1, 2], seed=0, n_envs=3)
+    assert sorted((r.episode, r.episode_return, r.length) for r in side_by_side) == \
+        sorted((r.episode, r.episode_return, r.length) for r in records)  # each env's own state
+
+
+def _hopper_spaces():
+    env = gym.make("Hopper-v5")
+    try:
+        return env.observation_space, env.action_space
+    finally:
+        env.close()
+
+
+def test_a_gradient_attack_on_an_lstm_agent_holds_its_state_and_its_budget(lstm_file):
+    from rlgauntlet.common.seeding import BatchRNG
+    from rlgauntlet.engine.rollout import evaluate_episodes
+    from rlgauntlet.envs import make_env
+    from rlgauntlet.threats import parse_threat
+
+    path, _ = lstm_file
+    victim = load_victim(f"pg:{path}", *_hopper_spaces())
+    x = victim.preprocess(np.random.default_rng(0).normal(size=(4, OBS)))
+    state = [(torch.randn(HIDDEN, dtype=torch.float64), torch.randn(HIDDEN, dtype=torch.float64)) for _ in range(4)]
+    victim.use_state(state)
+    before = victim.forward(x).mean.clone()
+    attack = parse_threat("pgd:objective=maxdiff,eps=0.1")
+    with torch.enable_grad():
+        adv = attack.perturb(x, victim, BatchRNG([torch.Generator().manual_seed(i) for i in range(4)]))
+    assert torch.equal(victim.forward(x).mean, before)  # the attack's forwards moved no state
+    assert (adv - x).abs().max() <= 0.1 + 1e-9 and not torch.allclose(victim.forward(adv).mean, before)
+    clean = evaluate_episodes(lambda: make_env("Hopper-v5"), victim, None, [0, 1], 0, 2)
+    attacked = evaluate_episodes(lambda: make_env("Hopper-v5"), victim, parse_threat("pgd:objective=maxdiff,eps=0.1"),
+                                 [0, 1], 0, 2)
+    assert max(r.linf_max for r in attacked) <= 0.1 + 1e-9 and any(r.action_changes for r in attacked)
+    assert [r.episode_return for r in clean] != [r.episode_return for r in attacked]
+
+
+def test_what_cannot_handle_a_recurrent_agent_says_so_in_one_line(lstm_file, tmp_path):
+    from rlgauntlet.bounds.ibp import ibp
+    from rlgauntlet.gauntlet.plan import plan_gauntlet
+    from rlgauntlet.threats import parse_threat
+
+    path, _ = lstm_file
+    victim = load_victim(f"pg:{path}", *_hopper_spaces())
+    with pytest.raises(UserError, match="cannot attack a recurrent \\(LSTM\\) agent: its rollouts"):
+        parse_threat("rand_u:eps=0.1,m=2,target=height:0").check_victim(victim)
+    with pytest.raises(UserError, match="an LSTM policy is not a chain of layers"):
+        ibp(victim, torch.zeros(1, OBS, dtype=torch.float64), 0.1)
+    plan = plan_gauntlet(f"pg:{path}", "Hopper-v5", level="quick", store=tmp_path / "g.sqlite")
+    assert "robust-sarsa" not in {t.method for t in plan.tasks} and {t.method for t in plan.tasks} == {"paad", "sarl"}
+    assert any("robust-sarsa" in row["spec"] and "recurrent" in row["reason"] for row in plan.skipped)
+
+
+def test_an_attacker_trains_against_an_lstm_agent_with_a_state_per_env(lstm_file):
+    from rlgauntlet.envs.presets import make_train_vec_env
+    from rlgauntlet.threats.learned.actor import AttackActor
+    from rlgauntlet.training.attackers.attack_mdp import AttackVecEnv
+
+    path, _ = lstm_file
+    victim = load_victim(f"pg:{path}", *_hopper_spaces())
+    venv = AttackVecEnv(make_train_vec_env("Hopper-v5", 2, 0), victim, AttackActor("sarl", 0.1))
+    venv.reset()
+    assert all(torch.equal(h, torch.zeros(HIDDEN, dtype=torch.float64)) for h, _ in venv._states)
+    finished = 0
+    for _ in range(300):
+        _, _, dones, _ = venv.step(np.random.default_rng(0).uniform(-1, 1, size=(2, OBS)))
+        for i in np.flatnonzero(dones):
+            finished += 1
+            assert torch.equal(venv._states[i][0], torch.zeros(HIDDEN, dtype=torch.float64))  # a new episode's memory
+        moving = [i for i in range(2) if not dones[i]]
+        assert all(venv._states[i][0].abs().sum() > 0 for i in moving)
+    assert finished > 0 and venv.core.steps == 600
+    venv.close()
+
+
+def test_an_lstm_adversary_carries_its_own_memory_through_the_episode(tmp_path):
+    from rlgauntlet.engine.rollout import evaluate_episodes
+    from rlgauntlet.envs import make_env
+    from rlgauntlet.threats import parse_threat
+
+    rng = np.random.default_rng(14)
+    adversary = OrderedDict()  # a CtsLSTMPolicy from the 11 state numbers to 11 perturbations
+    adversary["log_stdev"] = torch.zeros(OBS)
+    adversary["embedding_layer.weight"] = torch.tensor(rng.normal(size=(HIDDEN, OBS)) * 0.3, dtype=torch.float32)
+    adversary["embedding_layer.bias"] = torch.tensor(rng.normal(size=HIDDEN) * 0.1, dtype=torch.float32)
+    for name, shape in (("weight_ih_l0", (4 * HIDDEN, HIDDEN)), ("weight_hh_l0", (4 * HIDDEN, HIDDEN)),
+                        ("bias_ih_l0", (4 * HIDDEN,)), ("bias_hh_l0", (4 * HIDDEN,))):
+        adversary[f"lstm.{name}"] = torch.tensor(rng.normal(size=shape) * 0.4, dtype=torch.float32)
+    adversary["output_layer.weight"] = torch.tensor(rng.normal(size=(OBS, HIDDEN)) * 2.0, dtype=torch.float32)
+    adversary["output_layer.bias"] = torch.zeros(OBS)
+    content, meta = _release(12, extra={"adversary_policy_model": adversary})  # an MLP agent, an LSTM adversary
+    path = tmp_path / "attack-ppo-hopper.model"
+    _write(path, content, meta, legacy=False)
+    victim = load_victim(f"pg:{path}", *_hopper_spaces())
+    threat = parse_threat(f"released_attacker:path={path},eps=0.075")
+    assert threat.recurrent and not victim.recurrent
+    seen: dict[int, list] = {}
+    records = evaluate_episodes(lambda: make_env("Hopper-v5"), victim, threat, [0, 1], 0, 2,
+                                on_transition=lambda ep, obs, action, nxt: seen.setdefault(ep, []).append((obs, action)))
+    assert 0 < max(r.linf_max for r in records) <= 0.075 + 1e-9
+    plain = {k: v.double().numpy() for k, v in adversary.items()}
+    plain.update({k: meta["plain"][k] for k in ("mean", "std", "clip")})  # it reads the agent's filtered state
+    for transitions in seen.values():
+        h = c = np.zeros(HIDDEN)  # the adversary's memory starts at zero in every episode
+        for obs, action in transitions:
+            x = np.clip((obs - plain["mean"]) / (plain["std"] + 1e-8), -10.0, 10.0)
+            direction, h, c = lstm_by_hand(plain, obs, h, c)
+            expected = by_hand(meta["plain"], x=x + 0.075 * np.clip(direction, -1.0, 1.0))
+            np.testing.assert_allclose(action, np.clip(expected, -1, 1).astype(np.float32), rtol=1e-5, atol=1e-6)
+    assert max(len(t) for t in seen.values()) > 3

@@ -88,3 +88,101 @@ class RayNamespace:
                 pass
         subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
         self._made = False
+
+
+class RayTwoNodes:
+    """Two Ray nodes on one machine, as two machines: a head and a worker, each in a network
+    namespace of its own joined by a veth pair (``10.231.0.1`` and ``10.231.0.2``), each started
+    with its own ``ray start`` and CPU count. The driver runs in the head's namespace
+    (:meth:`run`, :meth:`popen`); :meth:`kill_worker` kills every process of the worker node, as
+    a machine that dies."""
+
+    HEAD_IP, WORKER_IP = "10.231.0.1", "10.231.0.2"
+
+    def __init__(self, head_cpus: int = 1, worker_cpus: int = 1, port: int = 6392) -> None:
+        tag = uuid.uuid4().hex[:6]
+        self.head, self.worker = f"rlgt-{tag}-h", f"rlgt-{tag}-w"
+        self.head_cpus, self.worker_cpus, self.port = head_cpus, worker_cpus, port
+        self.address = f"{self.HEAD_IP}:{port}"
+        self.ray = str(Path(sys.executable).with_name("ray"))
+        self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token",
+                    "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+        self._made: list[str] = []
+
+    def _in(self, namespace: str, command: list[str], timeout: float = 180) -> subprocess.CompletedProcess:
+        return subprocess.run(["ip", "netns", "exec", namespace, *command], capture_output=True, text=True,
+                              timeout=timeout, env=self.env)
+
+    def run(self, command: list[str], timeout: float = 600, **kwargs) -> subprocess.CompletedProcess:
+        """Run ``command`` in the head's namespace (the driver's machine)."""
+        return subprocess.run(["ip", "netns", "exec", self.head, *command], capture_output=True, text=True,
+                              timeout=timeout, env=kwargs.pop("env", self.env), **kwargs)
+
+    def popen(self, command: list[str], **kwargs) -> subprocess.Popen:
+        return subprocess.Popen(["ip", "netns", "exec", self.head, *command], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=kwargs.pop("env", self.env), **kwargs)
+
+    def pids(self, namespace: str) -> list[int]:
+        out = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True).stdout
+        return [int(p) for p in out.split()]
+
+    def titles(self, namespace: str) -> list[str]:
+        """The command lines of the namespace's processes (a Ray worker's shows ``ray::TASK``)."""
+        titles = []
+        for pid in self.pids(namespace):
+            try:
+                titles.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="ignore"))
+            except OSError:
+                pass
+        return titles
+
+    def kill_worker(self) -> None:
+        for pid in self.pids(self.worker):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def __enter__(self) -> "RayTwoNodes":
+        try:
+            for name in (self.head, self.worker):
+                made = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True)
+                if made.returncode != 0:
+                    raise RuntimeError(f"cannot make a network namespace: {made.stderr.strip()}")
+                self._made.append(name)
+            link = subprocess.run(["ip", "link", "add", "rlgt-h", "netns", self.head, "type", "veth", "peer", "name",
+                                   "rlgt-w", "netns", self.worker], capture_output=True, text=True)
+            if link.returncode != 0:
+                raise RuntimeError(f"cannot link the namespaces: {link.stderr.strip()}")
+            for name, dev, ip in ((self.head, "rlgt-h", self.HEAD_IP), (self.worker, "rlgt-w", self.WORKER_IP)):
+                for command in (["ip", "link", "set", "lo", "up"], ["ip", "addr", "add", f"{ip}/24", "dev", dev],
+                                ["ip", "link", "set", dev, "up"]):
+                    self._in(name, command, timeout=30).check_returncode()
+            head = self._in(self.head, [self.ray, "start", "--head", "--node-ip-address", self.HEAD_IP, "--port",
+                                        str(self.port), "--num-cpus", str(self.head_cpus), "--include-dashboard=false",
+                                        "--disable-usage-stats"])
+            if head.returncode != 0:
+                raise RuntimeError(f"ray start --head failed: {head.stderr[-1000:]}")
+            worker = self._in(self.worker, [self.ray, "start", "--address", self.address, "--node-ip-address",
+                                            self.WORKER_IP, "--num-cpus", str(self.worker_cpus),
+                                            "--disable-usage-stats"])
+            if worker.returncode != 0:
+                raise RuntimeError(f"ray start (worker node) failed: {worker.stderr[-1000:]}")
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for name in reversed(self._made):
+            try:
+                self._in(name, [self.ray, "stop", "--force"], timeout=120)
+            except subprocess.TimeoutExpired:
+                pass
+            for pid in self.pids(name):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)
+        self._made = []

@@ -32,7 +32,7 @@ from rlgauntlet.common.seeding import BatchRNG, episode_generator
 from rlgauntlet.errors import UserError
 from rlgauntlet.metrics.perceptual import PERCEPTUAL_EVERY, PerceptualMeter  # noqa: F401 (re-exported)
 from rlgauntlet.threats.base import Memory, Threat
-from rlgauntlet.victims.base import Victim, no_uncertainty_error
+from rlgauntlet.victims.base import PolicyOutput, Victim, no_uncertainty_error
 
 CONTINUOUS_ACTION_TOL = 1e-6
 
@@ -90,10 +90,12 @@ class _Slot:
         self.generators: dict[str, torch.Generator] = {}
         self.started = 0.0
         self.threat_state = None
+        self.victim_state = None  # a recurrent victim's state in this episode
         self.world_changed = False
 
-    def start(self, episode: int, seed: int, threat: Threat | None) -> None:
+    def start(self, episode: int, seed: int, threat: Threat | None, victim: Victim | None = None) -> None:
         self.record = EpisodeRecord(episode=episode, seed=seed + episode, episode_return=0.0, length=0)
+        self.victim_state = victim.initial_state() if victim is not None and victim.recurrent else None
         self.generators = {s: episode_generator(seed, episode, s) for s in ("threat", "schedule", "policy", "uncertainty")}
         self.threat_state = threat.new_state() if threat is not None else None
         if threat is not None and threat.place == "world":
@@ -183,7 +185,7 @@ def evaluate_episodes(
         if threat is not None:
             threat.check_env(slots[0].env, getattr(slots[0].env.spec, "id", "this env"))
         for slot, episode in zip(slots, first):
-            slot.start(episode, seed, threat)
+            slot.start(episode, seed, threat, victim)
         while any(s.record is not None for s in slots):
             active = [s for s in slots if s.record is not None]
             actions = _batched_actions(active, victim, threat, deterministic, discrete, meter, action_change_every,
@@ -209,7 +211,7 @@ def evaluate_episodes(
                             on_episode(done[-1])
                         episode = next(queue, None)
                         if episode is not None:
-                            slot.start(episode, seed, threat)
+                            slot.start(episode, seed, threat, victim)
                         continue
                     obs, _ = slot.env.reset()  # life lost: the game goes on (SB3 EpisodicLifeEnv)
                 slot.obs = obs
@@ -252,6 +254,8 @@ def _batched_actions(
         )
     if on_inputs is not None and on_inputs(x):
         return None
+    if victim.recurrent:  # every forward of this step, the threat's included, reads the episodes' states
+        victim.use_state([s.victim_state for s in active])
     place = threat.place if threat is not None else None
     memory = _memory(active, x.device) if threat is not None else None
     x_in, mask = _perturb(active, victim, threat, x, memory) if place == "observation" else \
@@ -261,8 +265,12 @@ def _batched_actions(
     steps = torch.tensor([s.record.length for s in active], device=x.device)
     check = mask & (steps % action_change_every == 0)  # rows whose clean action is compared
     n = x.shape[0]
-    # one network call for the inputs acted on and, for checked rows, their clean inputs
-    both = victim.forward(torch.cat([x_in, x[check]]) if check.any() else x_in)
+    # one network call for the inputs acted on and, for checked rows, their clean inputs (a
+    # recurrent victim holds one state per row: two calls)
+    if victim.recurrent and check.any():
+        both = _stacked(victim.forward(x_in), victim.forward(x).rows(check))
+    else:
+        both = victim.forward(torch.cat([x_in, x[check]]) if check.any() else x_in)
     _check_finite_output(both, threat if mask.any() else None, x_in)
     noise = None
     if not deterministic:
@@ -275,6 +283,9 @@ def _batched_actions(
             clean = victim.actions(both.rows(slice(n, None)), deterministic, None if noise is None else noise[check])
             changed[check] = _actions_differ(actions[check], clean)
         _record(active, victim, meter, x, x_in, mask, check, changed)
+    if victim.recurrent:  # the state moves on with the input the agent acted on
+        for slot, state in zip(active, victim.advance_state(x_in)):
+            slot.victim_state = state
     if place == "action":
         if not discrete:  # the action the victim sends is float32: attack that one, whatever the batch
             actions = actions.float().to(actions.dtype)
@@ -283,6 +294,13 @@ def _batched_actions(
     if discrete:
         return [int(a) for a in acts]
     return [a.astype(np.float32) for a in acts]
+
+
+def _stacked(a: PolicyOutput, b: PolicyOutput) -> PolicyOutput:
+    """Two policy outputs of one kind as one batch, ``a``'s rows first."""
+    fields = ("q", "logits", "mean", "log_std", "action")
+    return PolicyOutput(a.kind, **{f: None if getattr(a, f) is None else torch.cat([getattr(a, f), getattr(b, f)])
+                                   for f in fields}, squashed=a.squashed)
 
 
 def _score(active: list[_Slot], victim: Victim, x_in: torch.Tensor, reduce: str, series: bool) -> None:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rlgauntlet.engine.rollout import EpisodeRecord
 from rlgauntlet.common.executors import EXECUTOR_NAMES
@@ -187,31 +187,9 @@ def _no_duplicates(what: str, keys: list[str], names: list[str] | None = None) -
 
 def load_sweep_file(path: str | Path) -> SweepSpec:
     """Read and validate a YAML sweep file; every problem is a :class:`UserError` naming it."""
-    import yaml
+    from rlgauntlet.common.specfiles import load_yaml_model
 
-    path = Path(path)
-    if not path.is_file():
-        what = "is a directory" if path.is_dir() else "does not exist"
-        raise UserError(f"sweep file {path} {what}; give the path of a YAML sweep file, e.g. sweeps/zoo.yaml "
-                        "(see docs/sweeps.md)")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise UserError(f"sweep file {path} is not valid YAML{where}: {problem}") from None
-    except UnicodeDecodeError:
-        raise UserError(f"sweep file {path} is not text; give a YAML sweep file") from None
-    if not isinstance(data, dict):
-        raise UserError(f"sweep file {path} must be a mapping with at least 'agents:'; see docs/sweeps.md")
-    try:
-        return SweepSpec.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-        raise UserError(f"sweep file {path}: {where}: {err['msg']}{more}") from None
+    return load_yaml_model(path, SweepSpec, "sweep file", "sweeps/zoo.yaml")
 
 
 @dataclass

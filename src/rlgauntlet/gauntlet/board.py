@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.agents import AgentSpec
@@ -73,24 +73,9 @@ class Board(BaseModel):
 
 def load_board(path: str | Path) -> Board:
     """Read and validate a board file; every problem is one :class:`UserError` naming it."""
-    import yaml
+    from rlgauntlet.common.specfiles import load_yaml_model
 
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"board file {path} {'is a directory' if path.is_dir() else 'does not exist'}; give a YAML "
-                        "file listing agents: (see docs/sweeps.md, boards)")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise UserError(f"board file {path} is not valid YAML ({type(exc).__name__})") from None
-    if not isinstance(data, dict):
-        raise UserError(f"board file {path} must be a mapping with at least 'agents:'")
-    try:
-        return Board.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        raise UserError(f"board file {path}: {where}: {err['msg']}") from None
+    return load_yaml_model(path, Board, "board file", "boards/hopper.yaml")
 
 
 def agent_envs(agent: BoardAgent, board: Board) -> list[str]:

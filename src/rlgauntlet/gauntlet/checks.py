@@ -172,6 +172,8 @@ def check_false_robustness(victim: Victim, env_fn: Callable[[], gym.Env], budget
         states whose gradient vanished and the checks that held; ``warnings`` one line each.
     """
     x = collect_states(victim, env_fn, seed, states)
+    if victim.recurrent:  # each state judged from the LSTM's initial memory (the episodes' own is not kept)
+        victim.use_state([victim.initial_state() for _ in range(len(x))])
     rows, warnings = [], []
     wobble = _stochastic_forward(victim, x)
     if wobble > WOBBLE_FLOOR:

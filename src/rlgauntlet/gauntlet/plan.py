@@ -299,8 +299,13 @@ def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None,
     options = tuple(sorted(spec.model_dump().items()))
     directors = [(setting, chosen.select) for setting in director_settings_for(chosen, env, skipped)]
     tasks = []
+    methods = list(chosen.learned_methods(victim.is_discrete))
+    if victim.recurrent and "robust-sarsa" in methods:  # Q of a policy of the state alone
+        methods.remove("robust-sarsa")
+        skipped.append({"spec": "learned attacker robust-sarsa", "reason": "it learns Q of a policy of the state "
+                        "alone, and this agent is recurrent (LSTM): its action also depends on its memory"})
     for seed in seeds:
-        for m in chosen.learned_methods(victim.is_discrete):
+        for m in methods:
             for e in ([chosen.headline_eps] if m == "robust-sarsa" else learned_eps):
                 where = "q" if m == "robust-sarsa" else f"eps{safe_name(e)}"
                 for setting, select in ([("default", "last")] if m == "robust-sarsa" else directors):

@@ -125,6 +125,9 @@ class Threat(ABC):
     budget_params: ClassVar[tuple[str, ...]] = ()
     #: True when ``perturb`` differentiates the victim
     white_box: ClassVar[bool] = False
+    #: why this threat cannot attack a recurrent victim (it runs the victim on inputs of other
+    #: steps than the current one, whose states the engine does not hold); None: it can
+    not_recurrent: ClassVar[str | None] = None
 
     def __init__(self, params: ThreatParams, schedule: Schedule | None = None, spec: str | None = None) -> None:
         self.params = params
@@ -161,6 +164,9 @@ class Threat(ABC):
     # -- checks before anything runs ------------------------------------------------------
     def check_victim(self, victim: Victim) -> None:
         """Raise a :class:`UserError` when this threat cannot be applied to ``victim``."""
+        if getattr(victim, "recurrent", False) and self.not_recurrent is not None:
+            raise UserError(f"{self.name} cannot attack a recurrent (LSTM) agent: {self.not_recurrent}; choose a "
+                            "threat that acts one step at a time (e.g. pgd, fgsm, random, paad, sarl)")
         if self.budget_params and getattr(victim, "budget_space", None) is None:
             names = ", ".join(self.budget_params)
             raise UserError(

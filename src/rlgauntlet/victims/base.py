@@ -99,6 +99,23 @@ class Victim(ABC):
     #: what the uncertainty score spreads over: ``policy`` (the primary output: Q-values,
     #: probabilities, mean or action) or ``critic`` (an actor-critic's value of the action it takes)
     uncertainty_output: str = "policy"
+    #: a recurrent policy (an LSTM): ``forward`` reads a per-row state set by :meth:`use_state`,
+    #: which the caller (the engine, an attacker's MDP) keeps per episode; gradient attacks
+    #: perturb one step with that state held fixed
+    recurrent: bool = False
+
+    def initial_state(self) -> object:
+        """A recurrent victim's state at an episode's start (one row)."""
+        raise NotImplementedError(f"{type(self).__name__} is not recurrent")
+
+    def use_state(self, rows: list) -> None:
+        """Hold these states (one per row of the next batches) for :meth:`forward`."""
+        raise NotImplementedError(f"{type(self).__name__} is not recurrent")
+
+    def advance_state(self, x: torch.Tensor) -> list:
+        """The next state of every row after acting on input ``x`` (B, *input_shape), from the
+        held states; the held states themselves are not changed."""
+        raise NotImplementedError(f"{type(self).__name__} is not recurrent")
 
     @abstractmethod
     def preprocess(self, obs: np.ndarray | torch.Tensor) -> torch.Tensor:

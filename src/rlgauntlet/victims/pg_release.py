@@ -19,9 +19,9 @@ What the authors' code computes, rebuilt (``policy_gradients/models.py``, ``torc
   the released statistics (evaluation reads them and never updates them);
 * ``CtsPolicy``: tanh affine layers, then ``final_mean``; the standard deviation is
   ``exp(log_stdev)``, the same for every state; the papers act deterministically (the mean);
-* ``CtsLSTMPolicy``: ``embedding_layer`` → one-layer LSTM → ``output_layer`` on the hidden
-  state (read by :func:`read_release`; acting with it needs a recurrent victim, which the engine
-  does not offer yet: loading one is refused with a line saying so).
+* ``CtsLSTMPolicy``: ``embedding_layer`` → one-layer LSTM → ``output_layer`` on the new hidden
+  state ``h_t`` (the release's inference mode, one state at a time); the state starts at zero
+  each episode and is carried across steps (:class:`PGLSTMVictim`, a recurrent victim).
 
 Budgets are in the filtered space (``normalized``), as in the papers.
 
@@ -289,15 +289,85 @@ class PGVictim(Victim):
         return flatten_chain(self.module)
 
 
+class LSTMStep(nn.Module):
+    """One inference step of ``CtsLSTMPolicy`` (float64): ``embedding_layer``, the one-layer
+    LSTM from state ``(h, c)``, ``output_layer`` on the new ``h``. Returns the mean and the new
+    state. nn.LSTM's layer 0 and nn.LSTMCell share one weight layout (gates i, f, g, o)."""
+
+    def __init__(self, weights: dict[str, torch.Tensor]) -> None:
+        super().__init__()
+        self.hidden = int(weights["lstm.weight_hh_l0"].shape[1])
+        self.embedding = _linear(weights["embedding_layer.weight"], weights["embedding_layer.bias"])
+        self.cell = nn.LSTMCell(int(weights["lstm.weight_ih_l0"].shape[1]), self.hidden, dtype=torch.float64)
+        with torch.no_grad():
+            for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+                getattr(self.cell, name).copy_(weights[f"lstm.{name}_l0"])
+        self.output = _linear(weights["output_layer.weight"], weights["output_layer.bias"])
+
+    def forward(self, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]):
+        h, c = self.cell(self.embedding(x), state)
+        return self.output(h), (h, c)
+
+
+class PGLSTMVictim(PGVictim):
+    """A released ``CtsLSTMPolicy``: the frozen state filter, then :class:`LSTMStep` from the held
+    state; Gaussian with the released ``exp(log_stdev)``. Recurrent: the engine holds one state
+    per episode (zeros at its start) and advances it with the input the agent acted on; a
+    gradient attack perturbs one step with the state fixed. Not a chain of layers, so IBP cannot
+    bound it."""
+
+    recurrent = True
+
+    def __init__(self, release: ReleaseFile, observation_space: gym.Space, action_space: gym.Space,
+                 device: str | torch.device = "cpu", precision: str = "auto", description: dict | None = None) -> None:
+        self.device = torch.device(device)
+        self.observation_space, self.action_space = observation_space, action_space
+        self.dtype = choose_dtype(precision, False)
+        self.release = release
+        self.module = LSTMStep(release.policy).to(device=self.device, dtype=self.dtype).eval()
+        for p in self.module.parameters():
+            p.requires_grad_(False)
+        self.log_std = release.policy["log_stdev"].to(device=self.device, dtype=self.dtype)
+        self.budget_space = "normalized" if release.state_filter is not None else "raw"
+        self.description = description or {"source": "pg", "path": str(release.path)}
+        self._held: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def initial_state(self) -> tuple[torch.Tensor, torch.Tensor]:
+        zeros = torch.zeros(self.module.hidden, dtype=self.dtype, device=self.device)
+        return zeros, zeros.clone()
+
+    def use_state(self, rows: list) -> None:
+        self._held = (torch.stack([h for h, _ in rows]), torch.stack([c for _, c in rows]))
+
+    def _step(self, x: torch.Tensor):
+        if self._held is None or self._held[0].shape[0] != x.shape[0]:
+            held = "none" if self._held is None else f"{self._held[0].shape[0]} rows"
+            raise RuntimeError(f"a recurrent victim needs use_state() for this batch of {x.shape[0]} rows (held: {held})")
+        return self.module(x.to(self.dtype), self._held)
+
+    def forward(self, x: torch.Tensor) -> PolicyOutput:
+        mean, _ = self._step(x)
+        return PolicyOutput("gaussian", mean=mean, log_std=self.log_std.expand_as(mean))
+
+    @torch.no_grad()
+    def advance_state(self, x: torch.Tensor) -> list:
+        _, (h, c) = self._step(x)
+        return list(zip(h.unbind(0), c.unbind(0)))
+
+    def output_and_vjp(self, x: torch.Tensor, cotangent_of) -> tuple[torch.Tensor, torch.Tensor] | None:
+        return None
+
+    def layer_chain(self) -> list[nn.Module]:
+        raise NotImplementedError("an LSTM policy is not a chain of layers (its state carries across steps): "
+                                  "interval bounds through it are not implemented")
+
+
 def load_pg(path: str | Path, observation_space: gym.Space | None, action_space: gym.Space | None,
             device: str = "cpu", precision: str = "auto") -> PGVictim:
     """Load ``pg:PATH``: the release file read as data, checked against the env's spaces."""
     from rlgauntlet.common.hashing import sha256_file
 
     release = read_release(path)
-    if release.recurrent:
-        raise UserError(f"{path} is an LSTM policy (CtsLSTMPolicy); recurrent victims are not supported yet, so "
-                        "it cannot be evaluated: use the release's MLP agents (PPO, SA-PPO, ATLA-PPO)")
     if observation_space is None or action_space is None:
         raise UserError("a pg: agent needs its env (--env): the release file does not say its spaces")
     obs_dim = int(np.prod(observation_space.shape))
@@ -307,6 +377,8 @@ def load_pg(path: str | Path, observation_space: gym.Space | None, action_space:
     if not isinstance(action_space, gym.spaces.Box) or action_space.shape != (release.action_dim,):
         raise UserError(f"{path} acts with {release.action_dim} numbers and the env expects {action_space}; give "
                         "the env the agent was trained on")
-    description = {"source": "pg", "path": str(path), "sha256": sha256_file(Path(path)), "policy": "CtsPolicy",
+    description = {"source": "pg", "path": str(path), "sha256": sha256_file(Path(path)),
+                   "policy": "CtsLSTMPolicy" if release.recurrent else "CtsPolicy",
                    "state_filter": release.state_filter is not None, "file_keys": release.keys}
-    return PGVictim(release, observation_space, action_space, device, precision, description)
+    kind = PGLSTMVictim if release.recurrent else PGVictim
+    return kind(release, observation_space, action_space, device, precision, description)

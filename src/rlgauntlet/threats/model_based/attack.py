@@ -56,6 +56,7 @@ class _ModelAttack(Threat):
     Params = ModelAttackParams
     white_box = True
     mode: ClassVar[str]
+    not_recurrent = "its planner runs the agent on imagined future states"
 
     def __init__(self, params, schedule=None, spec=None) -> None:
         super().__init__(params, schedule, spec)

@@ -56,6 +56,7 @@ class _BestOfRandom(Threat):
 
     Params = BestOfParams
     corners: ClassVar[bool]
+    not_recurrent = "its rollouts from snapshots run the agent on future states"
 
     def __init__(self, params, schedule=None, spec=None) -> None:
         super().__init__(params, schedule, spec)

@@ -62,9 +62,13 @@ class AttackCore:
         """The attacker's observation: ``x`` as float32 NumPy, inside the observation box."""
         return x.detach().to(torch.float32).cpu().numpy()
 
-    def victim_actions(self, x: torch.Tensor, director_actions: np.ndarray, rng: BatchRNG) -> np.ndarray:
-        """The victim's deterministic actions on the actor's ``x̃`` for each row."""
+    def victim_actions(self, x: torch.Tensor, director_actions: np.ndarray, rng: BatchRNG,
+                       states: list | None = None) -> np.ndarray:
+        """The victim's deterministic actions on the actor's ``x̃`` for each row. A recurrent
+        victim acts from ``states`` (one per row), which are advanced in place with ``x̃``."""
         acts = torch.as_tensor(np.asarray(director_actions))
+        if self.victim.recurrent:
+            self.victim.use_state(states)
         with torch.no_grad():  # one clean forward serves the actor and the change count
             clean_out = self.victim.forward(x)
         x_adv = self.actor.perturb(x, self.victim, acts, rng, clean_out=clean_out)
@@ -77,7 +81,13 @@ class AttackCore:
         else:
             self.changed += int((chosen - clean).abs().amax(dim=-1).gt(1e-6).sum())
         self.linf_max = max(self.linf_max, float((x_adv - x).abs().amax()) if x.numel() else 0.0)
+        if self.victim.recurrent:
+            states[:] = self.victim.advance_state(x_adv)
         return chosen.cpu().numpy()
+
+    def initial_states(self, n: int) -> list | None:
+        """A recurrent victim's states at the start of ``n`` episodes (None otherwise)."""
+        return [self.victim.initial_state() for _ in range(n)] if self.victim.recurrent else None
 
 
 def _actor(victim: Victim, eps: float, variant: str | None, steps: int, lam: float, loss: str) -> AttackActor:
@@ -105,15 +115,17 @@ class PAMDP(gym.Env):
         self.observation_space, self.action_space = self.core.observation_space, self.core.action_space
         self._rng = BatchRNG([episode_generator(seed, 0, "threat")])
         self._x: torch.Tensor | None = None
+        self._states: list | None = None  # a recurrent victim's state in this episode
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         obs, info = self.env.reset(seed=seed, options=options)
         self._x = self.core.victim.preprocess(np.asarray(obs)[None])
+        self._states = self.core.initial_states(1)
         return self.core.to_obs(self._x)[0], info
 
     def step(self, action):
-        acts = self.core.victim_actions(self._x, np.asarray(action)[None], self._rng)
+        acts = self.core.victim_actions(self._x, np.asarray(action)[None], self._rng, self._states)
         obs, reward, terminated, truncated, info = self.env.step(acts[0])
         self._x = self.core.victim.preprocess(np.asarray(obs)[None])
         return self.core.to_obs(self._x)[0], -float(reward), terminated, truncated, info
@@ -144,16 +156,21 @@ class AttackVecEnv(VecEnvWrapper):
         self._rng = BatchRNG([episode_generator(seed, i, "threat") for i in range(venv.num_envs)])
         self._x: torch.Tensor | None = None
         self._actions: np.ndarray | None = None
+        self._states: list | None = None  # a recurrent victim's state in each env's episode
 
     def reset(self):
         self._x = self.core.victim.preprocess(self.venv.reset())
+        self._states = self.core.initial_states(self.num_envs)
         return self.core.to_obs(self._x)
 
     def step_async(self, actions: np.ndarray) -> None:
-        self.venv.step_async(self.core.victim_actions(self._x, actions, self._rng))
+        self.venv.step_async(self.core.victim_actions(self._x, actions, self._rng, self._states))
 
     def step_wait(self):
         obs, rewards, dones, infos = self.venv.step_wait()
+        if self._states is not None:  # an env that finished its episode started a new one: a fresh state
+            for i in np.flatnonzero(dones):
+                self._states[i] = self.core.victim.initial_state()
         for info in infos:
             if "terminal_observation" in info:
                 terminal = self.core.victim.preprocess(np.asarray(info["terminal_observation"])[None])

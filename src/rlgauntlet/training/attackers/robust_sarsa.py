@@ -60,6 +60,9 @@ def train_robust_sarsa(victim: Victim, config: dict, run_dir: str | Path, iterat
     if victim.is_discrete:
         raise UserError("robust-sarsa is for continuous-action agents (Q is learned on [x, a]); for discrete agents "
                         "use minq, maxdiff or paad")
+    if victim.recurrent:
+        raise UserError("robust-sarsa learns Q of a policy of the state alone, and this agent is recurrent (LSTM): "
+                        "its action also depends on its memory; use paad, sarl or maxdiff")
     seed = int(config["seed"])
     torch.manual_seed(seed)
     venv = make_train_vec_env(config["env"], n_envs, seed)
