@@ -108,3 +108,20 @@ def test_bad_board_files_are_one_line_errors(tmp_path):
     with pytest.raises(UserError, match="board agent zoo:hopper-ppo on CartPole-v1: "):
         plan_board(load_board(path), tmp_path / "g.sqlite")
     assert not (tmp_path / "g.sqlite").exists()  # nothing written before every plan is checked
+
+
+def test_every_board_file_of_the_repository_is_valid_and_names_known_agents():
+    from pathlib import Path
+
+    from rlgauntlet.gauntlet.board import load_board
+    from rlgauntlet.published import release
+    from rlgauntlet.zoo import zoo_entry
+
+    boards = sorted((Path(__file__).resolve().parents[1] / "boards").glob("*.yaml"))
+    assert boards
+    for path in boards:
+        board = load_board(path)
+        for agent in board.agents:
+            source, _, name = agent.agent.partition(":")
+            assert source in ("published", "zoo"), f"{path.name}: {agent.agent}"
+            (release if source == "published" else zoo_entry)(name)  # raises for an unknown name

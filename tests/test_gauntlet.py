@@ -257,6 +257,7 @@ def test_gauntlet_on_a_masked_agent(tiny_protocol, masked_agent, tmp_path):
     assert page.index('data-section="gauntlet"') < page.index('data-section="overview"')  # the summary on top
     assert 'data-check="vanishing_gradient"' in page and 'data-check="worse_than_random"' in page
     assert 'class="figure shift-curves"' in page  # physics:length at 1/2 and 2 (and clean at 1) as a curve
+    assert page.count('<figure class="members" data-eps="0.1"><img') == 1  # the members as a chart, per ε
     grid = page[page.index("shift-grid evaluations"):]
     assert grid.index("scale=1/2<") < grid.index("scale=2<") < grid.index("scale=10<")  # numeric, not text order
 
@@ -432,6 +433,20 @@ def test_docs_state_every_protocols_version_and_grid():
         row = next((line for line in text.splitlines() if line.startswith(f"| `{p.name}` v{p.version} |")), None)
         assert row is not None, f"docs/protocols.md has no row for {p.tag}"
         assert f"{', '.join(p.eps_grid)} ({p.headline_eps})" in row
+        for family, (grid, headline) in p.env_budgets.items():  # an env's own budgets, in the same row
+            assert f"{family}: {', '.join(grid)} ({headline})" in row, f"{p.tag}: {family}'s budgets"
+
+
+def test_an_env_with_budgets_of_its_own_gets_them_in_the_plan_and_on_the_board():
+    from rlgauntlet.gauntlet.protocols import get_protocol
+
+    mujoco = get_protocol("mujoco")
+    assert mujoco.for_env("Walker2d-v4").headline_eps == "0.05"
+    assert mujoco.for_env("HalfCheetah-v5").eps_grid == ("0.05", "0.1", "0.15", "0.2")
+    assert mujoco.for_env("Hopper-v5") is mujoco and mujoco.headline_eps == "0.075"
+    # the board reads each stored result's headline by its version and env: v3 and earlier had 0.075 everywhere
+    assert mujoco.headline_of(4, "Walker2d-v4") == "0.05" and mujoco.headline_of(3, "Walker2d-v4") == "0.075"
+    assert mujoco.headline_of(4, "AntContactForces-v4") == "0.15" and mujoco.headline_of(4, "Hopper-v5") == "0.075"
 
 
 RESUME_SCRIPT = """

@@ -225,16 +225,18 @@ def test_the_released_attacker_is_eps_times_hardtanh_of_its_mean_on_the_filtered
 # --- the catalogue of published agents --------------------------------------------------------
 
 def test_the_catalogue_names_every_release_once_with_its_hash_env_and_the_papers_eps():
+    from rlgauntlet.envs.presets import check_env_id
     from rlgauntlet.published import catalogue, releases
 
     entries = releases()
     assert len(entries) == 28 and len({e["name"] for e in entries}) == 28  # 6 ATLA methods × 4 envs + PA-ATLA × 4
-    papers_eps = {"Hopper-v5": 0.075, "Walker2d-v4": 0.05, "HalfCheetah-v5": 0.15, "Ant-v4": 0.15}
+    papers_eps = {"Hopper-v5": 0.075, "Walker2d-v4": 0.05, "HalfCheetah-v5": 0.15, "AntContactForces-v4": 0.15}
     for e in entries:
         assert e["repository"] in catalogue()["repositories"]
         assert len(e["sha256"]) == 64 and int(e["sha256"], 16) >= 0
-        assert papers_eps[e["env"]] == e["eps"] and e["name"].endswith(e["env"].split("-")[0].lower())
-        assert gym.spec(e["env"]) is not None
+        assert papers_eps[e["env"]] == e["eps"]
+        assert e["name"].endswith(e["env"].split("-")[0].lower().replace("contactforces", ""))
+        check_env_id(e["env"])  # a Gymnasium id, registered (the Ant one by rlgauntlet)
     readme = {e["name"]: e["readme"] for e in entries if e["readme"]}
     assert readme["ppo-hopper"] == {**readme["ppo-hopper"], "natural": 3167.3, "strongest_attack": 636.4}
     assert readme["atla-lstm-sappo-walker2d"]["strongest_attack"] == 3662.9
@@ -429,3 +431,56 @@ def test_an_lstm_adversary_carries_its_own_memory_through_the_episode(tmp_path):
             expected = by_hand(meta["plain"], x=x + 0.075 * np.clip(direction, -1.0, 1.0))
             np.testing.assert_allclose(action, np.clip(expected, -1, 1).astype(np.float32), rtol=1e-5, atol=1e-6)
     assert max(len(t) for t in seen.values()) > 3
+
+
+def test_a_published_agents_plan_reports_the_authors_attacker_beside_the_worst_case(tmp_path, monkeypatch):
+    from rlgauntlet import published
+    from rlgauntlet.common.hashing import sha256_file
+    from rlgauntlet.gauntlet.plan import plan_gauntlet
+
+    rng = np.random.default_rng(15)
+    adversary = OrderedDict(log_stdev=torch.zeros(OBS))
+    adversary["affine_layers.0.weight"] = torch.tensor(rng.normal(size=(HIDDEN, OBS)), dtype=torch.float32)
+    adversary["affine_layers.0.bias"] = torch.zeros(HIDDEN)
+    adversary["final_mean.weight"] = torch.tensor(rng.normal(size=(OBS, HIDDEN)), dtype=torch.float32)
+    adversary["final_mean.bias"] = torch.zeros(OBS)
+    clone = tmp_path / "ATLA_robust_RL"
+    clone.mkdir()
+    content, meta = _release(16)
+    _write(clone / "model.model", content, meta, legacy=False)
+    content, meta = _release(16, extra={"adversary_policy_model": adversary})
+    _write(clone / "attack.model", content, meta, legacy=False)
+    entry = {"name": "test-hopper", "repository": "huanzhang12/ATLA_robust_RL", "path": "model.model",
+             "sha256": sha256_file(clone / "model.model"), "method": "ppo", "policy": "mlp", "env": "Hopper-v5",
+             "eps": 0.075, "attacker": {"path": "attack.model", "sha256": sha256_file(clone / "attack.model")}}
+    fake = {**published.catalogue(), "releases": [entry]}
+    monkeypatch.setattr(published, "catalogue", lambda: fake)
+    monkeypatch.setenv("RLGAUNTLET_RELEASES", str(tmp_path))
+    plan = plan_gauntlet("published:test-hopper", "Hopper-v5", level="quick", store=tmp_path / "g.sqlite")
+    [spec] = plan.authors
+    assert spec.startswith("released_attacker:path=") and spec.endswith(",eps=0.075")
+    assert plan.labels[spec] == "authors' attacker" and spec in plan.parsed  # parsed once, with the plan's
+    assert spec not in plan.adversarial  # beside the worst case, not in it: the protocol is every agent's
+
+
+def test_the_board_page_draws_published_agents_against_their_papers_numbers(tmp_path):
+    from rlgauntlet.experiments.store import ResultsStore, run_key
+    from rlgauntlet.gauntlet.leaderboard import leaderboard
+    from rlgauntlet.report.leaderboard import render_leaderboard
+
+    path = tmp_path / "board.sqlite"
+    store = ResultsStore(path)
+    for agent, method, clean, worst in (("published:sa-ppo-hopper", "SA-PPO (released)", 3441.0, 900.0),
+                                         ("zoo:hopper-sa-ppo", "SA-PPO (zoo)", 3358.0, 700.0)):
+        meta = {"protocol": "mujoco", "version": 4, "level": "standard", "env": "Hopper-v5", "agent": agent,
+                "sha256": agent, "method": method}
+        run = store.create_run(run_key(meta), meta, kind="gauntlet")
+        store.add_metric(run, "worst_case@0.075", worst)
+        store.add_metric(run, "clean_return", clean)
+    store.close()
+    board = leaderboard([path])
+    members = {m["agent"]: m for row in board["boards"][0]["rows"] for m in row["members"]}
+    assert members["published:sa-ppo-hopper"]["paper"]["strongest_attack"] == 1076.3
+    assert members["zoo:hopper-sa-ppo"]["paper"] is None
+    page = render_leaderboard(board, tmp_path / "board.html").read_text()
+    assert page.count('<figure class="papers"><img') == 1

@@ -29,7 +29,8 @@ def _list_protocols(as_json: bool) -> None:
         levels = "; ".join(f"{k}: {v.episodes} ep, {v.attacker_steps // 1000}k steps at {v.learned_at}"
                            for k, v in p.levels.items())
         table.add_row(p.name, str(p.version), ", ".join(p.families),
-                      f"{', '.join(p.eps_grid)} ({p.headline_eps}), {p.unit}",
+                      f"{', '.join(p.eps_grid)} ({p.headline_eps}), {p.unit}"
+                      + "".join(f"; {k}: {', '.join(g)} ({h})" for k, (g, h) in p.env_budgets.items()),
                       ", ".join(p.learned + p.learned_continuous), levels)
     out_console.print(table)
 

@@ -62,7 +62,11 @@ MUJOCO_PREFIXES = (
     "InvertedPendulum",
     "InvertedDoublePendulum",
     "Pusher",
+    "AntContactForces",
 )
+#: Gymnasium's Ant-v4 with the contact forces in its observation (111 numbers, as gym's Ant-v2,
+#: on which the SA-PPO / ATLA / PA-ATLA Ant agents were trained); registered by this package
+ANT_CONTACT_FORCES = "AntContactForces-v4"
 
 ATARI_FRAME_STACK = 4
 
@@ -267,6 +271,9 @@ def _register_family(env_id: str) -> None:
         from rlgauntlet.envs.minatar import register_minatar
 
         register_minatar()
+    if env_id == ANT_CONTACT_FORCES and env_id not in gym.registry:
+        gym.register(ANT_CONTACT_FORCES, entry_point="gymnasium.envs.mujoco.ant_v4:AntEnv", max_episode_steps=1000,
+                     reward_threshold=6000.0, kwargs={"use_contact_forces": True})
 
 
 def _make_registered(env_id: str, **kwargs: Any) -> gym.Env:

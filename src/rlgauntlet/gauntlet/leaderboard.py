@@ -75,7 +75,7 @@ def gauntlet_entries(paths: list[str | Path]) -> list[dict]:
             for run_id, meta in store.runs("gauntlet"):
                 metrics = store.metrics(run_id)
                 protocol = PROTOCOLS.get(meta.get("protocol"))
-                headline = protocol.headline_of(meta.get("version")) if protocol else None
+                headline = protocol.headline_of(meta.get("version"), meta.get("env")) if protocol else None
                 # one agent counts once: its latest result (and the method that result names)
                 key = (meta.get("protocol"), meta.get("version"), meta.get("level"), meta.get("env"),
                        meta.get("sha256"))
@@ -90,6 +90,20 @@ def gauntlet_entries(paths: list[str | Path]) -> list[dict]:
         finally:
             store.close()
     return list(entries.values())
+
+
+def papers_numbers(agent: str) -> dict | None:
+    """A published agent's README numbers (natural, strongest attack), from the catalogue; None
+    for any other agent."""
+    source, _, name = str(agent).partition(":")
+    if source != "published":
+        return None
+    from rlgauntlet.published import release
+
+    try:
+        return release(name).get("readme")
+    except UserError:  # a name an older catalogue knew
+        return None
 
 
 def leaderboard(paths: list[str | Path], seed: int = 0) -> dict:
@@ -125,7 +139,8 @@ def leaderboard(paths: list[str | Path], seed: int = 0) -> dict:
                          "acr": _mean([a["acr"] for a in agents]), "gwc": _mean([a["gwc"] for a in agents]),
                          "warnings": sum(a["warnings"] for a in agents),
                          "members": [{"agent": a["agent"], "sha256": a["sha256"], "score": a["score"],
-                                      "store": a["store"], "run_id": a["run_id"]} for a in agents]})
+                                      "clean": a["clean"], "store": a["store"], "run_id": a["run_id"],
+                                      "paper": papers_numbers(a["agent"])} for a in agents]})
         rows.sort(key=lambda r: -r["iqm"])
         for rank, r in enumerate(rows, 1):
             r["rank"] = rank

@@ -153,6 +153,7 @@ class GauntletPlan:
     labels: dict[str, str]  # spec -> how results name it (a learned attacker's without its folder)
     parsed: dict[str, Threat] = field(default_factory=dict)  # spec -> its threat, parsed and checked once
     exhaustive: bool = False  # every heuristic member in full, no race (a check of the race)
+    authors: list[str] = field(default_factory=list)  # a published agent's own released attacker, reported beside
     dropped: dict[str, str] = field(default_factory=dict)  # heuristic spec -> why the race dropped it
     race: list[dict] = field(default_factory=list)  # per member: its ε, selection episodes, drop round and reason
 
@@ -254,7 +255,7 @@ def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None,
     spec = as_agent_spec(agent, **load_options)
     if not isinstance(spec, AgentSpec):
         raise UserError("the gauntlet runs an agent spec (zoo:NAME, sb3:PATH.zip, torchscript:PATH), not a loaded victim")
-    chosen = protocol_fitting(protocol, env, spec.preset)
+    chosen = protocol_fitting(protocol, env, spec.preset).for_env(env)  # the env's own budgets, where it has them
     settings = chosen.level(level)
     seeds = check_seeds(settings.seeds if seeds is None else seeds, settings.episodes)
     if chosen.race is not None and not exhaustive:
@@ -320,5 +321,34 @@ def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None,
                       for e in (learned_eps if t.method == "robust-sarsa" else [t.eps])}
     labels.update(learned_labels)
     learned = list(learned_labels)
+    fitted_authors = authors_attack(spec, chosen, env, victim, preset, skipped)
+    fitted += fitted_authors
+    authors = [s for s, _ in fitted_authors]
+    labels.update({s: "authors' attacker" for s in authors})
     return GauntletPlan(chosen, level, spec, env, preset, victim, sha, seeds, store_path, heuristics, natural, shifts,
-                        skipped, tasks, learned, labels, dict(fitted), exhaustive)
+                        skipped, tasks, learned, labels, dict(fitted), exhaustive, authors=authors)
+
+
+def authors_attack(spec: AgentSpec, protocol: Protocol, env: str, victim, preset: str,
+                   skipped: list[dict]) -> list[tuple[str, Threat]]:
+    """A published agent's own released attacker at the headline ε (``released_attacker``),
+    reported beside the gauntlet's worst case and not part of it (the protocol is the same for
+    every agent); none for other agents, or where the user's clone lacks the file (skipped)."""
+    source, _, name = spec.agent.partition(":")
+    if source != "published":
+        return []
+    from rlgauntlet.published import local_file, release
+    from rlgauntlet.threats.spec import quote_value
+
+    entry = release(name)
+    if not entry.get("attacker"):
+        return []
+    try:
+        path = local_file(entry, "attacker")
+    except UserError as exc:
+        skipped.append({"spec": "the authors' attacker", "reason": str(exc)})
+        return []
+    text = f"released_attacker:path={quote_value(str(path))},eps={protocol.headline_eps}"
+    kept, failed = fitting_specs([text], victim, env, preset)
+    skipped += [{**row, "spec": "the authors' attacker"} for row in failed]
+    return kept

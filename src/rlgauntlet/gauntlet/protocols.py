@@ -19,7 +19,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from rlgauntlet.errors import UserError
@@ -117,6 +117,15 @@ class Protocol:
     #: the first version whose headline ε is this one's: the leaderboard still ranks the stored
     #: results of those earlier versions (each version on a board of its own)
     headline_since: int = 1
+    #: budgets of their own for some env families (the id's prefix before its first "-"): (ε
+    #: grid, headline ε), the papers' budgets per env; from version ``env_budgets_since`` on
+    env_budgets: dict[str, tuple[tuple[str, ...], str]] = field(default_factory=dict)
+    env_budgets_since: int = 1
+
+    def for_env(self, env_id: str) -> "Protocol":
+        """This protocol with ``env_id``'s own ε grid and headline ε where it has them."""
+        budgets = self.env_budgets.get(env_id.split("-")[0])
+        return self if budgets is None else replace(self, eps_grid=budgets[0], headline_eps=budgets[1])
 
     @property
     def tag(self) -> str:
@@ -128,9 +137,14 @@ class Protocol:
             raise UserError(f"--level {name!r} is unknown; choose one of {', '.join(LEVELS)}")
         return self.levels[name]
 
-    def headline_of(self, version: object) -> str | None:
-        """The headline ε of this protocol's ``version`` (None: a version this code does not know)."""
-        return self.headline_eps if isinstance(version, int) and self.headline_since <= version <= self.version else None
+    def headline_of(self, version: object, env_id: str | None = None) -> str | None:
+        """The headline ε of this protocol's ``version`` on ``env_id`` (None: a version this code
+        does not know)."""
+        if not (isinstance(version, int) and self.headline_since <= version <= self.version):
+            return None
+        if env_id is not None and version >= self.env_budgets_since:
+            return self.for_env(env_id).headline_eps
+        return self.headline_eps
 
     def learned_methods(self, discrete: bool) -> tuple[str, ...]:
         return self.learned if discrete else self.learned + self.learned_continuous
@@ -144,6 +158,8 @@ class Protocol:
                 "learned": list(self.learned), "learned_continuous_only": list(self.learned_continuous),
                 "director_settings": list(self.director_settings), "select": self.select, "push": self.push,
                 "attacker_patience": self.attacker_patience,
+                "env_budgets": {k: {"eps_grid": list(grid), "headline_eps": head}
+                                for k, (grid, head) in self.env_budgets.items()},
                 "race": None if self.race is None else {"first_episodes": self.race.first, "z": self.race.z,
                                                         "finalists": self.race.finalists},
                 "natural_suite": self.natural, "certified": self.certify,
@@ -169,8 +185,13 @@ PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
         # agents looking stronger than they are (docs/reproduction.md, the robust-agent table).
         # v3: the constant directors (push), which no training reaches: on the robust-agent table
         # they took vanilla Hopper to 262 where the strongest trained director left 540.
-        # v4: the race (as classic v2)
-        name="mujoco", version=4, families=("mujoco",), push=True,
+        # v4: the race (as classic v2), and the papers' budget per env (SA-PPO, ATLA, PA-AD):
+        # Walker2d 0.05, HalfCheetah and Ant 0.15 (Hopper keeps 0.075)
+        name="mujoco", version=4, families=("mujoco",), push=True, env_budgets_since=4,
+        env_budgets={"Walker2d": (("0.025", "0.05", "0.075", "0.1"), "0.05"),
+                     "HalfCheetah": (("0.05", "0.1", "0.15", "0.2"), "0.15"),
+                     "Ant": (("0.05", "0.1", "0.15", "0.2"), "0.15"),
+                     "AntContactForces": (("0.05", "0.1", "0.15", "0.2"), "0.15")},
         summary="MuJoCo locomotion (Hopper, Walker2d, HalfCheetah, Ant, ...)",
         eps_grid=("0.025", "0.05", "0.075", "0.1"), headline_eps="0.075",
         budget_note="normalized observation units when the agent has VecNormalize statistics (as in the PA-AD, "

@@ -137,7 +137,7 @@ def run_plans(plans: list[GauntletPlan], executor: str = "local", workers: int =
             for race, results, (chunks, _, _) in rounds:
                 run(pool, results, chunks)
             races = [(race, results) for race, results, _ in rounds]
-        base = {id(plan): plan.finalists + plan.natural + plan.shifts for plan in plans}
+        base = {id(plan): plan.finalists + plan.natural + plan.shifts + plan.authors for plan in plans}
         episodes(lambda plan: base[id(plan)])
         # 2. the learned attackers of every agent, cached (a killed training resumes from its checkpoint)
         tasks = [t for plan in plans for t in plan.tasks]

@@ -124,6 +124,7 @@ def summarise(plan: GauntletPlan, reports: list[dict], method: str | None) -> di
         "shifts": {"rows": [{"spec": s, **r} for s, r in shift_rows.items()], "curves": shift_curves(shift_rows)},
         "learned_attackers": [{"method": t.method, "eps": t.eps, "seed": t.seed, "steps": t.steps, "folder": t.folder,
                                "setting": t.setting, "select": t.select} for t in plan.tasks],
+        "authors_attack": [{"spec": s, "eps": plan.protocol.headline_eps, **pooled[plan.labels[s]]} for s in plan.authors],
         "race": race_summary(plan),
         "skipped": plan.skipped,
     }

@@ -108,3 +108,45 @@ def shift_curves_uri(curves: dict[str, list[tuple[float, float, float]]], clean:
         ax.axis("off")
     fig.tight_layout()
     return figure_uri(fig)
+
+
+def members_uri(members: dict[str, float], clean: float | None, worst: str, title: str) -> str:
+    """One ε's gauntlet members as horizontal bars of their mean return, lowest (the worst case)
+    on top and drawn apart, with the clean return as a line."""
+    plt = _pyplot()
+    ranked = sorted(members.items(), key=lambda kv: kv[1])
+    fig, ax = plt.subplots(figsize=(6.4, 0.6 + 0.24 * len(ranked)))
+    names = [name for name, _ in ranked][::-1]
+    values = [value for _, value in ranked][::-1]
+    colors = ["#c0392b" if name == worst else "#7f8c8d" for name in names]
+    ax.barh(range(len(names)), values, color=colors)
+    ax.set_yticks(range(len(names)), names, fontsize=7)
+    if clean is not None:
+        ax.axvline(clean, color="#2c3e50", linestyle="--", linewidth=1, label="clean")
+        ax.legend(fontsize=7, loc="lower right")
+    ax.set_xlabel("mean return")
+    ax.set_title(title, fontsize=9)
+    return figure_uri(fig)
+
+
+def published_uri(rows: list[dict], title: str) -> str:
+    """Each agent's natural and worst-case returns (ours) against the paper's two numbers: a pair
+    of markers per agent, filled for ours, hollow for the paper's, joined by a line."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 0.8 + 0.32 * len(rows)))
+    for i, row in enumerate(rows):
+        y = len(rows) - 1 - i
+        ax.plot([row["worst_case"], row["natural"]], [y, y], color="#2980b9", linewidth=1)
+        ax.plot(row["natural"], y, "o", color="#2980b9", label="natural (here)" if i == 0 else None)
+        ax.plot(row["worst_case"], y, "s", color="#c0392b", label="worst case (here)" if i == 0 else None)
+        if row.get("paper_natural") is not None:
+            ax.plot(row["paper_natural"], y, "o", mfc="none", color="#2980b9", label="natural (paper)")
+        if row.get("paper_attacked") is not None:
+            ax.plot(row["paper_attacked"], y, "s", mfc="none", color="#c0392b", label="strongest attack (paper)")
+    ax.set_yticks(range(len(rows)), [r["label"] for r in rows][::-1], fontsize=7)
+    handles, labels = ax.get_legend_handles_labels()
+    unique = dict(zip(labels, handles))
+    ax.legend(unique.values(), unique.keys(), fontsize=7, loc="lower right")
+    ax.set_xlabel("return")
+    ax.set_title(title, fontsize=9)
+    return figure_uri(fig)

@@ -98,6 +98,17 @@ def report_context(stores: list[ResultsStore], agents: list[str] | None = None,
             "stores": [Path(s.path).name for s in stores]}
 
 
+def member_charts(gauntlet: dict | None) -> dict[str, str]:
+    """A gauntlet result's members as one chart per ε (ε as the protocol writes it -> data URI)."""
+    from rlgauntlet.report.figures import members_uri
+
+    if not gauntlet:
+        return {}
+    clean = gauntlet["clean"]["return_mean"]
+    return {w["eps"]: members_uri(w["members"], clean, w["attack"], f"ε {w['eps']} ({gauntlet['budget_space']})")
+            for w in gauntlet["worst_case"] if w.get("members")}
+
+
 def render_report(stores: list[str | Path], out: str | Path, agents: list[str] | None = None,
                   title: str = "rlgauntlet robustness report", gauntlet: dict | None = None,
                   runs: set[tuple[int, int]] | None = None, labels: dict[str, str] | None = None) -> Path:
@@ -116,7 +127,7 @@ def render_report(stores: list[str | Path], out: str | Path, agents: list[str] |
             store.close()
     html = template_environment().get_template("report.html.j2").render(
         title=title, version=__version__, rendered=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        gauntlet=gauntlet, output_kind=REPORT_KIND, **context)
+        gauntlet=gauntlet, member_charts=member_charts(gauntlet), output_kind=REPORT_KIND, **context)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(html)
     return out

@@ -17,6 +17,21 @@ from rlgauntlet.version import __version__
 PAGE_KIND = "leaderboard page"
 
 
+def paper_chart(board: dict) -> str | None:
+    """One board's agents, natural and worst-case returns here against their papers' two numbers
+    (a data URI); None when no agent of the board has published numbers."""
+    from rlgauntlet.report.figures import published_uri
+
+    members = [(row["method"], m) for row in board["rows"] for m in row["members"]]
+    if not any(m.get("paper") for _, m in members):
+        return None
+    rows = [{"label": f"{method}: {m['agent']}", "natural": m["clean"], "worst_case": m["score"],
+             "paper_natural": (m.get("paper") or {}).get("natural"),
+             "paper_attacked": (m.get("paper") or {}).get("strongest_attack")}
+            for method, m in members if m["clean"] is not None and m["score"] is not None]
+    return published_uri(rows, f"{board['env']}: here (filled) and in the papers (hollow), ε {board['headline_eps']}")
+
+
 def render_leaderboard(board: dict, out: str | Path) -> Path:
     """Write ``board`` (a :func:`~rlgauntlet.gauntlet.leaderboard.leaderboard` result) as one
     self-contained HTML page, marked as a ``leaderboard page``; returns the path written."""
@@ -26,7 +41,7 @@ def render_leaderboard(board: dict, out: str | Path) -> Path:
     out = check_output(Path(out), kind=PAGE_KIND)
     html = template_environment().get_template("leaderboard.html.j2").render(
         version=__version__, rendered=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        output_kind=PAGE_KIND, **board)
+        output_kind=PAGE_KIND, paper_charts=[paper_chart(b) for b in board["boards"]], **board)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(html)
     return out
