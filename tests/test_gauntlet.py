@@ -531,7 +531,7 @@ def test_the_worst_case_takes_every_attack_within_the_budget():
         victim=SimpleNamespace(budget_space="normalized", description={}), spec=SimpleNamespace(agent="zoo:x"),
         sha="s", seeds=[0, 1], heuristics=["random:eps=0.05", "random:eps=0.1"],
         learned=["paad:attacker=/a,eps=0.075", "paad:attacker=/b,eps=0.075"], natural=["gaussian_noise:std=0.1"],
-        shifts=[], tasks=[], racing=False, exhaustive=False,
+        shifts=[], tasks=[], racing=False, exhaustive=False, authors=[],
         skipped=[], labels={"random:eps=0.05": "random:eps=0.05", "random:eps=0.1": "random:eps=0.1",
                             "paad:attacker=/a,eps=0.075": "paad:eps=0.075", "paad:attacker=/b,eps=0.075": "paad:eps=0.075",
                             "gaussian_noise:std=0.1": "gaussian_noise:std=0.1"})

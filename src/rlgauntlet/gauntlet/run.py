@@ -134,7 +134,10 @@ def run_plans(plans: list[GauntletPlan], executor: str = "local", workers: int =
                 break
             total, done = sum(r[2][1] for r in rounds), sum(r[2][2] for r in rounds)
             stage("race", total, done)
-            for race, results, (chunks, _, _) in rounds:
+            per_store: dict[int, tuple[object, list]] = {}  # every agent's round in one executor call
+            for _, results, (chunks, _, _) in rounds:
+                per_store.setdefault(id(results), (results, []))[1].extend(chunks)
+            for results, chunks in per_store.values():
                 run(pool, results, chunks)
             races = [(race, results) for race, results, _ in rounds]
         base = {id(plan): plan.finalists + plan.natural + plan.shifts + plan.authors for plan in plans}

@@ -1,0 +1,118 @@
+"""The published leaderboard: the gauntlet (``mujoco`` at ``standard``, the papers' ε per env) on
+every released agent of the catalogue and the zoo's agents of the same env, board by board in
+the issue's order (Hopper and Walker2d, then PA-ATLA on all four envs, then HalfCheetah and
+Ant), cached and resumable: a killed run (or the end of a working session) loses no stored
+episode or trained attacker, and the same command goes on from there.
+
+Needs the releases' clones under ``$RLGAUNTLET_RELEASES`` (``rlgauntlet published list``).
+Writes ``benchmarks/results/published_board.json`` (per agent: seconds, natural, worst case and
+its attack, the authors' attacker, the README's numbers; per board: seconds) and prints the
+table docs/reproduction.md carries.
+
+Run: python benchmarks/published_board.py [--boards published-hopper ...] [--out runs/published] [--workers 2]
+     [--executor ray --address HOST:PORT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BOARDS = ("published-hopper", "published-walker2d", "published-pa-atla", "published-halfcheetah-ant")
+OUT = HERE / "results" / "published_board.json"
+
+
+def run_board(name: str, out: Path, executor: str, workers: int, address: str | None) -> dict:
+    """One board, planned and run as one plan; the results per agent and the time it took."""
+    from rlgauntlet.gauntlet.board import load_board, plan_board
+    from rlgauntlet.gauntlet.run import run_plans
+
+    board = load_board(HERE.parent / "boards" / f"{name}.yaml")
+    plans, methods = plan_board(board, out / name / "gauntlet.sqlite")
+    started = time.perf_counter()
+    marks: list[tuple[str, float]] = []
+    results = run_plans(plans, executor, workers, address, methods,
+                        on_stage=lambda stage, done, total: marks.append((stage, time.perf_counter())))
+    seconds = time.perf_counter() - started
+    rows = []
+    for plan, result in zip(plans, results):
+        headline = next((w for w in result["worst_case"] if w["eps"] == result["headline_eps"]), None)
+        authors = result.get("authors_attack") or []
+        paper = None
+        if plan.spec.agent.startswith("published:"):
+            from rlgauntlet.published import release
+
+            paper = release(plan.spec.agent.split(":", 1)[1]).get("readme")
+        rows.append({"agent": plan.spec.agent, "method": result["agent"]["method"], "env": plan.env,
+                     "eps": result["headline_eps"], "natural": result["clean"]["return_mean"],
+                     "natural_sem": result["clean"]["return_sem"],
+                     "worst_case": headline["return_mean"] if headline else None,
+                     "worst_case_sem": headline["return_sem"] if headline else None,
+                     "worst_attack": headline["attack"] if headline else None,
+                     "authors_attack": authors[0]["return_mean"] if authors else None,
+                     "paper": paper})
+    return {"board": name, "agents": len(plans), "seconds": round(seconds, 1),
+            "seconds_per_agent": round(seconds / max(1, len(plans)), 1), "rows": rows}
+
+
+def table(rows: list[dict]) -> str:
+    """The docs/reproduction.md table: one row per agent."""
+    def num(value) -> str:
+        return "–" if value is None else f"{value:.0f}"
+
+    lines = ["| agent | env (ε) | natural: paper / here | strongest attack: paper / authors' attacker here / "
+             "gauntlet here (attack) |", "|---|---|---|---|"]
+    for r in rows:
+        paper = r["paper"] or {}
+        lines.append(f"| {r['method']} (`{r['agent']}`) | {r['env']} ({r['eps']}) | {num(paper.get('natural'))} / "
+                     f"{num(r['natural'])} | {num(paper.get('strongest_attack'))} / {num(r['authors_attack'])} / "
+                     f"**{num(r['worst_case'])}** ({r['worst_attack']}) |")
+    return "\n".join(lines)
+
+
+def _missing_clones() -> str | None:
+    """Why the releases cannot be read here (a clone missing), or None."""
+    from rlgauntlet.errors import UserError
+    from rlgauntlet.published import local_file, releases
+
+    seen = set()
+    for entry in releases():
+        if entry["repository"] in seen:
+            continue
+        seen.add(entry["repository"])
+        try:
+            local_file(entry)
+        except UserError as exc:
+            return str(exc)
+    return None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--boards", nargs="+", default=list(BOARDS), choices=BOARDS)
+    parser.add_argument("--out", type=Path, default=Path("runs/published"))
+    parser.add_argument("--executor", default="local")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--address", default=None)
+    args = parser.parse_args()
+    missing = _missing_clones()
+    if missing:  # the weights are the user's local copies, never downloaded: nothing to run here
+        print(f"published_board: skipped, {missing}")
+        return
+    results = json.loads(OUT.read_text()) if OUT.exists() else {}
+    results.pop("generator", None)
+    results.pop("output_kind", None)
+    for name in args.boards:
+        results[name] = run_board(name, args.out, args.executor, args.workers, args.address)
+        print(f"{name}: {results[name]['agents']} agents in {results[name]['seconds']} s")
+        print(table(results[name]["rows"]))
+        from rlgauntlet.common.outputs import write_json
+
+        write_json(OUT, results, kind="benchmark")  # after every board: a long run keeps what it finished
+
+
+if __name__ == "__main__":
+    main()
