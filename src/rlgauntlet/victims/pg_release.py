@@ -260,13 +260,18 @@ class PGVictim(Victim):
 
     kind = "gaussian"
 
+    @staticmethod
+    def network(weights: dict[str, torch.Tensor]) -> nn.Module:
+        """The network the release's weights make (float64)."""
+        return mean_network(weights)
+
     def __init__(self, release: ReleaseFile, observation_space: gym.Space, action_space: gym.Space,
                  device: str | torch.device = "cpu", precision: str = "auto", description: dict | None = None) -> None:
         self.device = torch.device(device)
         self.observation_space, self.action_space = observation_space, action_space
         self.dtype = choose_dtype(precision, False)
         self.release = release
-        self.module = mean_network(release.policy).to(device=self.device, dtype=self.dtype).eval()
+        self.module = self.network(release.policy).to(device=self.device, dtype=self.dtype).eval()
         for p in self.module.parameters():
             p.requires_grad_(False)
         self.log_std = release.policy["log_stdev"].to(device=self.device, dtype=self.dtype)
@@ -318,18 +323,13 @@ class PGLSTMVictim(PGVictim):
 
     recurrent = True
 
+    @staticmethod
+    def network(weights: dict[str, torch.Tensor]) -> nn.Module:
+        return LSTMStep(weights)
+
     def __init__(self, release: ReleaseFile, observation_space: gym.Space, action_space: gym.Space,
                  device: str | torch.device = "cpu", precision: str = "auto", description: dict | None = None) -> None:
-        self.device = torch.device(device)
-        self.observation_space, self.action_space = observation_space, action_space
-        self.dtype = choose_dtype(precision, False)
-        self.release = release
-        self.module = LSTMStep(release.policy).to(device=self.device, dtype=self.dtype).eval()
-        for p in self.module.parameters():
-            p.requires_grad_(False)
-        self.log_std = release.policy["log_stdev"].to(device=self.device, dtype=self.dtype)
-        self.budget_space = "normalized" if release.state_filter is not None else "raw"
-        self.description = description or {"source": "pg", "path": str(release.path)}
+        super().__init__(release, observation_space, action_space, device, precision, description)
         self._held: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def initial_state(self) -> tuple[torch.Tensor, torch.Tensor]:
