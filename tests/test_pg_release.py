@@ -40,7 +40,7 @@ def _fake_release_modules() -> dict[str, types.ModuleType]:
 
 
 def _release(seed: int, recurrent: bool = False, center: bool = True, scale: bool = True, clip: float | None = 10.0,
-             extra: dict | None = None) -> tuple[dict, dict]:
+             extra: dict | None = None, n: int = 1000) -> tuple[dict, dict]:
     """A release file's content built with the stand-in classes, and the plain numbers behind it."""
     rng = np.random.default_rng(seed)
     mods = _fake_release_modules()
@@ -63,7 +63,7 @@ def _release(seed: int, recurrent: bool = False, center: bool = True, scale: boo
             weights[f"lstm.{name}"] = torch.tensor(rng.normal(size=shape) * 0.4, dtype=torch.float32)
         weights["output_layer.weight"] = torch.tensor(rng.normal(size=(ACT, HIDDEN)) * 0.5, dtype=torch.float32)
         weights["output_layer.bias"] = torch.tensor(rng.normal(size=ACT) * 0.05, dtype=torch.float32)
-    n, m, s = 1000, rng.normal(size=OBS), rng.uniform(1.0, 50.0, size=OBS) * 999
+    m, s = rng.normal(size=OBS), rng.uniform(1.0, 50.0, size=OBS) * 999
     rs = tu.RunningStat()
     rs.__dict__.update(_n=n, _M=m, _S=s)
     zfilter = tu.ZFilter()
@@ -78,7 +78,7 @@ def _release(seed: int, recurrent: bool = False, center: bool = True, scale: boo
     content = {"policy_model": weights, "val_model": OrderedDict(w=torch.zeros(2)), "policy_opt": {"state": {}},
                "val_opt": {"state": {}}, "envs": [env], **(extra or {})}
     plain = {k: v.double().numpy() for k, v in weights.items()}
-    plain.update(mean=m, std=np.sqrt(s / (n - 1)), clip=clip, center=center, scale=scale)
+    plain.update(mean=m, std=np.sqrt(s / (n - 1)) if n > 1 else np.abs(m), clip=clip, center=center, scale=scale)
     return content, {"plain": plain, "modules": mods, "saved": saved}
 
 
@@ -150,6 +150,18 @@ def test_the_filter_uses_the_running_stats_sample_std_not_the_population_one(tmp
     rs = content["envs"][0].state_filter.rs
     np.testing.assert_allclose(release.state_filter.std, np.sqrt(rs._S / (rs._n - 1)), rtol=1e-12)
     np.testing.assert_allclose(release.state_filter.mean, rs._M, rtol=1e-12)
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_a_running_stat_of_one_or_two_samples_gives_the_authors_std(tmp_path, n):
+    # RunningStat.var: S / (n − 1) from the second sample on, M² for a single one
+    content, meta = _release(17, n=n)
+    path = tmp_path / "a.model"
+    _write(path, content, meta, legacy=False)
+    np.testing.assert_allclose(read_release(path).state_filter.std, meta["plain"]["std"], rtol=1e-12)
+    rs = content["envs"][0].state_filter.rs
+    expected = np.abs(rs._M) if n == 1 else np.sqrt(rs._S)
+    np.testing.assert_allclose(meta["plain"]["std"], expected, rtol=1e-12)
 
 
 def test_a_global_outside_the_allow_list_is_refused_by_name_and_never_called(tmp_path):

@@ -74,6 +74,27 @@ def test_with_every_mean_equal_nobody_is_dropped_before_the_last_round():
     assert dropped == {} and finalists == list(members)
 
 
+def test_two_agreeing_episodes_are_not_certainty_the_rounds_spread_floors_each_error():
+    # best and near agree with themselves (no spread of their own); noisy has a spread: the pooled
+    # variance (0 + 0 + 800) / 3 floors every member's, se = √(266.7 / 2) = 11.5, threshold 32.7
+    decision = RaceRule().decide({"best": [10.0, 10.0], "near": [12.0, 12.0], "noisy": [0.0, 40.0]})
+    assert decision == {}  # with each member's own variance (0), near would go on a gap of 2
+    far = RaceRule().decide({"best": [10.0, 10.0], "far": [50.0, 50.0], "noisy": [0.0, 40.0]})
+    assert list(far) == ["far"]  # a gap of 40 is beyond 32.7
+
+
+def test_one_episode_each_has_no_spread_and_a_far_member_goes():
+    assert list(RaceRule().decide({"a": [1.0], "b": [100.0]})) == ["b"]
+
+
+def test_the_protocols_rule_is_2_first_episodes_z_2_and_3_finalists():
+    rule = RaceRule()
+    assert rule.rounds(10) == [2, 4] and rule.z == 2.0
+    equal = {f"m{i}": [5.0, 5.0] for i in range(5)}
+    assert sorted(rule.decide(equal, last=True)) == ["m3", "m4"]  # the first three stay
+    assert rule.decide(equal, last=False) == {}
+
+
 def test_a_tie_for_the_best_keeps_both():
     assert set(RaceRule().decide({"a": [5.0, 5.0], "b": [5.0, 5.0], "c": [9.0, 9.0]})) == {"c"}
 

@@ -135,9 +135,9 @@ class StateFilter:
 
     mean: np.ndarray
     std: np.ndarray
-    center: bool = True
-    scale: bool = True
-    clip: float | None = None
+    center: bool
+    scale: bool
+    clip: float | None
 
     def __call__(self, obs: torch.Tensor) -> torch.Tensor:
         mean = torch.as_tensor(self.mean, dtype=obs.dtype, device=obs.device)
@@ -193,9 +193,11 @@ def _state_filter(env_record: object, path: Path) -> StateFilter | None:
     item = env_record.state["state_filter"]
     while isinstance(item, Record):
         if item.name.endswith("torch_utils.ZFilter"):
+            if not {"rs", "center", "scale", "clip"} <= item.state.keys():
+                raise UserError(f"{path}: its ZFilter lacks {sorted({'rs', 'center', 'scale', 'clip'} - item.state.keys())}; "
+                                "is it a policy_gradients release file?")
             mean, std = _running_stat(item.state["rs"])
-            return StateFilter(mean, std, bool(item.state.get("center", True)), bool(item.state.get("scale", True)),
-                               item.state.get("clip"))
+            return StateFilter(mean, std, bool(item.state["center"]), bool(item.state["scale"]), item.state["clip"])
         if item.name.endswith("torch_utils.StateWithTime"):
             raise UserError(f"{path}: its state filter adds the time step as a feature (StateWithTime), which "
                             "no released agent uses and rlgauntlet does not rebuild")
