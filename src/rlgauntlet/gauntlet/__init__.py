@@ -7,7 +7,11 @@ What it owns:
   natural and shift suites, learned attackers, levels);
 * :mod:`~rlgauntlet.gauntlet.plan`: the plan of one agent's gauntlet, decided and checked before
   any work (attacker tasks and their cache folders);
-* :mod:`~rlgauntlet.gauntlet.run`: :func:`run_gauntlet`, its three phases and its caches;
+* :mod:`~rlgauntlet.gauntlet.race`: the race over each ε's heuristic members on selection
+  episodes (successive halving), so that only finalists run in full;
+* :mod:`~rlgauntlet.gauntlet.run`: :func:`run_gauntlet` and :func:`~rlgauntlet.gauntlet.run.run_plans`
+  (several agents as one plan), their phases and caches;
+* :mod:`~rlgauntlet.gauntlet.board`: board files (agents × envs, one protocol and level);
 * :mod:`~rlgauntlet.gauntlet.summary`: the worst-case statistics and the stored result, with the
   metric names as constants;
 * :mod:`~rlgauntlet.gauntlet.checks`: the false-robustness checks;
