@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, ClassVar, Iterator, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rlgauntlet.envs import make_env, resolve_preset
 from rlgauntlet.errors import UserError
@@ -55,6 +55,21 @@ class AgentSpec(BaseModel):
         """The victim, checked against ``env`` with its preset: (victim, preset name)."""
         return load_for_env(self.agent, env, self.preset, self.device, self.kind, self.vecnormalize,
                             self.input_space, self.precision, self.allow_pickle)
+
+
+class FileAgentSpec(AgentSpec):
+    """An :class:`AgentSpec` read from a file others may write (a sweep or board file): such a
+    file cannot ask to run code stored in agent files; that stays the user's own flag."""
+
+    #: the command whose ``--allow-pickle`` the user passes instead
+    command: ClassVar[str] = "rlgauntlet"
+
+    @field_validator("allow_pickle")
+    @classmethod
+    def _pickle_is_the_users_choice(cls, value: bool) -> bool:
+        if value:
+            raise ValueError(f"running pickled code is the user's choice: pass --allow-pickle to {cls.command}")
+        return value
 
 
 def as_agent_spec(agent: str | AgentSpec | Victim, **options: Any) -> AgentSpec | Victim:

@@ -26,14 +26,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rlgauntlet.engine.rollout import EpisodeRecord
 from rlgauntlet.common.executors import EXECUTOR_NAMES
 from rlgauntlet.errors import UserError
-from rlgauntlet.experiments.agents import AgentSpec
+from rlgauntlet.experiments.agents import AgentSpec, FileAgentSpec
 from rlgauntlet.experiments.cells import (Cell, CellSet, Chunk, cell_report, open_cells, run_chunk,  # noqa: F401
                                           run_chunks, write_chunk)
 from rlgauntlet.experiments.store import ResultsStore, store_of
@@ -67,12 +67,14 @@ def _check_groups(groups: list[list[str]] | None) -> None:
             raise ValueError(f"strongest_of group {group} compares several attacks; give at least two")
 
 
-class AgentEntry(AgentSpec):
+class AgentEntry(FileAgentSpec):
     """One agent of a sweep and how to load it (an :class:`AgentSpec` and the sweep's fields).
 
     ``envs`` defaults to the sweep's ``envs``, and for a zoo agent to the env it was trained on.
     ``eps_grid`` overrides the sweep's grid for this agent (budgets live in the agent's own
     space: pixel01, normalized or raw)."""
+
+    command: ClassVar[str] = "rlgauntlet sweep"
 
     envs: list[str] | None = Field(None, description="Gymnasium ids this agent is evaluated on")
     eps_grid: str | None = Field(None, description="budgets for this agent, overriding the sweep's eps_grid")
@@ -83,13 +85,6 @@ class AgentEntry(AgentSpec):
     @classmethod
     def _grid(cls, value: object) -> object:
         return _grid_text(value)
-
-    @field_validator("allow_pickle")
-    @classmethod
-    def _pickle_is_the_users_choice(cls, value: bool) -> bool:
-        if value:  # a shared sweep file must not be able to run code in agent files
-            raise ValueError("running pickled code is the user's choice: pass --allow-pickle to rlgauntlet sweep")
-        return value
 
     @field_validator("strongest_of", mode="before")
     @classmethod

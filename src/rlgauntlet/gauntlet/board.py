@@ -30,25 +30,20 @@ Example:
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rlgauntlet.errors import UserError
-from rlgauntlet.experiments.agents import AgentSpec
+from rlgauntlet.experiments.agents import AgentSpec, FileAgentSpec
 
 
-class BoardAgent(AgentSpec):
+class BoardAgent(FileAgentSpec):
     """One agent of a board: an :class:`AgentSpec`, its method label and its envs."""
 
+    command: ClassVar[str] = "rlgauntlet gauntlet"
     method: str | None = Field(None, description="the leaderboard's label for this agent's method")
     envs: list[str] | None = Field(None, description="Gymnasium ids (default: the board's, or the agent's own)")
-
-    @field_validator("allow_pickle")
-    @classmethod
-    def _pickle_is_the_users_choice(cls, value: bool) -> bool:
-        if value:  # a shared board file must not be able to run code in agent files
-            raise ValueError("running pickled code is the user's choice: pass --allow-pickle to rlgauntlet gauntlet")
-        return value
 
 
 class Board(BaseModel):
