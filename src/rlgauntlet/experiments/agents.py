@@ -72,6 +72,13 @@ class FileAgentSpec(AgentSpec):
         return value
 
 
+def agent_entries(value: object) -> object:
+    """A file's ``agents:`` list with each bare spec string as ``{"agent": SPEC}``."""
+    if isinstance(value, list):
+        return [{"agent": v} if isinstance(v, str) else v for v in value]
+    return value
+
+
 def as_agent_spec(agent: str | AgentSpec | Victim, **options: Any) -> AgentSpec | Victim:
     """``agent`` as an AgentSpec (a spec string with loading ``options``), or the Victim itself."""
     given = {k: v for k, v in options.items() if v is not None}

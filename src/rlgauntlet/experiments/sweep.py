@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from rlgauntlet.engine.rollout import EpisodeRecord
 from rlgauntlet.common.executors import EXECUTOR_NAMES
 from rlgauntlet.errors import UserError
-from rlgauntlet.experiments.agents import AgentSpec, FileAgentSpec
+from rlgauntlet.experiments.agents import AgentSpec, FileAgentSpec, agent_entries
 from rlgauntlet.experiments.cells import (Cell, CellSet, Chunk, cell_report, open_cells, run_chunk,  # noqa: F401
                                           run_chunks, write_chunk)
 from rlgauntlet.experiments.store import ResultsStore, store_of
@@ -123,9 +123,7 @@ class SweepSpec(BaseModel):
     @field_validator("agents", mode="before")
     @classmethod
     def _agent_strings(cls, value: object) -> object:
-        if isinstance(value, list):
-            return [{"agent": v} if isinstance(v, str) else v for v in value]
-        return value
+        return agent_entries(value)
 
     @field_validator("eps_grid", "eps", mode="before")
     @classmethod

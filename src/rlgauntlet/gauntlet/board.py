@@ -35,7 +35,7 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rlgauntlet.errors import UserError
-from rlgauntlet.experiments.agents import AgentSpec, FileAgentSpec
+from rlgauntlet.experiments.agents import AgentSpec, FileAgentSpec, agent_entries
 
 
 class BoardAgent(FileAgentSpec):
@@ -61,9 +61,7 @@ class Board(BaseModel):
     @field_validator("agents", mode="before")
     @classmethod
     def _agent_strings(cls, value: object) -> object:
-        if isinstance(value, list):
-            return [{"agent": v} if isinstance(v, str) else v for v in value]
-        return value
+        return agent_entries(value)
 
 
 def load_board(path: str | Path) -> Board:
