@@ -1188,6 +1188,6 @@ def test_a_gauntlet_certifies_a_boundable_agent_and_says_so(tmp_path):
 
     plan = plan_gauntlet("zoo:cartpole-dqn", "CartPole-v1", level="quick", seeds=[0], store=tmp_path / "g.sqlite")
     result = certified_summary(plan)
-    assert result["available"] is True and result["seed"] == 0
+    assert result["available"] is True and result["seed"] == 0  # a flag and an integer seed: no float here
     assert [r["eps"] for r in result["rows"]] == list(plan.protocol.eps_grid)
     assert all(0.0 <= r["acr"] <= 1.0 for r in result["rows"])

@@ -56,13 +56,7 @@ def _release(seed: int, recurrent: bool = False, center: bool = True, scale: boo
     weights["final_mean.weight"] = torch.tensor(rng.normal(size=(ACT, HIDDEN)) * 0.2, dtype=torch.float32)
     weights["final_mean.bias"] = torch.tensor(rng.normal(size=ACT) * 0.05, dtype=torch.float32)
     if recurrent:  # CtsLSTMPolicy keeps its parent's unused MLP weights beside its own
-        weights["embedding_layer.weight"] = torch.tensor(rng.normal(size=(HIDDEN, OBS)) * 0.3, dtype=torch.float32)
-        weights["embedding_layer.bias"] = torch.tensor(rng.normal(size=HIDDEN) * 0.1, dtype=torch.float32)
-        for name, shape in (("weight_ih_l0", (4 * HIDDEN, HIDDEN)), ("weight_hh_l0", (4 * HIDDEN, HIDDEN)),
-                            ("bias_ih_l0", (4 * HIDDEN,)), ("bias_hh_l0", (4 * HIDDEN,))):
-            weights[f"lstm.{name}"] = torch.tensor(rng.normal(size=shape) * 0.4, dtype=torch.float32)
-        weights["output_layer.weight"] = torch.tensor(rng.normal(size=(ACT, HIDDEN)) * 0.5, dtype=torch.float32)
-        weights["output_layer.bias"] = torch.tensor(rng.normal(size=ACT) * 0.05, dtype=torch.float32)
+        weights.update(_lstm_weights(rng, ACT, output_scale=0.5, output_bias_scale=0.05))
     m, s = rng.normal(size=OBS), rng.uniform(1.0, 50.0, size=OBS) * 999
     rs = tu.RunningStat()
     rs.__dict__.update(_n=n, _M=m, _S=s)
@@ -80,6 +74,20 @@ def _release(seed: int, recurrent: bool = False, center: bool = True, scale: boo
     plain = {k: v.double().numpy() for k, v in weights.items()}
     plain.update(mean=m, std=np.sqrt(s / (n - 1)) if n > 1 else np.abs(m), clip=clip, center=center, scale=scale)
     return content, {"plain": plain, "modules": mods, "saved": saved}
+
+
+def _lstm_weights(rng, outputs: int, output_scale: float, output_bias_scale: float = 0.0) -> dict:
+    """A CtsLSTMPolicy's own weights (embedding, one LSTM layer, output layer of ``outputs``)."""
+    weights = {"embedding_layer.weight": torch.tensor(rng.normal(size=(HIDDEN, OBS)) * 0.3, dtype=torch.float32),
+               "embedding_layer.bias": torch.tensor(rng.normal(size=HIDDEN) * 0.1, dtype=torch.float32)}
+    for name, shape in (("weight_ih_l0", (4 * HIDDEN, HIDDEN)), ("weight_hh_l0", (4 * HIDDEN, HIDDEN)),
+                        ("bias_ih_l0", (4 * HIDDEN,)), ("bias_hh_l0", (4 * HIDDEN,))):
+        weights[f"lstm.{name}"] = torch.tensor(rng.normal(size=shape) * 0.4, dtype=torch.float32)
+    weights["output_layer.weight"] = torch.tensor(rng.normal(size=(outputs, HIDDEN)) * output_scale,
+                                                  dtype=torch.float32)
+    weights["output_layer.bias"] = (torch.tensor(rng.normal(size=outputs) * output_bias_scale, dtype=torch.float32)
+                                    if output_bias_scale else torch.zeros(outputs))
+    return weights
 
 
 def _write(path, content, meta, legacy: bool) -> None:
@@ -361,7 +369,9 @@ def test_a_gradient_attack_on_an_lstm_agent_holds_its_state_and_its_budget(lstm_
     attack = parse_threat("pgd:objective=maxdiff,eps=0.1")
     with torch.enable_grad():
         adv = attack.perturb(x, victim, BatchRNG([torch.Generator().manual_seed(i) for i in range(4)]))
-    assert torch.equal(victim.forward(x).mean, before)  # the attack's forwards moved no state
+    # bit-exact is the property: the same forward on the same input in one process gives the same
+    # bits unless the attack's forwards moved the held state
+    assert torch.equal(victim.forward(x).mean, before)
     assert (adv - x).abs().max() <= 0.1 + 1e-9 and not torch.allclose(victim.forward(adv).mean, before)
     clean = evaluate_episodes(lambda: make_env("Hopper-v5"), victim, None, [0, 1], 0, 2)
     attacked = evaluate_episodes(lambda: make_env("Hopper-v5"), victim, parse_threat("pgd:objective=maxdiff,eps=0.1"),
@@ -395,13 +405,15 @@ def test_an_attacker_trains_against_an_lstm_agent_with_a_state_per_env(lstm_file
     victim = load_victim(f"pg:{path}", *_hopper_spaces())
     venv = AttackVecEnv(make_train_vec_env("Hopper-v5", 2, 0), victim, AttackActor("sarl", 0.1))
     venv.reset()
+    # exact: a fresh state is made as zeros, not computed (any arithmetic on it would be a bug)
     assert all(torch.equal(h, torch.zeros(HIDDEN, dtype=torch.float64)) for h, _ in venv._states)
     finished = 0
     for _ in range(300):
         _, _, dones, _ = venv.step(np.random.default_rng(0).uniform(-1, 1, size=(2, OBS)))
         for i in np.flatnonzero(dones):
             finished += 1
-            assert torch.equal(venv._states[i][0], torch.zeros(HIDDEN, dtype=torch.float64))  # a new episode's memory
+            # exact: a new episode's memory is made as zeros, not computed
+            assert torch.equal(venv._states[i][0], torch.zeros(HIDDEN, dtype=torch.float64))
         moving = [i for i in range(2) if not dones[i]]
         assert all(venv._states[i][0].abs().sum() > 0 for i in moving)
     assert finished > 0 and venv.core.steps == 600
@@ -414,15 +426,8 @@ def test_an_lstm_adversary_carries_its_own_memory_through_the_episode(tmp_path):
     from rlgauntlet.threats import parse_threat
 
     rng = np.random.default_rng(14)
-    adversary = OrderedDict()  # a CtsLSTMPolicy from the 11 state numbers to 11 perturbations
-    adversary["log_stdev"] = torch.zeros(OBS)
-    adversary["embedding_layer.weight"] = torch.tensor(rng.normal(size=(HIDDEN, OBS)) * 0.3, dtype=torch.float32)
-    adversary["embedding_layer.bias"] = torch.tensor(rng.normal(size=HIDDEN) * 0.1, dtype=torch.float32)
-    for name, shape in (("weight_ih_l0", (4 * HIDDEN, HIDDEN)), ("weight_hh_l0", (4 * HIDDEN, HIDDEN)),
-                        ("bias_ih_l0", (4 * HIDDEN,)), ("bias_hh_l0", (4 * HIDDEN,))):
-        adversary[f"lstm.{name}"] = torch.tensor(rng.normal(size=shape) * 0.4, dtype=torch.float32)
-    adversary["output_layer.weight"] = torch.tensor(rng.normal(size=(OBS, HIDDEN)) * 2.0, dtype=torch.float32)
-    adversary["output_layer.bias"] = torch.zeros(OBS)
+    # a CtsLSTMPolicy from the 11 state numbers to 11 perturbations
+    adversary = OrderedDict(log_stdev=torch.zeros(OBS), **_lstm_weights(rng, OBS, output_scale=2.0))
     content, meta = _release(12, extra={"adversary_policy_model": adversary})  # an MLP agent, an LSTM adversary
     path = tmp_path / "attack-ppo-hopper.model"
     _write(path, content, meta, legacy=False)
