@@ -1,8 +1,9 @@
 """The published leaderboard: the gauntlet (``mujoco`` at ``standard``, the papers' ε per env) on
 every released agent of the catalogue and the zoo's agents of the same env, board by board in
 the issue's order (Hopper and Walker2d, then PA-ATLA on all four envs, then HalfCheetah and
-Ant), cached and resumable: a killed run (or the end of a working session) loses no stored
-episode or trained attacker, and the same command goes on from there.
+Ant), in one store (an agent on two boards, such as PA-ATLA's Hopper, runs once), cached and
+resumable: a killed run (or the end of a working session) loses no stored episode or trained
+attacker, and the same command goes on from there.
 
 Needs the releases' clones under ``$RLGAUNTLET_RELEASES`` (``rlgauntlet published list``).
 Writes ``benchmarks/results/published_board.json`` (per agent: seconds, natural, worst case and
@@ -31,7 +32,7 @@ def run_board(name: str, out: Path, executor: str, workers: int, address: str | 
     from rlgauntlet.gauntlet.run import run_plans
 
     board = load_board(HERE.parent / "boards" / f"{name}.yaml")
-    plans, methods = plan_board(board, out / name / "gauntlet.sqlite")
+    plans, methods = plan_board(board, out / "gauntlet.sqlite")  # one store: an agent on two boards runs once
     started = time.perf_counter()
     marks: list[tuple[str, float]] = []
     results = run_plans(plans, executor, workers, address, methods,
