@@ -12,6 +12,7 @@ table docs/reproduction.md carries.
 
 Run: python benchmarks/published_board.py [--boards published-hopper ...] [--out runs/published] [--workers 2]
      [--executor ray --address HOST:PORT]
+     python benchmarks/published_board.py --table   (the tables of the finished boards, nothing run)
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ def run_board(name: str, out: Path, executor: str, workers: int, address: str | 
 
 
 def table(rows: list[dict]) -> str:
-    """The docs/reproduction.md table: one row per agent."""
+    """The docs/reproduction.md table: one row per agent, then how many agents with a README
+    number the gauntlet's worst case reaches (at or below the README's strongest attack)."""
     def num(value) -> str:
         return "–" if value is None else f"{value:.0f}"
 
@@ -71,6 +73,10 @@ def table(rows: list[dict]) -> str:
         lines.append(f"| {r['method']} (`{r['agent']}`) | {r['env']} ({r['eps']}) | {num(paper.get('natural'))} / "
                      f"{num(r['natural'])} | {num(paper.get('strongest_attack'))} / {num(r['authors_attack'])} / "
                      f"**{num(r['worst_case'])}** ({r['worst_attack']}) |")
+    judged = [r for r in rows if (r["paper"] or {}).get("strongest_attack") is not None and r["worst_case"] is not None]
+    reached = sum(r["worst_case"] <= r["paper"]["strongest_attack"] for r in judged)
+    lines.append(f"\nThe gauntlet's worst case is at or below the README's strongest attack on {reached} of "
+                 f"{len(judged)} agents with a README number.")
     return "\n".join(lines)
 
 
@@ -98,7 +104,16 @@ def main() -> None:
     parser.add_argument("--executor", default="local")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--address", default=None)
+    parser.add_argument("--table", action="store_true",
+                        help=f"print the tables of the boards already in {OUT.name}, run nothing")
     args = parser.parse_args()
+    if args.table:
+        results = json.loads(OUT.read_text()) if OUT.exists() else {}
+        for name in args.boards:
+            if name in results:
+                print(f"{name}: {results[name]['agents']} agents in {results[name]['seconds']} s")
+                print(table(results[name]["rows"]))
+        return
     missing = _missing_clones()
     if missing:  # the weights are the user's local copies, never downloaded: nothing to run here
         print(f"published_board: skipped, {missing}")
