@@ -6,8 +6,9 @@ resumable: a killed run (or the end of a working session) loses no stored episod
 attacker, and the same command goes on from there.
 
 Needs the releases' clones under ``$RLGAUNTLET_RELEASES`` (``rlgauntlet published list``).
-Writes ``benchmarks/results/published_board.json`` (per agent: seconds, natural, worst case and
-its attack, the authors' attacker, the README's numbers; per board: seconds) and prints the
+Writes ``benchmarks/results/published_board.json`` (per agent: natural, worst case and its
+attack, the authors' attacker, the README's numbers, worker-seconds; per board: wall seconds of
+this command and worker-seconds of every part) and prints the
 table docs/reproduction.md carries.
 
 Run: python benchmarks/published_board.py [--boards published-hopper ...] [--out runs/published] [--workers 2]
@@ -25,6 +26,24 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 BOARDS = ("published-hopper", "published-walker2d", "published-pa-atla", "published-halfcheetah-ant")
 OUT = HERE / "results" / "published_board.json"
+
+
+def worker_seconds(plan) -> float:
+    """What one agent's gauntlet cost in worker-seconds, read back from what it stored (so a board
+    resumed across sessions still counts every part): its evaluation and selection runs' wall
+    time in the store plus its attackers' training time in their manifests."""
+    from rlgauntlet.experiments.store import store_of
+    from rlgauntlet.gauntlet.plan import agent_cache
+
+    with store_of(plan.store) as store:
+        # the evaluation and selection runs name the agent as a record (a gauntlet summary run
+        # names it as a string and holds the driver's wall time, not a worker's)
+        runs = sum(store.wall_seconds(run_id) for run_id, meta in store.runs()
+                   if isinstance(meta.get("agent"), dict) and meta["agent"].get("sha256") == plan.sha
+                   and meta.get("env", {}).get("id") == plan.env)
+    training = sum(json.loads(m.read_text()).get("train_seconds") or 0
+                   for m in agent_cache(plan.store, plan.sha, plan.env).glob("*/manifest.json"))
+    return round(runs + training, 1)
 
 
 def run_board(name: str, out: Path, executor: str, workers: int, address: str | None) -> dict:
@@ -55,9 +74,11 @@ def run_board(name: str, out: Path, executor: str, workers: int, address: str | 
                      "worst_case_sem": headline["return_sem"] if headline else None,
                      "worst_attack": headline["attack"] if headline else None,
                      "authors_attack": authors[0]["return_mean"] if authors else None,
-                     "paper": paper})
-    return {"board": name, "agents": len(plans), "seconds": round(seconds, 1),
-            "seconds_per_agent": round(seconds / max(1, len(plans)), 1), "rows": rows}
+                     "paper": paper, "worker_seconds": worker_seconds(plan)})
+    # seconds: this command's wall time (the part a resumed board still had to do); worker_seconds:
+    # every part, from the store and the attackers' manifests
+    return {"board": name, "agents": len(plans), "seconds": round(seconds, 1), "workers": workers,
+            "worker_seconds": round(sum(r["worker_seconds"] for r in rows), 1), "rows": rows}
 
 
 def table(rows: list[dict]) -> str:
