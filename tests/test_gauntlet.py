@@ -688,3 +688,25 @@ def test_learned_attackers_train_as_ray_tasks_with_the_local_executors_numbers(t
     assert local.returncode == 0, local.stderr[-2000:]
     # bit-exact is the property: same seeds, same chunks, whichever executor runs them
     assert json.loads(ray_run.stdout.splitlines()[-1]) == json.loads(local.stdout.splitlines()[-1])
+
+
+def test_authors_attacker_below_the_worst_case_by_two_standard_errors_is_a_warning():
+    """The warning fires when the authors' attacker is lower than the gauntlet's worst case at the
+    same ε by more than 2·hypot(SEMs), and only then: a flipped comparison, a forgotten noise
+    margin or a margin on one SEM only fails one of these cases."""
+    from rlgauntlet.gauntlet.summary import authors_stronger
+
+    def summary(authors_mean: float, authors_sem: float, eps: str = "0.075") -> dict:
+        return {"worst_case": [{"eps": "0.075", "return_mean": 900.0, "return_sem": 30.0, "attack": "push"}],
+                "authors_attack": [{"spec": "released_attacker:eps=0.075", "eps": eps,
+                                    "return_mean": authors_mean, "return_sem": authors_sem}]}
+
+    margin = 2.0 * float(np.hypot(40.0, 30.0))  # 100
+    assert [w["eps"] for w in authors_stronger(summary(900.0 - margin - 1.0, 40.0))] == ["0.075"]
+    assert authors_stronger(summary(900.0 - margin + 1.0, 40.0)) == []  # within the noise: no claim
+    assert authors_stronger(summary(900.0 - 59.0, 0.0)) == []  # the gauntlet's own SEM still counts (2·30)
+    assert len(authors_stronger(summary(900.0 - 61.0, 0.0))) == 1
+    assert authors_stronger(summary(1200.0, 1.0)) == []  # weaker than the gauntlet: nothing to say
+    assert authors_stronger(summary(100.0, 1.0, eps="0.1")) == []  # no worst case at that ε to compare with
+    message = authors_stronger(summary(500.0, 10.0))[0]["message"]
+    assert "500.0" in message and "900.0" in message and "push" in message

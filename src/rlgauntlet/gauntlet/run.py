@@ -21,7 +21,7 @@ from rlgauntlet.version import __version__
 from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.agents import AgentSpec
 from rlgauntlet.gauntlet.plan import AttackerTask, GauntletPlan, agent_cache, eps_value, plan_gauntlet
-from rlgauntlet.gauntlet.summary import record_result, summarise
+from rlgauntlet.gauntlet.summary import authors_stronger, record_result, summarise
 
 #: episodes per chunk (the unit of work an executor hands a worker), stepped side by side as one
 #: batch of envs: one batched forward per step (the episodes do not depend on it)
@@ -163,9 +163,9 @@ def run_plans(plans: list[GauntletPlan], executor: str = "local", workers: int =
             advance(1)
             checks = run_checks(plan)
             advance(1)
-        out = {"rlgauntlet_version": __version__, **summarise(plan, plan_reports, method),
-               "certified": certified, "checks": checks, "warnings": list(checks.get("warnings", [])),
-               "store": str(plan.store)}
+        summary = summarise(plan, plan_reports, method)
+        out = {"rlgauntlet_version": __version__, **summary, "certified": certified, "checks": checks,
+               "warnings": list(checks.get("warnings", [])) + authors_stronger(summary), "store": str(plan.store)}
         out["seconds"] = round(time.perf_counter() - start, 1)
         record_result(plan, out)
         outs.append(out)

@@ -130,6 +130,35 @@ def summarise(plan: GauntletPlan, reports: list[dict], method: str | None) -> di
     }
 
 
+def authors_stronger(summary: dict) -> list[dict]:
+    """One false-robustness warning per authors' attacker (a published agent's own released
+    attacker, run beside the protocol) that takes the agent below the gauntlet's worst case at
+    its ε by more than two standard errors of the difference: the protocol missed an attack the
+    agent's paper released, and its worst case overstates the agent there.
+
+    Example:
+        >>> summary = {"worst_case": [{"eps": "0.075", "return_mean": 924.0, "return_sem": 20.0, "attack": "push"}],
+        ...            "authors_attack": [{"spec": "released_attacker:eps=0.075", "eps": "0.075",
+        ...                                "return_mean": 734.0, "return_sem": 10.0}]}
+        >>> [w["check"] for w in authors_stronger(summary)]
+        ['authors_attack_stronger']
+    """
+    worst = {row["eps"]: row for row in summary.get("worst_case", [])}
+    warnings = []
+    for row in summary.get("authors_attack", []):
+        ours = worst.get(row["eps"])
+        if ours is None:
+            continue
+        noise = 2.0 * math.hypot(row.get("return_sem") or 0.0, ours.get("return_sem") or 0.0)
+        if row["return_mean"] < ours["return_mean"] - noise:
+            warnings.append({"check": "authors_attack_stronger", "eps": row["eps"], "message": (
+                f"the authors' attacker takes the return to {row['return_mean']:.1f} ± {row.get('return_sem') or 0:.1f} "
+                f"at ε={row['eps']}, below the gauntlet's worst case {ours['return_mean']:.1f} ± "
+                f"{ours.get('return_sem') or 0:.1f} ({ours['attack']}): the protocol's attacks miss one this agent's "
+                "paper released, so its worst case overstates the agent here")})
+    return warnings
+
+
 def race_summary(plan: GauntletPlan) -> dict:
     """What the race did: its rule, and per heuristic member its ε, the selection episodes it ran,
     their mean, and the round that dropped it with the reason (None: a finalist)."""
