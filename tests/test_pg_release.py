@@ -303,10 +303,12 @@ def _sigmoid(z):
     return 1.0 / (1.0 + np.exp(-z))
 
 
-def lstm_by_hand(plain: dict, obs: np.ndarray, h: np.ndarray, c: np.ndarray):
-    """One step of the release's CtsLSTMPolicy in numpy: filter, embedding, LSTM (gates i, f, g,
-    o), output_layer on the new h. Returns (mean, h, c)."""
-    x = np.clip((obs - plain["mean"]) / (plain["std"] + 1e-8), -plain["clip"], plain["clip"])
+def lstm_by_hand(plain: dict, obs: np.ndarray | None, h: np.ndarray, c: np.ndarray, x: np.ndarray | None = None):
+    """One step of the release's CtsLSTMPolicy in numpy: filter (of ``obs``, unless the filtered
+    ``x`` is given), embedding, LSTM (gates i, f, g, o), output_layer on the new h. Returns
+    (mean, h, c)."""
+    if x is None:
+        x = np.clip((obs - plain["mean"]) / (plain["std"] + 1e-8), -plain["clip"], plain["clip"])
     e = x @ plain["embedding_layer.weight"].T + plain["embedding_layer.bias"]
     z = e @ plain["lstm.weight_ih_l0"].T + plain["lstm.bias_ih_l0"] + h @ plain["lstm.weight_hh_l0"].T \
         + plain["lstm.bias_hh_l0"]
@@ -501,3 +503,38 @@ def test_the_board_page_draws_published_agents_against_their_papers_numbers(tmp_
     assert members["zoo:hopper-sa-ppo"]["paper"] is None
     page = render_leaderboard(board, tmp_path / "board.html").read_text()
     assert page.count('<figure class="papers"><img') == 1
+
+
+def test_an_lstm_agent_under_an_lstm_adversary_moves_each_memory_as_the_release_does(tmp_path):
+    """The release's evaluation (``ATTACK_METHOD=advpolicy`` on an LSTM agent): the adversary's
+    memory reads the clean filtered state, the agent's memory the perturbed state it acted on,
+    both zero at each episode's start. Swapping the two inputs, or advancing either memory twice
+    (or not at all) in a step, changes the actions checked here."""
+    from rlgauntlet.engine.rollout import evaluate_episodes
+    from rlgauntlet.envs import make_env
+    from rlgauntlet.threats import parse_threat
+
+    rng = np.random.default_rng(16)
+    adversary = OrderedDict(log_stdev=torch.zeros(OBS), **_lstm_weights(rng, OBS, output_scale=2.0))
+    content, meta = _release(6, recurrent=True, extra={"adversary_policy_model": adversary})
+    path = tmp_path / "attack-lstm-ppo-hopper.model"
+    _write(path, content, meta, legacy=False)
+    victim = load_victim(f"pg:{path}", *_hopper_spaces())
+    threat = parse_threat(f"released_attacker:path={path},eps=0.075")
+    assert threat.recurrent and victim.recurrent
+    seen: dict[int, list] = {}
+    evaluate_episodes(lambda: make_env("Hopper-v5"), victim, threat, [0, 1], 0, 2,
+                      on_transition=lambda ep, obs, action, nxt: seen.setdefault(ep, []).append((obs, action)))
+    agent = meta["plain"]
+    attacker = {k: v.double().numpy() for k, v in adversary.items()}
+    attacker.update({k: agent[k] for k in ("mean", "std", "clip")})
+    for transitions in seen.values():
+        zeros = np.zeros(HIDDEN)
+        (h_adv, c_adv), (h_agent, c_agent) = (zeros, zeros), (zeros, zeros)
+        for obs, action in transitions:
+            x = np.clip((obs - agent["mean"]) / (agent["std"] + 1e-8), -10.0, 10.0)
+            direction, h_adv, c_adv = lstm_by_hand(attacker, obs, h_adv, c_adv)
+            mean, h_agent, c_agent = lstm_by_hand(agent, None, h_agent, c_agent,
+                                                  x=x + 0.075 * np.clip(direction, -1.0, 1.0))
+            np.testing.assert_allclose(action, np.clip(mean, -1.0, 1.0).astype(np.float32), rtol=1e-5, atol=1e-6)
+    assert max(len(t) for t in seen.values()) > 3
