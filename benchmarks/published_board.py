@@ -30,20 +30,28 @@ OUT = HERE / "results" / "published_board.json"
 
 def worker_seconds(plan) -> float:
     """What one agent's gauntlet cost in worker-seconds, read back from what it stored (so a board
-    resumed across sessions still counts every part): its evaluation and selection runs' wall
-    time in the store plus its attackers' training time in their manifests."""
+    resumed across sessions still counts every part): its evaluation and selection episodes,
+    each run's in the gauntlet's chunks (``CHUNK_EPISODES`` side by side, so a chunk costs its
+    longest episode), plus its attackers' training time in their manifests."""
+    from rlgauntlet.experiments.cells import chunk_seconds
     from rlgauntlet.experiments.store import store_of
     from rlgauntlet.gauntlet.plan import agent_cache
+    from rlgauntlet.gauntlet.run import CHUNK_EPISODES
 
+    episodes = 0.0
     with store_of(plan.store) as store:
-        # the evaluation and selection runs name the agent as a record (a gauntlet summary run
-        # names it as a string and holds the driver's wall time, not a worker's)
-        runs = sum(store.wall_seconds(run_id) for run_id, meta in store.runs()
-                   if isinstance(meta.get("agent"), dict) and meta["agent"].get("sha256") == plan.sha
-                   and meta.get("env", {}).get("id") == plan.env)
+        for run_id, meta in store.runs():
+            # evaluation and selection runs name the agent as a record (a gauntlet summary run
+            # names it as a string and holds the driver's wall time, not a worker's)
+            if not (isinstance(meta.get("agent"), dict) and meta["agent"].get("sha256") == plan.sha
+                    and meta.get("env", {}).get("id") == plan.env):
+                continue
+            records = sorted(store.episodes(run_id), key=lambda r: r.episode)
+            episodes += sum(chunk_seconds(records[i:i + CHUNK_EPISODES], CHUNK_EPISODES)
+                            for i in range(0, len(records), CHUNK_EPISODES))
     training = sum(json.loads(m.read_text()).get("train_seconds") or 0
                    for m in agent_cache(plan.store, plan.sha, plan.env).glob("*/manifest.json"))
-    return round(runs + training, 1)
+    return round(episodes + training, 1)
 
 
 def run_board(name: str, out: Path, executor: str, workers: int, address: str | None) -> dict:

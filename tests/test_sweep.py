@@ -372,3 +372,23 @@ def test_workers_die_with_a_killed_driver(tmp_path):
     alive = [p for p in workers if Path(f"/proc/{p}").exists()
              and Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
     assert not alive, f"workers {alive} outlived their driver"
+
+
+def test_a_chunk_is_stored_with_the_seconds_it_took_not_its_episodes_added_up():
+    """Episodes stepped side by side overlap: the chunk's time is the span of the engine's
+    schedule (one env: the sum; all at once: the longest; in between: each freed env takes the
+    next episode). Summing them, the earlier rule, fails the side-by-side cases."""
+    from rlgauntlet.engine.rollout import EpisodeRecord
+    from rlgauntlet.experiments.cells import chunk_seconds
+
+    def records(times):
+        return [EpisodeRecord(k, 0, 0.0, 1, wall_seconds=t) for k, t in enumerate(times)]
+
+    times = [2.0, 5.0, 1.0, 4.0, 3.0]
+    assert chunk_seconds(records(times), 1) == pytest.approx(15.0)
+    assert chunk_seconds(records(times), 5) == pytest.approx(5.0)
+    assert chunk_seconds(records(times), 8) == pytest.approx(5.0)  # more envs than episodes
+    # two envs: 0 (2 s) and 1 (5 s) start; 2 takes env 0 at 2 s (to 3), 3 takes env 0 at 3 s (to
+    # 7), 4 takes env 1 at 5 s (to 8)
+    assert chunk_seconds(records(times), 2) == pytest.approx(8.0)
+    assert chunk_seconds(list(reversed(records(times))), 2) == pytest.approx(8.0)  # finish order does not matter

@@ -174,7 +174,25 @@ def write_chunk(store: ResultsStore, chunk: Chunk, records: list[EpisodeRecord])
                            f"expected {sorted(chunk.episodes)}")
     for record in records:
         store.add_episode(chunk.run_id, record)
-    store.add_wall_seconds(chunk.run_id, sum(r.wall_seconds for r in records))
+    store.add_wall_seconds(chunk.run_id, chunk_seconds(records, chunk.n_envs))
+
+
+def chunk_seconds(records: Sequence[EpisodeRecord], n_envs: int) -> float:
+    """The seconds a chunk took, from its episodes' own times (each from its reset to its end).
+    The engine steps ``n_envs`` episodes side by side and gives a freed env the next episode, so
+    replaying that schedule gives the chunk's span: one env, the sum; all side by side, the
+    longest. (A sum over side-by-side episodes would count the same seconds up to n_envs times.)
+
+    Example:
+        >>> from rlgauntlet.engine.rollout import EpisodeRecord
+        >>> times = [3.0, 1.0, 1.0, 1.0]  # episode 0 holds one env while 1, 2, 3 take turns on the other
+        >>> chunk_seconds([EpisodeRecord(k, 0, 0.0, 1, wall_seconds=w) for k, w in enumerate(times)], 2)
+        3.0
+    """
+    slots = [0.0] * max(1, min(n_envs, len(records)))
+    for record in sorted(records, key=lambda r: r.episode):
+        slots[slots.index(min(slots))] += record.wall_seconds
+    return max(slots)
 
 
 def run_chunks(chunks: Sequence[Chunk], store: ResultsStore, executor: str = "local", workers: int = 1,
