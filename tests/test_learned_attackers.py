@@ -706,3 +706,16 @@ def test_an_attacker_keeps_its_best_checkpoint_and_selects_it_on_request(tmp_pat
     shutil.rmtree(run_dir / "best")  # as a run from before best checkpoints were kept
     old = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", select="best", **common)
     assert old["selected"]["by"] == "last" and "did not keep" in old["selected"]["note"]
+
+
+def test_the_ant_with_contact_forces_trains_its_directors_with_the_official_ant_settings():
+    """The published Ant agents run on AntContactForces-v4 (gym's Ant-v2 observation): the same
+    task, so the official code's Ant adversary settings apply (a lookup by the id's first word
+    dropped the official directors from those agents' gauntlets)."""
+    from rlgauntlet.training.attackers.attack_train import OFFICIAL_MUJOCO, director_settings
+
+    official = director_settings("AntContactForces-v4", "official")
+    policy_lr, value_lr, clip, entropy = OFFICIAL_MUJOCO["Ant"]
+    assert (official["learning_rate"], official["value_learning_rate"], official["clip_range"],
+            official["ent_coef"]) == (policy_lr, value_lr, clip, entropy)
+    assert director_settings("Ant-v5", "official") == official

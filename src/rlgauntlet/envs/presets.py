@@ -87,6 +87,18 @@ def _register_ale() -> None:
         _ale_registered = True
 
 
+def mujoco_task(env_id: str) -> str:
+    """The MuJoCo task an id runs, without its version: ``Hopper-v5`` → ``Hopper``;
+    ``AntContactForces-v4`` → ``Ant`` (the same task, observed with its contact forces).
+
+    Example:
+        >>> mujoco_task("AntContactForces-v4"), mujoco_task("Walker2d-v4")
+        ('Ant', 'Walker2d')
+    """
+    base = env_id.split("-")[0]
+    return "Ant" if base == ANT_CONTACT_FORCES.split("-")[0] else base
+
+
 def resolve_preset(env_id: str, override: str | None = None) -> Preset:
     """Return the preset name implied by ``env_id`` (or ``override`` when given)."""
     if override is not None:

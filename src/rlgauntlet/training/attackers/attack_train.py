@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from rlgauntlet.envs.presets import make_train_vec_env, resolve_preset
+from rlgauntlet.envs.presets import make_train_vec_env, mujoco_task, resolve_preset
 from rlgauntlet.errors import UserError
 from rlgauntlet.threats.learned.actor import AttackActor, check_variant, default_variant
 from rlgauntlet.training.attackers.attack_mdp import AttackVecEnv
@@ -72,7 +72,7 @@ def director_settings(env_id: str, setting: str = "default") -> dict[str, Any]:
         return dict(ATTACKER_HYPERPARAMS.get(resolve_preset(env_id), ATTACKER_HYPERPARAMS["classic"]))
     if setting != "official":
         raise UserError(f"--setting {setting}: choose one of {', '.join(SETTINGS)}")
-    base = env_id.split("-")[0]
+    base = mujoco_task(env_id)
     if base not in OFFICIAL_MUJOCO:
         raise UserError(f"--setting official: the official adversary settings exist for "
                         f"{', '.join(OFFICIAL_MUJOCO)} (MuJoCo), not {env_id}; use --setting default")
