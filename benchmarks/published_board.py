@@ -83,8 +83,8 @@ def run_board(name: str, out: Path, executor: str, workers: int, address: str | 
                      "worst_attack": headline["attack"] if headline else None,
                      "authors_attack": authors[0]["return_mean"] if authors else None,
                      "paper": paper, "worker_seconds": worker_seconds(plan)})
-    # seconds: this command's wall time (the part a resumed board still had to do); worker_seconds:
-    # every part, from the store and the attackers' manifests
+    # seconds: this command's wall time (the part a resumed board still had to do; main() keeps
+    # every command's in invocations); worker_seconds: every part, from the store and manifests
     return {"board": name, "agents": len(plans), "seconds": round(seconds, 1), "workers": workers,
             "worker_seconds": round(sum(r["worker_seconds"] for r in rows), 1), "rows": rows}
 
@@ -151,7 +151,13 @@ def main() -> None:
     results.pop("generator", None)
     results.pop("output_kind", None)
     for name in args.boards:
+        before = results.get(name, {})
+        # every command's wall time is kept: a resumed or fully cached rerun must not erase the
+        # time the board's first runs measured
+        earlier = before.get("invocations") or ([{"seconds": before["seconds"]}] if "seconds" in before else [])
         results[name] = run_board(name, args.out, args.executor, args.workers, args.address)
+        results[name]["invocations"] = earlier + [{"seconds": results[name]["seconds"],
+                                                   "date": time.strftime("%Y-%m-%d %H:%M")}]
         print(f"{name}: {results[name]['agents']} agents in {results[name]['seconds']} s")
         print(table(results[name]["rows"]))
         from rlgauntlet.common.outputs import write_json
