@@ -166,4 +166,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:  # every finished chunk and trained attacker is already stored
+        print("published_board: interrupted; the stored episodes and trained attackers are kept, and the "
+              "same command resumes from them")
+        raise SystemExit(130) from None
