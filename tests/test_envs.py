@@ -64,3 +64,19 @@ def test_only_the_chosen_old_versions_are_made_without_the_out_of_date_warning()
         warned = [str(w.message) for w in caught if "out of date" in str(w.message)]
     assert quiet == []
     assert len(warned) == 1 and "Hopper-v4" in warned[0]
+
+
+def test_mujoco_warnings_about_gymnasium_model_files_are_dropped_and_others_kept(capfd):
+    """HalfCheetah's model file makes MuJoCo print a ``settotalmass`` deprecation per env made
+    (thousands of lines in a gauntlet): made here, nothing of it reaches stderr; any other MuJoCo
+    warning still does, and the handler in place before is back after the make (a filter left
+    installed, or one that drops every warning, fails here)."""
+    mujoco = pytest.importorskip("mujoco")
+    from rlgauntlet.envs.presets import mujoco_warning
+
+    before = mujoco.get_mju_user_warning()
+    make_env("HalfCheetah-v5").close()
+    assert "settotalmass" not in capfd.readouterr().err
+    assert mujoco.get_mju_user_warning() is before
+    mujoco_warning("Nan, Inf or huge value in QACC at DOF 0")
+    assert capfd.readouterr().err == "WARNING: Nan, Inf or huge value in QACC at DOF 0\n"

@@ -30,8 +30,11 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import sys
 import warnings
+from collections.abc import Iterator
 from typing import Any, Literal
 
 import gymnasium as gym
@@ -72,6 +75,10 @@ ANT_CONTACT_FORCES = "AntContactForces-v4"
 #: warning (one per env made, dozens per gauntlet): Walker2d-v4 keeps gym's Walker2d-v2 foot
 #: frictions, which the published Walker2d agents need (docs/decisions.md)
 CHOSEN_OLD_VERSIONS = frozenset({"Walker2d-v4"})
+#: MuJoCo warnings about Gymnasium's own model files that a user can do nothing about, printed
+#: by MuJoCo's C library once per env made (HalfCheetah's ``settotalmass``: thousands of lines
+#: in a gauntlet); the attribute still applies, so the physics is unchanged
+GYMNASIUM_MODEL_WARNINGS = ("compiler attribute 'settotalmass' is deprecated",)
 
 ATARI_FRAME_STACK = 4
 
@@ -293,9 +300,35 @@ def _register_family(env_id: str) -> None:
                      reward_threshold=6000.0, kwargs={"use_contact_forces": True})
 
 
+def mujoco_warning(message: str) -> None:
+    """MuJoCo's warning handler while this package makes an env: the warnings about Gymnasium's
+    model files (:data:`GYMNASIUM_MODEL_WARNINGS`) are dropped, any other is printed as MuJoCo
+    prints it (``WARNING: ...`` on stderr)."""
+    if not message.startswith(GYMNASIUM_MODEL_WARNINGS):
+        print(f"WARNING: {message}", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def _mujoco_warnings_filtered() -> Iterator[None]:
+    """:func:`mujoco_warning` as MuJoCo's handler for the block, the previous one restored after
+    (a no-op where MuJoCo is not installed)."""
+    try:
+        import mujoco
+    except ImportError:
+        yield
+        return
+    previous = mujoco.get_mju_user_warning()
+    mujoco.set_mju_user_warning(mujoco_warning)
+    try:
+        yield
+    finally:
+        mujoco.set_mju_user_warning(previous)
+
+
 def _quiet_make(env_id: str, **kwargs: Any) -> gym.Env:
-    """``gym.make``, without the "out of date" warning for the versions chosen on purpose."""
-    with warnings.catch_warnings():
+    """``gym.make``, without the "out of date" warning for the versions chosen on purpose, nor
+    MuJoCo's about Gymnasium's own model files."""
+    with warnings.catch_warnings(), _mujoco_warnings_filtered():
         if env_id in CHOSEN_OLD_VERSIONS:
             warnings.filterwarnings("ignore", message=".*is out of date", category=DeprecationWarning)
         return gym.make(env_id, **kwargs)
