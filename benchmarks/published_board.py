@@ -54,6 +54,28 @@ def worker_seconds(plan) -> float:
     return round(episodes + training, 1)
 
 
+def progress_lines(board: str, every_s: float = 300.0):
+    """``on_stage`` and ``on_advance`` callbacks that print plain, flushed lines (a board runs for
+    hours, mostly in the background with its output in a log, where a live bar shows nothing):
+    one when a stage starts, and the work done within it every ``every_s`` seconds."""
+    state = {"stage": "", "done": 0, "total": 0, "printed": time.perf_counter()}
+
+    def say() -> None:
+        print(f"{time.strftime('%H:%M:%S')} {board}: {state['stage']} {state['done']}/{state['total']}", flush=True)
+        state["printed"] = time.perf_counter()
+
+    def on_stage(stage: str, done: int, total: int) -> None:
+        state.update(stage=stage, done=done, total=total)
+        say()
+
+    def on_advance(units: int) -> None:
+        state["done"] += units
+        if time.perf_counter() - state["printed"] >= every_s:
+            say()
+
+    return on_stage, on_advance
+
+
 def run_board(name: str, out: Path, executor: str, workers: int, address: str | None) -> dict:
     """One board, planned and run as one plan; the results per agent and the time it took."""
     from rlgauntlet.gauntlet.board import load_board, plan_board
@@ -62,9 +84,7 @@ def run_board(name: str, out: Path, executor: str, workers: int, address: str | 
     board = load_board(HERE.parent / "boards" / f"{name}.yaml")
     plans, methods = plan_board(board, out / "gauntlet.sqlite")  # one store: an agent on two boards runs once
     started = time.perf_counter()
-    marks: list[tuple[str, float]] = []
-    results = run_plans(plans, executor, workers, address, methods,
-                        on_stage=lambda stage, done, total: marks.append((stage, time.perf_counter())))
+    results = run_plans(plans, executor, workers, address, methods, *progress_lines(name))
     seconds = time.perf_counter() - started
     rows = []
     for plan, result in zip(plans, results):
