@@ -421,7 +421,9 @@ def make_train_vec_env(env_id: str, n_envs: int, seed: int, preset: str | None =
 
     subproc = subproc and n_envs > 1
     vec = {"vec_env_cls": SubprocVecEnv} if subproc else {}
-    source = functools.partial(_make_registered, env_id) if subproc else env_id
+    # our make, never SB3's gym.make of the id: the same env, with the family registered and the
+    # warnings of _quiet_make filtered, in this process or a worker
+    source = functools.partial(_make_registered, env_id)
     kind = resolve_preset(env_id, preset)
     _register_family(env_id)
     if kind == "atari":
