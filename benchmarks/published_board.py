@@ -102,6 +102,8 @@ def run_board(name: str, out: Path, executor: str, workers: int, address: str | 
                      "worst_case_sem": headline["return_sem"] if headline else None,
                      "worst_attack": headline["attack"] if headline else None,
                      "authors_attack": authors[0]["return_mean"] if authors else None,
+                     "authors_attack_sem": authors[0]["return_sem"] if authors else None,
+                     "warnings": sorted({w["check"] for w in result["warnings"]}),
                      "paper": paper, "worker_seconds": worker_seconds(plan)})
     # seconds: this command's wall time (the part a resumed board still had to do; main() keeps
     # every command's in invocations); worker_seconds: every part, from the store and manifests
