@@ -72,9 +72,7 @@ def test_mujoco_warnings_about_gymnasium_model_files_are_dropped_and_others_kept
     warning still does, and the handler in place before is back after the make (a filter left
     installed, or one that drops every warning, fails here)."""
     mujoco = pytest.importorskip("mujoco")
-    from rlgauntlet.envs.presets import mujoco_warning
-
-    from rlgauntlet.envs.presets import make_train_vec_env
+    from rlgauntlet.envs.presets import make_train_vec_env, mujoco_warning
 
     before = mujoco.get_mju_user_warning()
     make_env("HalfCheetah-v5").close()
@@ -83,3 +81,22 @@ def test_mujoco_warnings_about_gymnasium_model_files_are_dropped_and_others_kept
     assert mujoco.get_mju_user_warning() is before
     mujoco_warning("Nan, Inf or huge value in QACC at DOF 0")
     assert capfd.readouterr().err == "WARNING: Nan, Inf or huge value in QACC at DOF 0\n"
+
+
+def test_a_callers_own_mujoco_warning_handler_still_gets_the_other_warnings():
+    """A user's handler, installed before, keeps every warning but the dropped ones while an env
+    is made, and is back after (a filter that printed instead, or kept its own handler, fails)."""
+    mujoco = pytest.importorskip("mujoco")
+    from rlgauntlet.envs.presets import _mujoco_warnings_filtered
+
+    seen: list[str] = []
+    mujoco.set_mju_user_warning(seen.append)
+    try:
+        with _mujoco_warnings_filtered():
+            handler = mujoco.get_mju_user_warning()
+            handler("compiler attribute 'settotalmass' is deprecated and will be removed")
+            handler("Nan, Inf or huge value in QACC at DOF 0")
+        assert mujoco.get_mju_user_warning() == seen.append
+    finally:
+        mujoco.set_mju_user_warning(None)
+    assert seen == ["Nan, Inf or huge value in QACC at DOF 0"]

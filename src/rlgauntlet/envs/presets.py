@@ -310,15 +310,21 @@ def mujoco_warning(message: str) -> None:
 
 @contextlib.contextmanager
 def _mujoco_warnings_filtered() -> Iterator[None]:
-    """:func:`mujoco_warning` as MuJoCo's handler for the block, the previous one restored after
-    (a no-op where MuJoCo is not installed)."""
+    """MuJoCo's warnings about Gymnasium's model files dropped for the block; any other goes to
+    the handler in place before (the caller's own, or :func:`mujoco_warning`), which is restored
+    after (a no-op where MuJoCo is not installed)."""
     try:
         import mujoco
     except ImportError:
         yield
         return
     previous = mujoco.get_mju_user_warning()
-    mujoco.set_mju_user_warning(mujoco_warning)
+
+    def handler(message: str) -> None:
+        if not message.startswith(GYMNASIUM_MODEL_WARNINGS):
+            (previous or mujoco_warning)(message)
+
+    mujoco.set_mju_user_warning(handler)
     try:
         yield
     finally:
