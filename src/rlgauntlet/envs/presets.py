@@ -301,11 +301,10 @@ def _register_family(env_id: str) -> None:
 
 
 def mujoco_warning(message: str) -> None:
-    """MuJoCo's warning handler while this package makes an env: the warnings about Gymnasium's
-    model files (:data:`GYMNASIUM_MODEL_WARNINGS`) are dropped, any other is printed as MuJoCo
-    prints it (``WARNING: ...`` on stderr)."""
-    if not message.startswith(GYMNASIUM_MODEL_WARNINGS):
-        print(f"WARNING: {message}", file=sys.stderr)
+    """Print a MuJoCo warning as MuJoCo's own default does (``WARNING: ...`` on stderr): where
+    the filter of :func:`_mujoco_warnings_filtered` sends the warnings it keeps when no handler
+    was installed before it."""
+    print(f"WARNING: {message}", file=sys.stderr)
 
 
 @contextlib.contextmanager
