@@ -22,25 +22,34 @@ from rlgauntlet.victims.pg_release import read_release
 OBS, ACT, HIDDEN = 11, 3, 16
 
 
+#: gym's MuJoCo env classes by module, as a release's env object names them
+GYM_TASKS = {"hopper": "HopperEnv", "walker2d": "Walker2dEnv", "half_cheetah": "HalfCheetahEnv", "ant": "AntEnv"}
+
+
 def _fake_release_modules() -> dict[str, types.ModuleType]:
     """Stand-ins for the release's classes, with their module paths, so that pickle writes the
     same globals the released files hold; removed before any load (nothing of them is imported)."""
     custom_env = types.ModuleType("policy_gradients.custom_env")
     torch_utils = types.ModuleType("policy_gradients.torch_utils")
     time_limit = types.ModuleType("gym.wrappers.time_limit")
+    tasks = {f"gym.envs.mujoco.{module}": types.ModuleType(f"gym.envs.mujoco.{module}") for module in GYM_TASKS}
     for module, names in ((custom_env, ["Env"]), (torch_utils, ["RunningStat", "ZFilter", "Identity", "RewardFilter"]),
-                          (time_limit, ["TimeLimit"])):
+                          (time_limit, ["TimeLimit"]),
+                          *((tasks[f"gym.envs.mujoco.{m}"], [cls]) for m, cls in GYM_TASKS.items())):
         for name in names:
             cls = type(name, (), {})
             cls.__module__ = module.__name__
             setattr(module, name, cls)
     return {"policy_gradients": types.ModuleType("policy_gradients"), "policy_gradients.custom_env": custom_env,
             "policy_gradients.torch_utils": torch_utils, "gym": types.ModuleType("gym"),
-            "gym.wrappers": types.ModuleType("gym.wrappers"), "gym.wrappers.time_limit": time_limit}
+            "gym.wrappers": types.ModuleType("gym.wrappers"), "gym.wrappers.time_limit": time_limit,
+            "gym.envs": types.ModuleType("gym.envs"), "gym.envs.mujoco": types.ModuleType("gym.envs.mujoco"), **tasks}
 
 
 def _release(seed: int, recurrent: bool = False, center: bool = True, scale: bool = True, clip: float | None = 10.0,
-             extra: dict | None = None, n: int = 1000) -> tuple[dict, dict]:
+             extra: dict | None = None, n: int = 1000, task: str | None = None, mean_bias: float = 0.05) -> tuple[dict, dict]:
+    """``task``: the gym MuJoCo module whose env class the file's env object wraps (e.g. ``walker2d``),
+    or None for none; ``mean_bias``: the spread of ``final_mean``'s bias (large: actions beyond ±1)."""
     """A release file's content built with the stand-in classes, and the plain numbers behind it."""
     rng = np.random.default_rng(seed)
     mods = _fake_release_modules()
@@ -54,7 +63,7 @@ def _release(seed: int, recurrent: bool = False, center: bool = True, scale: boo
     weights["affine_layers.1.weight"] = torch.tensor(rng.normal(size=(HIDDEN, HIDDEN)) * 0.3, dtype=torch.float32)
     weights["affine_layers.1.bias"] = torch.tensor(rng.normal(size=HIDDEN) * 0.1, dtype=torch.float32)
     weights["final_mean.weight"] = torch.tensor(rng.normal(size=(ACT, HIDDEN)) * 0.2, dtype=torch.float32)
-    weights["final_mean.bias"] = torch.tensor(rng.normal(size=ACT) * 0.05, dtype=torch.float32)
+    weights["final_mean.bias"] = torch.tensor(rng.normal(size=ACT) * mean_bias, dtype=torch.float32)
     if recurrent:  # CtsLSTMPolicy keeps its parent's unused MLP weights beside its own
         weights.update(_lstm_weights(rng, ACT, output_scale=0.5, output_bias_scale=0.05))
     m, s = rng.normal(size=OBS), rng.uniform(1.0, 50.0, size=OBS) * 999
@@ -67,7 +76,10 @@ def _release(seed: int, recurrent: bool = False, center: bool = True, scale: boo
     reward_filter = tu.RewardFilter()
     reward_filter.__dict__.update(gamma=0.99, prev_filter=tu.Identity(), rs=reward_rs, ret=np.zeros(()), clip=10.0)
     env = ce.Env()
-    env.__dict__.update(env=mods["gym.wrappers.time_limit"].TimeLimit(), state_filter=zfilter,
+    time_limit = mods["gym.wrappers.time_limit"].TimeLimit()
+    if task is not None:
+        time_limit.__dict__.update(env=getattr(mods[f"gym.envs.mujoco.{task}"], GYM_TASKS[task])(), _max_episode_steps=1000)
+    env.__dict__.update(env=time_limit, state_filter=zfilter,
                         reward_filter=reward_filter, num_features=OBS, num_actions=ACT, is_discrete=False)
     content = {"policy_model": weights, "val_model": OrderedDict(w=torch.zeros(2)), "policy_opt": {"state": {}},
                "val_opt": {"state": {}}, "envs": [env], **(extra or {})}
@@ -141,7 +153,8 @@ def test_a_loaded_release_acts_as_the_authors_forward_pass_by_hand(tmp_path, leg
     out = victim.forward(x)
     np.testing.assert_allclose(out.mean.numpy(), expected, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(out.log_std.numpy(), np.broadcast_to(meta["plain"]["log_stdev"], (6, ACT)), rtol=1e-12)
-    np.testing.assert_allclose(victim.act(obs), np.clip(expected, -1.0, 1.0), rtol=1e-9, atol=1e-12)
+    # the mean as the authors' evaluation sends it to env.step: not clipped to the action bounds
+    np.testing.assert_allclose(victim.act(obs), expected, rtol=1e-9, atol=1e-12)
     assert "policy_gradients.custom_env" not in sys.modules and "gym.wrappers.time_limit" not in sys.modules
     # the bound chain computes the same mean (IBP walks it)
     chain_out = x
@@ -538,3 +551,196 @@ def test_an_lstm_agent_under_an_lstm_adversary_moves_each_memory_as_the_release_
                                                   x=x + 0.075 * np.clip(direction, -1.0, 1.0))
             np.testing.assert_allclose(action, np.clip(mean, -1.0, 1.0).astype(np.float32), rtol=1e-5, atol=1e-6)
     assert max(len(t) for t in seen.values()) > 3
+
+
+# --- hardening v4: scored as the authors score, on the task the file names, malformed files refused ---------
+
+def _cheetah_release(tmp_path, monkeypatch, task: str | None = "half_cheetah", mean_bias: float = 3.0):
+    """A HalfCheetah-sized release (17 observations, 6 actions) whose mean lies far outside ±1."""
+    monkeypatch.setattr(sys.modules[__name__], "OBS", 17)
+    monkeypatch.setattr(sys.modules[__name__], "ACT", 6)
+    content, meta = _release(21, task=task, mean_bias=mean_bias)
+    path = tmp_path / "model-ppo-halfcheetah.model"
+    _write(path, content, meta, legacy=False)
+    return path, meta["plain"]
+
+
+def test_a_release_is_scored_on_its_unclipped_mean_as_the_authors_evaluation_sends_it(tmp_path, monkeypatch):
+    """policy_gradients sends the raw mean to env.step: MuJoCo clamps the control for the physics,
+    Gymnasium charges the control cost on the action as given. The engine's return equals a hand
+    loop that steps the unclipped mean; the clipped loop has the same trajectory (same forward
+    reward) and a return higher by exactly 0.1·Σ(‖a‖² − ‖clip(a)‖²), HalfCheetah's control cost."""
+    from rlgauntlet.envs import make_env, resolve_preset
+    from rlgauntlet.experiments.evaluate import evaluate
+
+    path, plain = _cheetah_release(tmp_path, monkeypatch)
+    report = evaluate(f"pg:{path}", "HalfCheetah-v5", episodes=1, seed=3, n_envs=1, impact=False)
+    engine_return = report.evaluations[0]["returns"][0]
+
+    def hand_loop(clip: bool) -> tuple[float, float, float]:
+        env = make_env("HalfCheetah-v5", resolve_preset("HalfCheetah-v5", None))
+        obs, _ = env.reset(seed=3)
+        total, forward, excess = 0.0, 0.0, 0.0
+        for _ in range(1000):
+            action = by_hand(plain, obs[None])[0].astype(np.float32)
+            sent = np.clip(action, -1.0, 1.0) if clip else action
+            obs, reward, terminated, truncated, info = env.step(sent)
+            total += reward
+            forward += info["reward_forward"]
+            excess += 0.1 * float(np.sum(action.astype(np.float64) ** 2) - np.sum(np.clip(action, -1, 1).astype(np.float64) ** 2))
+            if terminated or truncated:
+                break
+        env.close()
+        return total, forward, excess
+
+    unclipped, forward, excess = hand_loop(clip=False)
+    clipped, forward_clipped, _ = hand_loop(clip=True)
+    assert excess > 100.0  # the case matters: far more than rounding
+    assert engine_return == pytest.approx(unclipped, rel=1e-6, abs=1e-6)
+    assert forward == pytest.approx(forward_clipped, rel=1e-9)  # MuJoCo clamps: one trajectory
+    assert clipped - unclipped == pytest.approx(excess, rel=1e-4)
+
+
+def test_an_sb3_agent_keeps_sb3s_clip():
+    """SB3's predict clips a Gaussian policy's action to the bounds: the zoo's agents are scored so."""
+    from rlgauntlet.victims.base import PolicyOutput, Victim
+
+    class Linear(Victim):
+        kind, budget_space = "gaussian", "raw"
+        observation_space = gym.spaces.Box(-1, 1, (2,))
+        action_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+
+        def preprocess(self, obs):
+            return torch.as_tensor(obs)
+
+        def forward(self, x):
+            return PolicyOutput("gaussian", mean=x * 5.0, log_std=torch.zeros_like(x))
+
+    victim = Linear()
+    np.testing.assert_allclose(victim.act(np.array([[0.5, -0.1]])), [[1.0, -0.5]])
+    victim.clip_actions = False
+    np.testing.assert_allclose(victim.act(np.array([[0.5, -0.1]])), [[2.5, -0.5]])
+
+
+def test_a_release_is_refused_on_another_task_with_spaces_of_the_same_size(tmp_path, monkeypatch, cli_env):
+    """A Walker2d release on HalfCheetah-v5 (both 17 observations and 6 actions) would run and store
+    a number as that agent's; refused in one line naming the task, unless --other-env."""
+    from rlgauntlet.experiments.agents import load_for_env
+
+    monkeypatch.setattr(sys.modules[__name__], "OBS", 17)
+    monkeypatch.setattr(sys.modules[__name__], "ACT", 6)
+    content, meta = _release(22, task="walker2d")
+    path = tmp_path / "model-walker.model"
+    _write(path, content, meta, legacy=False)
+    victim, _ = load_for_env(f"pg:{path}", "Walker2d-v5")
+    assert victim.trained_for == ("Walker2d",) and victim.description["trained_on"] == "Walker2dEnv"
+    load_for_env(f"pg:{path}", "Walker2d-v4")  # another version of the same task is the same task
+    with pytest.raises(UserError, match=r"trained on Walker2d .* HalfCheetah-v5 is another task.*--other-env"):
+        load_for_env(f"pg:{path}", "HalfCheetah-v5")
+    victim, _ = load_for_env(f"pg:{path}", "HalfCheetah-v5", other_env=True)
+    assert victim.trained_for == ("Walker2d",)
+    store = tmp_path / "s.sqlite"
+    proc = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "evaluate", "--agent", f"pg:{path}", "--env",
+                           "HalfCheetah-v5", "--episodes", "1", "--store", str(store)], capture_output=True, text=True,
+                          env=cli_env)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and "Walker2d" in lines[0], proc.stderr
+    assert not store.exists()
+    # a file that names no task is not refused (nothing to check against)
+    content, meta = _release(23, task=None)
+    bare = tmp_path / "bare.model"
+    _write(bare, content, meta, legacy=False)
+    assert load_for_env(f"pg:{bare}", "HalfCheetah-v5")[0].trained_for is None
+
+
+def _malformed(content: dict, case: str) -> dict:
+    policy = content["policy_model"]
+    if case == "no log_stdev":
+        del policy["log_stdev"]
+    elif case == "no first layer":
+        del policy["affine_layers.0.weight"]
+    elif case == "policy is a list":
+        content["policy_model"] = list(policy.values())
+    elif case == "mlp shape":
+        policy["affine_layers.1.weight"] = torch.zeros(HIDDEN, HIDDEN + 1)
+    elif case == "bias shape":
+        policy["affine_layers.0.bias"] = torch.zeros(HIDDEN + 2)
+    elif case == "final shape":
+        policy["final_mean.weight"] = torch.zeros(ACT + 1, HIDDEN)
+    elif case == "lstm shape":
+        policy["lstm.weight_hh_l0"] = torch.zeros(4 * HIDDEN, HIDDEN + 1)
+    elif case == "lstm gates":
+        policy["lstm.weight_ih_l0"] = torch.zeros(3 * HIDDEN, HIDDEN)
+    elif case == "output shape":
+        policy["output_layer.weight"] = torch.zeros(ACT, HIDDEN - 1)
+    elif case == "non-tensor weight":
+        policy["final_mean.bias"] = [0.0] * ACT
+    elif case == "integer weight":
+        policy["final_mean.bias"] = torch.zeros(ACT, dtype=torch.int64)
+    elif case == "filter size":
+        content["envs"][0].state_filter.rs._M = np.zeros(OBS + 1)
+        content["envs"][0].state_filter.rs._S = np.ones(OBS + 1)
+    elif case == "no running stat":
+        del content["envs"][0].state_filter.rs.__dict__["_n"]
+    elif case == "empty envs":
+        content["envs"] = []
+    return content
+
+
+MALFORMED = ["no log_stdev", "no first layer", "policy is a list", "mlp shape", "bias shape", "final shape",
+             "lstm shape", "lstm gates", "output shape", "non-tensor weight", "integer weight", "filter size",
+             "no running stat", "empty envs"]
+
+
+@pytest.mark.parametrize("case", MALFORMED)
+def test_a_malformed_release_is_one_line_naming_the_file_and_what_is_wrong(tmp_path, case):
+    content, meta = _release(31, recurrent=case.startswith(("lstm", "output")))
+    path = tmp_path / "model-bad.model"
+    _write(path, _malformed(content, case), meta, legacy=False)
+    with pytest.raises(UserError) as err:
+        load_victim(f"pg:{path}", *SPACES)
+    message = str(err.value)
+    assert str(path) in message and "\n" not in message
+
+
+def test_the_cli_refuses_malformed_releases_before_writing_anything(tmp_path, cli_env):
+    content, meta = _release(32, recurrent=True)
+    path = tmp_path / "model-bad.model"
+    _write(path, _malformed(content, "lstm shape"), meta, legacy=True)
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "evaluate", "--agent", f"pg:{path}", "--env",
+                           "Hopper-v5", "--episodes", "1", "--out", str(out / "r.json")], capture_output=True, text=True,
+                          env=cli_env)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and "lstm.weight_hh_l0" in lines[0], proc.stderr
+    assert not out.exists()
+
+
+def test_a_torchscript_archive_given_as_pg_is_refused_before_torch_opens_it(tmp_path, monkeypatch):
+    scripted = torch.jit.script(torch.nn.Linear(OBS, ACT))
+    path = tmp_path / "agent.pt"
+    torch.jit.save(scripted, str(path))
+    opened = []
+    monkeypatch.setattr(torch.jit, "load", lambda *a, **k: opened.append(a))
+    monkeypatch.setattr(torch, "load", lambda *a, **k: opened.append(a))
+    with pytest.raises(UserError, match=r"TorchScript archive.*torchscript:"):
+        read_release(path)
+    assert opened == []
+
+
+@pytest.mark.parametrize("name", ["load", "save", "manual_seed", "set_default_dtype"])
+def test_the_release_unpickler_hands_out_no_torch_global_but_storages(tmp_path, name):
+    """A release naming ``torch.load`` (or any torch global that is not a storage class) is refused
+    by name, and the global is never called."""
+    called = []
+
+    class Hook:
+        def __reduce__(self):
+            return getattr(torch, name), ("never",)
+
+    content, meta = _release(33, extra={"hook": Hook()})
+    path = tmp_path / "evil.model"
+    _write(path, content, meta, legacy=False)
+    with pytest.raises(UserError, match=rf"holds the global torch[\w.]*\.{name}\b") as err:
+        read_release(path)
+    assert "\n" not in str(err.value) and called == []

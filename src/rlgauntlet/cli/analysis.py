@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from rlgauntlet.cli.common import (app, console, out_console, DEFAULT_STORE_NAME, fmt, PRESET, KIND, VECNORMALIZE,
-                                   INPUT_SPACE, PRECISION, DEVICE, ALLOW_PICKLE, THREADS, agent_spec, KEPT,
+                                   INPUT_SPACE, PRECISION, DEVICE, ALLOW_PICKLE, OTHER_ENV, THREADS, agent_spec, KEPT,
                                    check_outputs, check_png, finite_number)
 from rlgauntlet.common.outputs import write_json
 from rlgauntlet.errors import UserError
@@ -37,7 +37,7 @@ def spectrum(
     from rlgauntlet.metrics.spectrum import plot_spectrum
 
     check_png(out, kind="spectrum")
-    described = agent_spec(agent, preset, kind, vecnormalize, input_space, precision, device, allow_pickle)
+    described = agent_spec(agent, preset, kind, vecnormalize, input_space, precision, device, allow_pickle, other_env)
     report = run_spectrum(described, env, threat, steps, seed, threads=threads)
     plot_spectrum(report, out)
     write_json(out.with_suffix(".json"), report, kind="spectrum numbers")
@@ -84,7 +84,7 @@ def calibrate(
     KEPT["note"] = f"finished probes are kept in {store}; run the same command again to reuse them"
     name = threat.partition(":")[0]
     space = search_space(threat, param, low, high)
-    described = agent_spec(agent, preset, kind, vecnormalize, input_space, precision, device, allow_pickle)
+    described = agent_spec(agent, preset, kind, vecnormalize, input_space, precision, device, allow_pickle, other_env)
     result = calibrate_agent(
         described, env, threat, target_impact, store, space, iterations, episodes, seed, n_envs, threads=threads,
         on_probe=lambda s: console.print(f"  {s['spec']}: return {s['return_mean']:.4g} ± {s['return_sem']:.2g}"),
@@ -129,7 +129,7 @@ def certify(
 
     check_outputs(out, store=store, kind="certification")
     KEPT["note"] = f"finished budgets are kept in {store}"
-    described = agent_spec(agent, preset, kind, vecnormalize, input_space, precision, device, allow_pickle)
+    described = agent_spec(agent, preset, kind, vecnormalize, input_space, precision, device, allow_pickle, other_env)
     result = run_certify(described, env, eps, eps_grid, episodes, seed, n_envs, store, awc_max_nodes, awc_horizon,
                          threads=threads,
                          on_row=lambda r: console.print(f"  ε = {r['eps']}: done in {r['wall_seconds']:.1f} s"))

@@ -104,18 +104,19 @@ INPUT_SPACE = typer.Option(None, help="unit of the network input for TorchScript
 PRECISION = typer.Option("auto", help="network precision: auto (float64 for vector inputs, float32 for images), float32, float64. Example: --precision float32")
 DEVICE = typer.Option("cpu", help="torch device: cpu or cuda. Example: --device cuda")
 ALLOW_PICKLE = typer.Option(False, "--allow-pickle", help="unpickle the SB3 agent file as SB3 does: runs code stored in it, so only for files you trust (needed for custom policy classes or activation functions). Example: --allow-pickle")
+OTHER_ENV = typer.Option(False, "--other-env", help="run an agent whose file names its task (a pg: or published: release) on another task whose spaces fit; refused otherwise. Example: --other-env")
 THREADS = typer.Option(None, min=1, help="torch CPU threads for the networks (default $RLGAUNTLET_THREADS or 1: safe on a busy machine; 2 may speed up image agents on an idle one). Example: --threads 2")
 
 
 def agent_spec(agent: str, preset: Optional[str] = None, kind: Optional[str] = None,
                vecnormalize: Optional[Path] = None, input_space: Optional[str] = None, precision: str = "auto",
-               device: str = "cpu", allow_pickle: bool = False):
+               device: str = "cpu", allow_pickle: bool = False, other_env: bool = False):
     """The one agent description the library's jobs take, from the shared agent options: every
     command hands its agent over this way."""
     from rlgauntlet.experiments.agents import as_agent_spec
 
     return as_agent_spec(agent, preset=preset, kind=kind, vecnormalize=vecnormalize, input_space=input_space,
-                         precision=precision, device=device, allow_pickle=allow_pickle)
+                         precision=precision, device=device, allow_pickle=allow_pickle, other_env=other_env)
 
 
 def write_result(out: Optional[Path], data: dict, store_path: Path, kind: str) -> None:

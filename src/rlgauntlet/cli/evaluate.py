@@ -9,7 +9,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from rlgauntlet.cli.common import (app, console, DEFAULT_STORE_NAME, print_report, PRESET, KIND, VECNORMALIZE,
-                                   INPUT_SPACE, PRECISION, DEVICE, ALLOW_PICKLE, THREADS, write_result, KEPT,
+                                   INPUT_SPACE, PRECISION, DEVICE, ALLOW_PICKLE, OTHER_ENV, THREADS, write_result, KEPT,
                                    check_outputs, check_png, finite_number, agent_spec)
 from rlgauntlet.common.outputs import write_json
 from rlgauntlet.errors import UserError
@@ -43,6 +43,7 @@ def evaluate(
     lpips_weights: Optional[Path] = typer.Option(None, help="LPIPS (AlexNet) weights to add LPIPS to SSIM/PSNR for image agents; nothing is downloaded. Example: --lpips-weights lpips_alex.pt"),
     threads: Optional[int] = THREADS,
     allow_pickle: bool = ALLOW_PICKLE,
+    other_env: bool = OTHER_ENV,
     strongest_of: List[str] = typer.Option([], "--strongest-of", help="attacks whose lowest mean return per budget is reported with the attack that achieved it (comma-separated specs; with --eps-grid, each at every budget). Example: --strongest-of random,maxdiff,paad:attacker=runs/paad --eps-grid 0.1"),
 ) -> None:
     """Evaluate an agent clean and under every --threat; print a table, store episodes, write JSON.
@@ -57,7 +58,7 @@ def evaluate(
     check_outputs(out, store=store_path, kind="evaluation")
     KEPT["note"] = (f"finished episodes are kept in {store_path}; run the same command with --resume to run "
                      "only the missing ones")
-    spec = agent_spec(agent, preset, kind, vecnormalize, input_space, precision, device, allow_pickle)
+    spec = agent_spec(agent, preset, kind, vecnormalize, input_space, precision, device, allow_pickle, other_env)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=False) as progress:
         tasks: dict = {}

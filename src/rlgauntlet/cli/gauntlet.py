@@ -10,7 +10,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from rlgauntlet.cli.common import (ALLOW_PICKLE, DEVICE, INPUT_SPACE, KEPT, KIND, PRECISION, VECNORMALIZE, agent_spec, app,
+from rlgauntlet.cli.common import (ALLOW_PICKLE, OTHER_ENV, DEVICE, INPUT_SPACE, KEPT, KIND, PRECISION, VECNORMALIZE, agent_spec, app,
                                    console, out_console)
 from rlgauntlet.common.outputs import check_output, check_run_dir, write_json
 from rlgauntlet.errors import UserError
@@ -56,6 +56,7 @@ def gauntlet(
     precision: str = PRECISION,
     device: str = DEVICE,
     allow_pickle: bool = ALLOW_PICKLE,
+    other_env: bool = OTHER_ENV,
     list_protocols: bool = typer.Option(False, "--list", help="list the protocols and exit. Example: --list"),
     as_json: bool = typer.Option(False, "--json", help="with --list: print the protocols as JSON. Example: --list --json"),
 ) -> None:
@@ -94,7 +95,7 @@ def gauntlet(
     json_path, html_path = out_dir / "gauntlet.json", out_dir / "report.html"
     check_output(json_path, "--out", protect=[store_path], kind="gauntlet result", given=out_dir)
     check_output(html_path, "--out", protect=[store_path], kind=REPORT_KIND, given=out_dir)
-    spec = agent_spec(agent, None, kind, vecnormalize, input_space, precision, device, allow_pickle)
+    spec = agent_spec(agent, None, kind, vecnormalize, input_space, precision, device, allow_pickle, other_env)
     plan = plan_gauntlet(spec, env, protocol=chosen.name, level=level, seeds=seeds or None, store=store_path,
                          exhaustive=exhaustive)
     KEPT["note"] = (f"finished episodes are kept in {store_path} and trained attackers (with their checkpoints) "

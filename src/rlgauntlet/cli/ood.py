@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from rlgauntlet.cli.common import (ood_app, console, out_console, DEFAULT_STORE_NAME, fmt, PRESET, KIND, VECNORMALIZE,
-                                   INPUT_SPACE, PRECISION, DEVICE, ALLOW_PICKLE, THREADS, agent_spec, write_result,
+                                   INPUT_SPACE, PRECISION, DEVICE, ALLOW_PICKLE, OTHER_ENV, THREADS, agent_spec, write_result,
                                    KEPT, check_outputs, check_png, finite_number)
 from rlgauntlet.errors import UserError
 
@@ -54,7 +54,7 @@ def ood_scan_command(
     out: Optional[Path] = _OOD_OUT, store: Optional[Path] = _OOD_STORE, resume: bool = _OOD_RESUME,
     threads: Optional[int] = THREADS, preset: Optional[str] = PRESET, kind: Optional[str] = KIND,
     vecnormalize: Optional[Path] = VECNORMALIZE, input_space: Optional[str] = INPUT_SPACE,
-    precision: str = PRECISION, device: str = DEVICE, allow_pickle: bool = ALLOW_PICKLE,
+    precision: str = PRECISION, device: str = DEVICE, allow_pickle: bool = ALLOW_PICKLE, other_env: bool = OTHER_ENV,
 ) -> None:
     """Evaluate an agent over a shift grid and mark the shifts where it fails (step 1 of the protocol).
 
@@ -65,7 +65,7 @@ def ood_scan_command(
     store_path = _ood_common(out, store, "ood scan")
     with _ood_progress() as progress:
         on_start, on_episode = _ood_callbacks(progress)
-        spec = agent_spec(agent, preset, kind, vecnormalize, input_space, precision, device, allow_pickle)
+        spec = agent_spec(agent, preset, kind, vecnormalize, input_space, precision, device, allow_pickle, other_env)
         result = ood_scan(spec, env, suite, shift, episodes, seed, n_envs, store_path, resume=resume,
                           fail_below=fail_below, threads=threads, on_start=on_start, on_episode=on_episode)
     table = Table(title=f"{agent} on {env}: clean {result['clean']['return_mean']:.4g}, random policy "
@@ -95,6 +95,7 @@ def ood_bench_command(
     preset: Optional[str] = PRESET, kind: Optional[str] = KIND, vecnormalize: Optional[Path] = VECNORMALIZE,
     input_space: Optional[str] = INPUT_SPACE, precision: str = PRECISION, device: str = DEVICE,
     allow_pickle: bool = ALLOW_PICKLE,
+    other_env: bool = OTHER_ENV,
 ) -> None:
     """AUROC and FPR at 95% TPR of the agent's own uncertainty, nominal against each failing shift.
 
@@ -109,7 +110,7 @@ def ood_bench_command(
     check_png(plot, store, option="--plot", kind="ood scores")
     with _ood_progress() as progress:
         on_start, on_episode = _ood_callbacks(progress)
-        spec = agent_spec(agent, preset, kind, vecnormalize, input_space, precision, device, allow_pickle)
+        spec = agent_spec(agent, preset, kind, vecnormalize, input_space, precision, device, allow_pickle, other_env)
         result = ood_bench(spec, env, suite, shift, trials, episodes, seed, n_envs, store_path, reduce=reduce,
                            score_of=score_of, resume=resume,
                            fail_below=FAIL_BELOW if fail_below is None else fail_below, threads=threads,

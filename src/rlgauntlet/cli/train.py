@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from rlgauntlet.cli.common import (app, console, ALLOW_PICKLE, agent_spec, KEPT, finite_number)
+from rlgauntlet.cli.common import (app, console, ALLOW_PICKLE, OTHER_ENV, agent_spec, KEPT, finite_number)
 from rlgauntlet.common.outputs import check_run_dir
 from rlgauntlet.errors import UserError
 
@@ -90,6 +90,7 @@ def attack_train(
     setting: str = typer.Option("default", help="the director's PPO settings: default (one per env family) or official (MuJoCo: the official code's adversary for that env; docs/decisions.md). Example: --setting official"),
     select: str = typer.Option("last", help="the director the attacker uses: last (the end of training) or best (the checkpoint whose training episodes left the agent lowest). Example: --select best"),
     allow_pickle: bool = ALLOW_PICKLE,
+    other_env: bool = OTHER_ENV,
 ) -> None:
     """Train a learned attacker (PA-AD, SA-RL, Robust Sarsa) against an agent and measure it.
 
@@ -103,7 +104,7 @@ def attack_train(
         raise UserError(f"--eps {eps}: give a positive number or fraction, e.g. --eps 0.1 or --eps 1/255")
     check_run_dir(run_dir)
     KEPT["note"] = f"the last checkpoint in {run_dir} is kept; run the same command to resume from it"
-    spec = agent_spec(agent, vecnormalize=vecnormalize, device=device, allow_pickle=allow_pickle)
+    spec = agent_spec(agent, vecnormalize=vecnormalize, device=device, allow_pickle=allow_pickle, other_env=other_env)
     manifest = train_attacker(spec, env, method, budget, steps, run_dir, seed=seed, variant=variant,
                               actor_steps=actor_steps, lam=lam, loss=loss, eval_episodes=eval_episodes, device=device,
                               threads=threads, log=lambda s: console.print(s),
@@ -128,6 +129,7 @@ def dynamics_train(
     vecnormalize: Optional[Path] = typer.Option(None, help="the agent's VecNormalize statistics file. Example: --vecnormalize agent.vecnormalize.pkl"),
     threads: Optional[int] = typer.Option(None, min=1, help="torch CPU threads (default: the thread policy). Example: --threads 2"),
     allow_pickle: bool = ALLOW_PICKLE,
+    other_env: bool = OTHER_ENV,
 ) -> None:
     """Learn the one-step dynamics model f(s, a) -> s' that model_obs / model_action plan with.
 
@@ -138,7 +140,7 @@ def dynamics_train(
     from rlgauntlet.training.attackers.dynamics import learn_dynamics
 
     check_run_dir(run_dir)
-    victim, preset = agent_spec(agent, vecnormalize=vecnormalize, allow_pickle=allow_pickle).load(env)
+    victim, preset = agent_spec(agent, vecnormalize=vecnormalize, allow_pickle=allow_pickle, other_env=other_env).load(env)
     KEPT["note"] = f"the collected data and the last epoch's checkpoint in {run_dir} are kept; run the same command to resume"
     with thread_policy(threads):
         manifest = learn_dynamics(victim, env, lambda: make_env(env, preset), samples, run_dir, seed=seed, hidden=hidden,

@@ -45,16 +45,21 @@ class AgentSpec(BaseModel):
     precision: Literal["auto", "float32", "float64"] = "auto"
     device: str = Field("cpu", description="torch device: cpu or cuda")
     allow_pickle: bool = Field(False, description="unpickle SB3 files as SB3 does (runs code stored in them)")
+    other_env: bool = Field(False, description="run an agent whose file names its task on another task whose "
+                                               "spaces fit (a release is refused there otherwise)")
 
     def load_options(self) -> dict:
         """The options that change which victim is loaded (what a sweep cell carries)."""
-        return {"preset": self.preset, "kind": self.kind, "vecnormalize": self.vecnormalize,
-                "input_space": self.input_space, "precision": self.precision, "allow_pickle": self.allow_pickle}
+        options = {"preset": self.preset, "kind": self.kind, "vecnormalize": self.vecnormalize,
+                   "input_space": self.input_space, "precision": self.precision, "allow_pickle": self.allow_pickle}
+        if self.other_env:  # only then: the cells of every other agent stay as they were
+            options["other_env"] = True
+        return options
 
     def load(self, env: str) -> tuple[Victim, str]:
         """The victim, checked against ``env`` with its preset: (victim, preset name)."""
         return load_for_env(self.agent, env, self.preset, self.device, self.kind, self.vecnormalize,
-                            self.input_space, self.precision, self.allow_pickle)
+                            self.input_space, self.precision, self.allow_pickle, self.other_env)
 
 
 class FileAgentSpec(AgentSpec):
@@ -101,9 +106,11 @@ def as_agent_spec(agent: str | AgentSpec | Victim, **options: Any) -> AgentSpec 
 
 def load_for_env(agent: str | Victim, env: str, preset: str | None = None, device: str = "cpu",
                  kind: str | None = None, vecnormalize: str | Path | None = None, input_space: str | None = None,
-                 precision: str = "auto", allow_pickle: bool = False) -> tuple[Victim, str]:
+                 precision: str = "auto", allow_pickle: bool = False, other_env: bool = False) -> tuple[Victim, str]:
     """Load ``agent`` (a spec such as ``zoo:cartpole-ppo``, or a :class:`Victim`) and check that it
-    fits ``env`` with its preset: returns (victim, preset name), or raises a :class:`UserError`."""
+    fits ``env`` with its preset: returns (victim, preset name), or raises a :class:`UserError`.
+    An agent whose file names the task it was trained for (``Victim.trained_for``) is refused on
+    another task unless ``other_env``: same-sized spaces are no proof of the same task."""
     import torch
 
     try:
@@ -121,9 +128,22 @@ def load_for_env(agent: str | Victim, env: str, preset: str | None = None, devic
             agent, probe.observation_space, probe.action_space, device=device, kind=kind,
             vecnormalize=vecnormalize, input_space=input_space, precision=precision, allow_pickle=allow_pickle)
         victim.check_env(probe.observation_space, probe.action_space, env)
+        check_trained_task(victim, env, other_env)
     finally:
         probe.close()
     return victim, env_preset
+
+
+def check_trained_task(victim: Victim, env: str, other_env: bool = False) -> None:
+    """Refuse ``env`` when the agent's file names another task (see :func:`load_for_env`)."""
+    tasks = victim.trained_for
+    task = env.rpartition("/")[2].split("-v")[0]
+    if other_env or not tasks or task in tasks:
+        return
+    name = victim.description.get("name") or victim.description.get("path") or "the agent"
+    suggested = victim.description.get("mapped_env") or f"{tasks[0]}-v5"
+    raise UserError(f"{name} was trained on {tasks[0]} (its file says so) and {env} is another task whose spaces "
+                    f"have the same sizes; give --env {suggested}, or pass --other-env to run it there on purpose")
 
 
 class Job:

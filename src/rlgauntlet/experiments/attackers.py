@@ -89,6 +89,8 @@ def train_attacker(agent: str | AgentSpec, env: str, method: str, eps: float, st
         identity = {"agent": spec.agent if isinstance(spec, AgentSpec) else str(agent),
                     "sha256": victim.description.get("sha256"),
                     "vecnormalize_sha256": (victim.description.get("vecnormalize") or {}).get("sha256")}
+        if not victim.clip_actions:  # its returns are scored on unclipped actions: a director trained on
+            identity["actions"] = "unclipped"  # clipped ones is another attacker (retrained, not reused)
         if method == "robust-sarsa":
             manifest = _train_q_function(victim, identity, env, steps, run_dir, seed, sarsa_eps, sarsa_reg, log)
             spec = _threat_spec(method, run_dir, eps)

@@ -124,6 +124,8 @@ def run_identity(env_info: dict, victim: Victim, threat: Threat | None, seed: in
         "lpips": lpips,
         "action_change_every": action_change_every,
     }
+    if not victim.clip_actions:  # only then: scored as its authors score it, never mixed with clipped runs
+        identity["actions"] = "unclipped"
     if perceptual_every != PERCEPTUAL_EVERY:  # only then: the keys of earlier runs stay as they were
         identity["perceptual_every"] = perceptual_every
     files = threat.fingerprint() if threat is not None else {}

@@ -80,7 +80,7 @@ def load_victim(
         entry = release(rest)
         victim = load_pg(local_file(entry), observation_space, action_space, device=device, precision=precision)
         victim.description = {**victim.description, "source": "pg", "name": rest, "published": entry["repository"],
-                              "method": entry["method"]}
+                              "method": entry["method"], "mapped_env": entry["env"]}
         return victim
     if source == "zoo":
         from rlgauntlet.zoo import zoo_entry, zoo_file

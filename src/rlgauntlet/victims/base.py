@@ -103,6 +103,16 @@ class Victim(ABC):
     #: which the caller (the engine, an attacker's MDP) keeps per episode; gradient attacks
     #: perturb one step with that state held fixed
     recurrent: bool = False
+    #: how the victim's own code sends a Gaussian policy's action to ``env.step``: clipped to the
+    #: action bounds (SB3's ``predict``, the default) or as the network gives it (the
+    #: policy_gradients releases). MuJoCo clamps the control for the physics either way, but
+    #: Gymnasium's reward charges the control cost on the action as given, so the same trajectory
+    #: scores differently (docs/decisions.md, "actions as the authors send them")
+    clip_actions: bool = True
+    #: the Gymnasium tasks (ids without their ``-vN``) the agent was trained for, where its file
+    #: says so (a policy_gradients release names its gym env), or None: then any env whose spaces
+    #: fit is accepted. Loading checks it (``experiments.agents.load_for_env``)
+    trained_for: tuple[str, ...] | None = None
 
     def initial_state(self) -> object:
         """A recurrent victim's state at an episode's start (one row)."""
@@ -161,7 +171,8 @@ class Victim(ABC):
     def actions(
         self, out: PolicyOutput, deterministic: bool = True, noise: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """Actions from a policy output: (B,) long for discrete, (B, D) float in env units.
+        """Actions from a policy output: (B,) long for discrete, (B, D) float in env units
+        (a Gaussian policy's clipped to the action bounds unless :attr:`clip_actions` is False).
 
         ``noise`` drives stochastic actions: uniform(0,1) of shape (B,) for categorical,
         standard normal of shape (B, D) for Gaussian policies.
@@ -180,6 +191,8 @@ class Victim(ABC):
         high = torch.as_tensor(self.action_space.high, device=sample.device, dtype=sample.dtype)
         if out.squashed:
             return low + (torch.tanh(sample) + 1.0) * 0.5 * (high - low)
+        if not self.clip_actions:
+            return sample
         return torch.maximum(torch.minimum(sample, high), low)
 
     @torch.no_grad()
@@ -221,7 +234,7 @@ class DelegatingVictim(Victim):
     def __init__(self, victim: Victim) -> None:
         self.victim = victim
         for attr in ("kind", "observation_space", "action_space", "budget_space", "device", "description", "dtype",
-                     "uncertainty_method"):
+                     "uncertainty_method", "clip_actions", "trained_for"):
             setattr(self, attr, getattr(victim, attr))
 
     def preprocess(self, obs: np.ndarray) -> torch.Tensor:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import collections
 import pickle
 import types
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,6 +50,13 @@ from rlgauntlet.victims.mlp_vjp import output_and_vjp, plain_mlp
 
 #: the release's own classes and gym's, read as records (never imported)
 RECORD_MODULES = ("policy_gradients.", "gym.")
+#: the Gymnasium tasks (the id before ``-v``) a release may run on, by the gym MuJoCo env class its
+#: file names (``envs[0].env.env``); AntContactForces is this project's Ant with gym -v2's contact
+#: forces in the observation (``envs.presets``)
+TASKS = {"HopperEnv": ("Hopper",), "Walker2dEnv": ("Walker2d",), "HalfCheetahEnv": ("HalfCheetah",),
+         "AntEnv": ("Ant", "AntContactForces"), "HumanoidEnv": ("Humanoid",), "HumanoidStandupEnv": ("HumanoidStandup",),
+         "SwimmerEnv": ("Swimmer",), "ReacherEnv": ("Reacher",), "InvertedPendulumEnv": ("InvertedPendulum",),
+         "InvertedDoublePendulumEnv": ("InvertedDoublePendulum",)}
 STORAGES = ("FloatStorage", "DoubleStorage", "HalfStorage", "LongStorage", "IntStorage", "ByteStorage", "BoolStorage")
 
 
@@ -162,6 +170,9 @@ class ReleaseFile:
     keys: list[str]
     adversary: dict[str, torch.Tensor] | None = None
     extra: dict = field(default_factory=dict)
+    #: the gym env class the file's env object is (e.g. ``gym.envs.mujoco.walker2d.Walker2dEnv``),
+    #: or None where the file does not say
+    env_class: str | None = None
 
     @property
     def recurrent(self) -> bool:
@@ -181,6 +192,8 @@ def _running_stat(record: Record) -> tuple[np.ndarray, np.ndarray]:
     """(mean, std) of a RunningStat record, as ``torch_utils.RunningStat`` computes them."""
     n, m, s = record.state["_n"], np.asarray(record.state["_M"], dtype=np.float64), \
         np.asarray(record.state["_S"], dtype=np.float64)
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 0 or m.shape != s.shape or m.ndim != 1:
+        raise ValueError(f"_n {n!r}, _M of shape {m.shape}, _S of shape {s.shape}")
     var = s / (n - 1) if n > 1 else np.square(m)
     return m, np.sqrt(var)
 
@@ -196,7 +209,15 @@ def _state_filter(env_record: object, path: Path) -> StateFilter | None:
             if not {"rs", "center", "scale", "clip"} <= item.state.keys():
                 raise UserError(f"{path}: its ZFilter lacks {sorted({'rs', 'center', 'scale', 'clip'} - item.state.keys())}; "
                                 "is it a policy_gradients release file?")
-            mean, std = _running_stat(item.state["rs"])
+            rs = item.state["rs"]
+            if not isinstance(rs, Record) or not {"_n", "_M", "_S"} <= rs.state.keys():
+                raise UserError(f"{path}: its ZFilter's running statistics lack _n, _M or _S; the file is damaged "
+                                "or not a policy_gradients release")
+            try:
+                mean, std = _running_stat(rs)
+            except (TypeError, ValueError) as exc:
+                raise UserError(f"{path}: its ZFilter's running statistics are not one count and two vectors of one "
+                                f"size ({exc}); the file is damaged") from None
             return StateFilter(mean, std, bool(item.state["center"]), bool(item.state["scale"]), item.state["clip"])
         if item.name.endswith("torch_utils.StateWithTime"):
             raise UserError(f"{path}: its state filter adds the time step as a feature (StateWithTime), which "
@@ -205,13 +226,42 @@ def _state_filter(env_record: object, path: Path) -> StateFilter | None:
     return None
 
 
+def _env_class(env_record: object) -> str | None:
+    """The innermost gym env class of an Env record's ``env`` (through gym's wrappers), or None."""
+    item = env_record.state.get("env") if isinstance(env_record, Record) else None
+    for _ in range(16):  # wrappers nest a few deep; a cycle would be a malformed file
+        if not isinstance(item, Record):
+            return None
+        inner = item.state.get("env")
+        if not isinstance(inner, Record):
+            return item.name
+        item = inner
+    return None
+
+
+def _refuse_torchscript(path: Path) -> None:
+    """A TorchScript archive is refused before torch sees it: ``torch.load`` hands such a file to
+    ``torch.jit.load``, which runs its code; the allow-listed unpickler must be the only reader."""
+    try:
+        if not zipfile.is_zipfile(path):
+            return
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+    except (OSError, zipfile.BadZipFile):
+        return  # torch.load says what it is not
+    if any(name.rpartition("/")[2] in ("constants.pkl", "code") or "/code/" in name for name in names):
+        raise UserError(f"{path} is a TorchScript archive, not a policy_gradients release file; load it as "
+                        f"torchscript:{path} with --kind (it was not opened)")
+
+
 def read_release(path: str | Path) -> ReleaseFile:
     """Read a release file (zip or legacy torch format) as data; every problem is a
     :class:`UserError` naming it."""
     path = Path(path)
     if not path.is_file():
-        what = "is a directory" if path.is_dir() else "does not exist"
+        what = ("is a directory" if path.is_dir() else "is not a regular file" if path.exists() else "does not exist")
         raise UserError(f"agent file {path} {what}; give a policy_gradients release file (pg:PATH.model)")
+    _refuse_torchscript(path)
     try:
         data = torch.load(path, map_location="cpu", weights_only=False, pickle_module=_pickle_module(path))
     except UserError:
@@ -224,11 +274,81 @@ def read_release(path: str | Path) -> ReleaseFile:
         raise UserError(f"{path} is not a policy_gradients release file: it holds {keys}, without "
                         "policy_model and envs")
     envs = data["envs"] if isinstance(data["envs"], (list, tuple)) else [data["envs"]]
-    policy = {k: v.detach().to(torch.float64) for k, v in data["policy_model"].items()}
+    if not envs:
+        raise UserError(f"{path}: its envs list is empty, so it has no state filter; is it a policy_gradients "
+                        "release file?")
+    policy = check_policy(data["policy_model"], path, "policy_model")
     adversary = data.get("adversary_policy_model")
     if adversary is not None:
-        adversary = {k: v.detach().to(torch.float64) for k, v in adversary.items()}
-    return ReleaseFile(path, policy, _state_filter(envs[0], path), sorted(data), adversary)
+        adversary = check_policy(adversary, path, "adversary_policy_model", outputs=None)
+    release = ReleaseFile(path, policy, _state_filter(envs[0], path), sorted(data), adversary,
+                          env_class=_env_class(envs[0]))
+    state_filter = release.state_filter
+    if state_filter is not None:
+        if state_filter.mean.shape != (release.obs_dim,):
+            raise UserError(f"{path}: its state filter has {state_filter.mean.size} numbers and its policy observes "
+                            f"{release.obs_dim}; the file is damaged")
+        clip = state_filter.clip
+        if clip is not None and (isinstance(clip, bool) or not isinstance(clip, (int, float)) or not clip > 0):
+            raise UserError(f"{path}: its state filter's clip is {clip!r}, not a positive number or None; the file "
+                            "is damaged")
+    return release
+
+
+def _shape(weights: dict[str, torch.Tensor], name: str, shape: tuple, path: Path, what: str) -> None:
+    """Refuse a missing weight, or one whose shape differs from ``shape`` (None: any size there)."""
+    if name not in weights:
+        raise UserError(f"{path}: its {what} lacks the weight {name}; the file is incomplete or not a "
+                        "policy_gradients CtsPolicy / CtsLSTMPolicy")
+    found = tuple(weights[name].shape)
+    if len(found) != len(shape) or any(want is not None and want != got for want, got in zip(shape, found)):
+        expected = "×".join("N" if d is None else str(d) for d in shape) or "a scalar"
+        raise UserError(f"{path}: its {what} weight {name} has shape {'×'.join(map(str, found)) or 'scalar'}, "
+                        f"where the network needs {expected}; the file is damaged or of another network")
+
+
+def check_policy(weights: object, path: Path, what: str, outputs: int | None | str = "log_stdev") -> dict[str, torch.Tensor]:
+    """A release's policy weights as float64 tensors, every shape checked against the network they
+    make (``CtsPolicy``: affine_layers.N → final_mean; ``CtsLSTMPolicy``: embedding_layer → lstm →
+    output_layer); every problem a :class:`UserError` naming the file, the weight and the shape.
+    ``outputs``: the action size from ``log_stdev`` (an agent), or None (an adversary, any size)."""
+    if not isinstance(weights, dict):
+        raise UserError(f"{path}: its {what} is a {type(weights).__name__}, not a state dict of weights; the file is "
+                        "damaged or not a policy_gradients release")
+    for name, value in weights.items():
+        if not isinstance(name, str) or not isinstance(value, torch.Tensor) or not value.is_floating_point():
+            kind = type(value).__name__ if not isinstance(value, torch.Tensor) else f"{value.dtype} tensor"
+            raise UserError(f"{path}: its {what} entry {name!r} is a {kind}, not a floating-point weight tensor; "
+                            "the file is damaged or not a policy_gradients release")
+    plain = {k: v.detach().to(torch.float64) for k, v in weights.items()}
+    n_out = None
+    if outputs == "log_stdev":
+        _shape(plain, "log_stdev", (None,), path, what)
+        n_out = int(plain["log_stdev"].shape[0])
+    if "lstm.weight_ih_l0" in plain:
+        _shape(plain, "embedding_layer.weight", (None, None), path, what)
+        embed, obs = plain["embedding_layer.weight"].shape
+        _shape(plain, "embedding_layer.bias", (embed,), path, what)
+        _shape(plain, "lstm.weight_hh_l0", (None, None), path, what)
+        hidden = int(plain["lstm.weight_hh_l0"].shape[1])
+        _shape(plain, "lstm.weight_hh_l0", (4 * hidden, hidden), path, what)
+        _shape(plain, "lstm.weight_ih_l0", (4 * hidden, embed), path, what)
+        _shape(plain, "lstm.bias_ih_l0", (4 * hidden,), path, what)
+        _shape(plain, "lstm.bias_hh_l0", (4 * hidden,), path, what)
+        _shape(plain, "output_layer.weight", (n_out, hidden), path, what)
+        _shape(plain, "output_layer.bias", (int(plain["output_layer.weight"].shape[0]),), path, what)
+        return plain
+    _shape(plain, "affine_layers.0.weight", (None, None), path, what)
+    i, width = 0, None
+    while f"affine_layers.{i}.weight" in plain:
+        _shape(plain, f"affine_layers.{i}.weight", (None, width), path, what)
+        width = int(plain[f"affine_layers.{i}.weight"].shape[0])
+        _shape(plain, f"affine_layers.{i}.bias", (width,), path, what)
+        i += 1
+    _shape(plain, "final_mean.weight", (n_out, width), path, what)
+    if "final_mean.bias" in plain:
+        _shape(plain, "final_mean.bias", (int(plain["final_mean.weight"].shape[0]),), path, what)
+    return plain
 
 
 def mean_network(weights: dict[str, torch.Tensor], prefix: str = "affine_layers") -> nn.Sequential:
@@ -257,10 +377,13 @@ def _linear(weight: torch.Tensor, bias: torch.Tensor | None) -> nn.Linear:
 
 class PGVictim(Victim):
     """A released ``CtsPolicy``: the frozen state filter, then the tanh MLP's mean; Gaussian with
-    the released ``exp(log_stdev)``; deterministic actions are the mean (clipped to the action
-    bounds, as MuJoCo's control range does)."""
+    the released ``exp(log_stdev)``; deterministic actions are the mean, sent to ``env.step``
+    unclipped as the authors' evaluation sends it (``policy_gradients/agent.py``,
+    ``multi_actor_step``): MuJoCo clamps the control for the physics, and Gymnasium's reward
+    charges the control cost on the action as given, as gym's did for the authors."""
 
     kind = "gaussian"
+    clip_actions = False
 
     @staticmethod
     def network(weights: dict[str, torch.Tensor]) -> nn.Module:
@@ -279,6 +402,8 @@ class PGVictim(Victim):
         self.log_std = release.policy["log_stdev"].to(device=self.device, dtype=self.dtype)
         self.budget_space = "normalized" if release.state_filter is not None else "raw"
         self.description = description or {"source": "pg", "path": str(release.path)}
+        short = (release.env_class or "").rpartition(".")[2]
+        self.trained_for = TASKS.get(short)
 
     def preprocess(self, obs: np.ndarray | torch.Tensor) -> torch.Tensor:
         x = as_tensor(obs, self.device).to(self.dtype)
@@ -381,6 +506,7 @@ def load_pg(path: str | Path, observation_space: gym.Space | None, action_space:
                         "the env the agent was trained on")
     description = {"source": "pg", "path": str(path), "sha256": sha256_file(Path(path)),
                    "policy": "CtsLSTMPolicy" if release.recurrent else "CtsPolicy",
-                   "state_filter": release.state_filter is not None, "file_keys": release.keys}
+                   "state_filter": release.state_filter is not None, "file_keys": release.keys,
+                   "actions": "unclipped", "trained_on": (release.env_class or "unknown").rpartition(".")[2]}
     kind = PGLSTMVictim if release.recurrent else PGVictim
     return kind(release, observation_space, action_space, device, precision, description)
