@@ -125,3 +125,66 @@ def test_every_board_file_of_the_repository_is_valid_and_names_known_agents():
             source, _, name = agent.agent.partition(":")
             assert source in ("published", "zoo"), f"{path.name}: {agent.agent}"
             (release if source == "published" else zoo_entry)(name)  # raises for an unknown name
+
+
+# --- hardening v4: boards that never lose or ignore anything ---------------------------------------
+
+@pytest.mark.parametrize("text, message", [
+    ("agents:\n  - {agent: zoo:cartpole-dqn, method: a}\n  - {agent: zoo:cartpole-dqn, method: b}\n",
+     r"zoo:cartpole-dqn on CartPole-v1 is listed twice \(method 'a' and 'b'\)"),
+    ("agents: [zoo:cartpole-dqn, zoo:cartpole-dqn]\n", "zoo:cartpole-dqn on CartPole-v1 is listed twice"),
+    ("envs: [CartPole-v1, CartPole-v1]\nagents: [zoo:cartpole-ppo]\n", "zoo:cartpole-ppo on CartPole-v1 is listed twice"),
+])
+def test_an_agent_listed_twice_on_one_env_is_refused_before_anything_is_written(tmp_path, text, message):
+    from rlgauntlet.gauntlet.board import load_board, plan_board
+
+    path = tmp_path / "b.yaml"
+    path.write_text(text)
+    with pytest.raises(UserError, match=message):
+        plan_board(load_board(path), tmp_path / "g.sqlite")
+    assert not (tmp_path / "g.sqlite").exists()
+
+
+@pytest.mark.parametrize("key, message", [
+    ("level: bogus", r"level: 'bogus' is unknown"),
+    ("protocol: nope", r"protocol: 'nope' is unknown"),
+    ("protocol: pixel", r"protocol: pixel is for .* drop protocol:"),
+    ("seeds: [0, 0]", r"seeds: 0 0: give each seed once, e.g. seeds: \[0, 1, 2\]"),
+    ("seeds: [999999]", r"seeds: reach env seed 1000000"),
+])
+def test_a_refusal_about_a_board_key_names_the_key_not_a_command_line_option(tmp_path, key, message):
+    from rlgauntlet.gauntlet.board import load_board, plan_board
+
+    path = tmp_path / "b.yaml"
+    path.write_text(f"{key}\nagents: [zoo:cartpole-dqn]\n")
+    with pytest.raises(UserError, match=message) as err:
+        plan_board(load_board(path), tmp_path / "g.sqlite")
+    assert not any(f"--{name}" in str(err.value) for name in ("level", "protocol", "seeds"))
+
+
+def test_a_boards_seeds_are_the_plans_and_an_agents_own_envs_beat_the_boards(small_protocol, tmp_path):
+    from rlgauntlet.gauntlet.board import Board, plan_board
+
+    board = Board.model_validate({"envs": ["CartPole-v1"], "level": "quick", "seeds": [7, 3],
+                                  "agents": [{"agent": "zoo:cartpole-dqn"},
+                                             {"agent": "zoo:cartpole-ppo", "envs": ["CartPole-v0"]}]})
+    plans, _ = plan_board(board, tmp_path / "g.sqlite")
+    assert [(p.spec.agent, p.env) for p in plans] == [("zoo:cartpole-dqn", "CartPole-v1"),
+                                                      ("zoo:cartpole-ppo", "CartPole-v0")]
+    assert all(p.seeds == [7, 3] for p in plans)
+    default, _ = plan_board(board.model_copy(update={"seeds": None}), tmp_path / "g.sqlite")
+    assert default[0].seeds == list(small_protocol.levels["quick"].seeds) != [7, 3]
+
+
+@pytest.mark.parametrize("option", [["--level", "paper"], ["--method", "x"], ["--precision", "float32"],
+                                    ["--device", "cpu"], ["--kind", "q"], ["--vecnormalize", "v.pkl"],
+                                    ["--input-space", "raw"], ["--other-env"], ["--seeds", "1"]])
+def test_every_option_a_board_decides_is_refused_with_agents_naming_the_board_key(tmp_path, cli_env, option):
+    path = tmp_path / "b.yaml"
+    path.write_text("agents: [zoo:cartpole-dqn]\n")
+    proc = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "gauntlet", "--agents", str(path), "--out",
+                           str(tmp_path / "out"), *option], capture_output=True, text=True, env=cli_env)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert f"{option[0]}: with --agents the board file decides it; set " in lines[0]
+    assert not (tmp_path / "out").exists()

@@ -10,7 +10,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from rlgauntlet.cli.common import (ALLOW_PICKLE, OTHER_ENV, DEVICE, INPUT_SPACE, KEPT, KIND, PRECISION, VECNORMALIZE, agent_spec, app,
+from rlgauntlet.cli.common import (ALLOW_PICKLE, OTHER_ENV, INPUT_SPACE, KEPT, KIND, VECNORMALIZE, agent_spec, app,
                                    console, out_console)
 from rlgauntlet.common.outputs import check_output, check_run_dir, write_json
 from rlgauntlet.errors import UserError
@@ -42,7 +42,7 @@ def gauntlet(
     env: Optional[str] = typer.Option(None, help="Gymnasium id; its family picks the protocol. Example: --env CartPole-v1"),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="folder for gauntlet.json and report.html (and the store, by default). Example: --out runs/gauntlet-dqn"),
     protocol: Optional[str] = typer.Option(None, help="protocol name (default: the env family's; see --list). Example: --protocol classic"),
-    level: str = typer.Option("standard", help="quick (minutes), standard or paper (the papers' budgets). Example: --level quick"),
+    level: Optional[str] = typer.Option(None, help="quick (minutes), standard (the default) or paper (the papers' budgets). Example: --level quick"),
     seeds: List[int] = typer.Option([], "--seeds", help="evaluation seeds, repeatable (default: the level's). Example: --seeds 0 --seeds 1"),
     store: Optional[Path] = typer.Option(None, help="results store (default OUT/gauntlet.sqlite); learned attackers are cached beside it. Example: --store runs/gauntlet.sqlite"),
     executor: str = typer.Option("local", help="local (worker processes here) or ray. Example: --executor ray"),
@@ -53,8 +53,8 @@ def gauntlet(
     kind: Optional[str] = KIND,
     vecnormalize: Optional[Path] = VECNORMALIZE,
     input_space: Optional[str] = INPUT_SPACE,
-    precision: str = PRECISION,
-    device: str = DEVICE,
+    precision: Optional[str] = typer.Option(None, help="network precision: auto (the default: float64 for vector inputs, float32 for images), float32, float64. Example: --precision float32"),
+    device: Optional[str] = typer.Option(None, help="torch device: cpu (the default) or cuda. Example: --device cuda"),
     allow_pickle: bool = ALLOW_PICKLE,
     other_env: bool = OTHER_ENV,
     list_protocols: bool = typer.Option(False, "--list", help="list the protocols and exit. Example: --list"),
@@ -76,9 +76,16 @@ def gauntlet(
         _list_protocols(as_json)
         return
     if agents_file is not None:
-        if agent is not None or env is not None or protocol is not None or seeds:
-            raise UserError("--agents runs a board file, which names the agents, envs, protocol and seeds; drop "
-                            "--agent, --env, --protocol and --seeds")
+        _refuse_board_options(agents_file, {
+            "--agent": (agent is not None, "agents:"), "--env": (env is not None, "envs:"),
+            "--protocol": (protocol is not None, "protocol:"), "--level": (level is not None, "level:"),
+            "--seeds": (bool(seeds), "seeds:"), "--method": (method is not None, "method: (on each agent)"),
+            "--kind": (kind is not None, "kind: (on each agent)"),
+            "--vecnormalize": (vecnormalize is not None, "vecnormalize: (on each agent)"),
+            "--input-space": (input_space is not None, "input_space: (on each agent)"),
+            "--precision": (precision is not None, "precision: (on each agent)"),
+            "--device": (device is not None, "device: (on each agent)"),
+            "--other-env": (other_env, "other_env: true (on each agent)")})
         if out_dir is None:
             raise UserError("--agents needs --out DIR (the store, one result per agent and the leaderboard go there)")
         _board(agents_file, out_dir, store, executor, workers, address, exhaustive, allow_pickle)
@@ -87,6 +94,7 @@ def gauntlet(
         missing = [name for name, v in (("--agent", agent), ("--env", env), ("--out", out_dir)) if v is None]
         raise UserError(f"gauntlet needs {', '.join(missing)}; e.g. rlgauntlet gauntlet --agent zoo:cartpole-dqn "
                         "--env CartPole-v1 --out runs/dqn (or --list for the protocols)")
+    level, precision, device = level or "standard", precision or "auto", device or "cpu"
     chosen = protocol_fitting(protocol, env)
     chosen.level(level)
     check_executor(executor, workers, address)
@@ -124,6 +132,14 @@ def gauntlet(
                       f"selection episodes (gauntlet.json: race)")
     console.print(f"{len(result['warnings'])} false-robustness warning(s); wrote {json_path} and {html_path} "
                   f"in {result['seconds']:.0f} s (store {store_path})")
+
+
+def _refuse_board_options(path: Path, given: dict[str, tuple[bool, str]]) -> None:
+    """With --agents the board file decides these: refuse each one given, naming the key to set."""
+    for option, (is_given, key) in given.items():
+        if is_given:
+            raise UserError(f"{option}: with --agents the board file decides it; set {key} in {path} instead "
+                            f"and drop {option}")
 
 
 def _progress_callbacks(progress, label: str):

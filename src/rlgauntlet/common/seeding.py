@@ -93,7 +93,10 @@ def check_seeds(seeds: Sequence[int], episodes: int = 1, option: str = "--seeds"
     from rlgauntlet.errors import UserError
 
     seeds = list(seeds)
-    example = f"{option} 0 {option} 1 {option} 2" if option.endswith("s") else f"{option} 0"
+    if option.endswith(":"):  # a file's key: the example is written as the file takes it
+        example = f"{option} [0, 1, 2]"
+    else:
+        example = f"{option} 0 {option} 1 {option} 2" if option.endswith("s") else f"{option} 0"
     if not seeds:
         raise UserError(f"{option}: give at least one seed, e.g. {example}")
     if len(set(seeds)) != len(seeds):

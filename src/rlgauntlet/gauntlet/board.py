@@ -89,18 +89,44 @@ def agent_envs(agent: BoardAgent, board: Board) -> list[str]:
     raise UserError(f"board agent {agent.agent} names no env; give it envs: [ENV_ID], or the board envs:")
 
 
+def check_board_keys(board: Board, agent: BoardAgent, env: str) -> None:
+    """The board's own keys (protocol, level, seeds) checked for one of its (agent, env) pairs, every
+    refusal naming the key to change (the command line's --protocol, --level and --seeds are refused
+    with a board)."""
+    from rlgauntlet.common.seeding import check_seeds
+    from rlgauntlet.gauntlet.protocols import protocol_fitting
+
+    chosen = protocol_fitting(board.protocol, env, agent.preset, option="protocol:").for_env(env)
+    settings = chosen.level(board.level, option="level:")
+    if board.seeds is not None:
+        check_seeds(board.seeds, settings.episodes, option="seeds:")
+        if chosen.race is not None:
+            from rlgauntlet.gauntlet.race import check_disjoint
+
+            check_disjoint(board.seeds, settings.episodes, max(chosen.race.rounds(settings.episodes), default=0),
+                           option="seeds:")
+
+
 def plan_board(board: Board, store: str | Path, allow_pickle: bool = False, exhaustive: bool = False) -> tuple[list, list]:
     """Every (agent, env) of the board planned (loaded and checked) before any work: the plans
-    and each plan's method label."""
+    and each plan's method label. An agent listed twice on one env (under any label) is refused: its
+    one gauntlet result would be written once and ranked once, the other entry silently lost."""
     from rlgauntlet.gauntlet.plan import plan_gauntlet
 
-    plans, methods = [], []
+    plans, methods, seen = [], [], {}
     for agent in board.agents:
         spec = AgentSpec(**{k: v for k, v in agent.model_dump().items() if k in AgentSpec.model_fields})
         if allow_pickle:
             spec = spec.model_copy(update={"allow_pickle": True})
         for env in agent_envs(agent, board):
+            key = (agent.agent, env)  # its result file and its leaderboard row are named so
+            if key in seen:
+                labels = " and ".join(repr(m) for m in dict.fromkeys((seen[key], agent.method)))
+                raise UserError(f"board agent {agent.agent} on {env} is listed twice (method {labels}); one agent on "
+                                "one env is one gauntlet result: list it once (a method label groups several agents)")
+            seen[key] = agent.method
             try:
+                check_board_keys(board, agent, env)
                 plans.append(plan_gauntlet(spec, env, board.protocol, board.level, board.seeds, store, exhaustive))
             except UserError as exc:
                 raise UserError(f"board agent {agent.agent} on {env}: {exc}") from None

@@ -132,9 +132,10 @@ class Protocol:
         """``name@vN``: how results name the protocol they were computed under."""
         return f"{self.name}@v{self.version}"
 
-    def level(self, name: str) -> Level:
+    def level(self, name: str, option: str = "--level") -> Level:
+        """The level called ``name``; ``option`` names where it was given (``level:`` in a board file)."""
         if name not in self.levels:
-            raise UserError(f"--level {name!r} is unknown; choose one of {', '.join(LEVELS)}")
+            raise UserError(f"{option} {name!r} is unknown; choose one of {', '.join(LEVELS)}")
         return self.levels[name]
 
     def headline_of(self, version: object, env_id: str | None = None) -> str | None:
@@ -225,29 +226,30 @@ PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
 )}
 
 
-def get_protocol(name: str) -> Protocol:
-    """The protocol called ``name`` (``classic``, ``mujoco``, ``pixel``, ``dm_control``)."""
+def get_protocol(name: str, option: str = "--protocol") -> Protocol:
+    """The protocol called ``name`` (``classic``, ``mujoco``, ``pixel``, ``dm_control``); ``option``
+    names where it was given."""
     if name not in PROTOCOLS:
-        raise UserError(f"--protocol {name!r} is unknown; choose one of {', '.join(PROTOCOLS)} "
+        raise UserError(f"{option} {name!r} is unknown; choose one of {', '.join(PROTOCOLS)} "
                         "(rlgauntlet gauntlet --list)")
     return PROTOCOLS[name]
 
 
-def protocol_fitting(name: str | None, env_id: str, preset: str | None = None) -> Protocol:
+def protocol_fitting(name: str | None, env_id: str, preset: str | None = None, option: str = "--protocol") -> Protocol:
     """The protocol ``name`` checked against ``env_id``'s family (its budgets have that family's
     units: a pixel protocol's 1/255 on CartPole's raw inputs would be silently wrong), or the
-    family's own protocol when ``name`` is None."""
+    family's own protocol when ``name`` is None; ``option`` names where it was given."""
     from rlgauntlet.envs.presets import check_env_id, resolve_preset
 
     if name is None:
         return protocol_for(env_id)
-    chosen = get_protocol(name)
+    chosen = get_protocol(name, option)
     check_env_id(env_id)
     family = resolve_preset(env_id, preset)
     if family not in chosen.families:
         own = next((p.name for p in PROTOCOLS.values() if family in p.families), None)
-        fix = f"drop --protocol (this env's is {own})" if own else "choose an env of that family"
-        raise UserError(f"--protocol {name} is for {', '.join(chosen.families)} envs and {env_id} is {family}: its "
+        fix = f"drop {option} (this env's is {own})" if own else "choose an env of that family"
+        raise UserError(f"{option} {name} is for {', '.join(chosen.families)} envs and {env_id} is {family}: its "
                         f"budgets ({chosen.unit}) would mean something else here; {fix}")
     return chosen
 

@@ -84,7 +84,7 @@ class RaceRule:
         return drops
 
 
-def check_disjoint(seeds: list[int], episodes: int, selection_episodes: int) -> None:
+def check_disjoint(seeds: list[int], episodes: int, selection_episodes: int, option: str = "--seeds") -> None:
     """Refuse a plan whose reported episodes (env seeds ``s + k``) would reach a selection
     episode's env seed: the selection would then see episodes it is judged on."""
     from rlgauntlet.errors import UserError
@@ -92,5 +92,5 @@ def check_disjoint(seeds: list[int], episodes: int, selection_episodes: int) -> 
     reported = {s + k for s in seeds for k in range(episodes)}
     selection = set(range(SELECTION_SEED, SELECTION_SEED + selection_episodes))
     if reported & selection:
-        raise UserError(f"--seeds reach env seed {min(reported & selection)}, which the gauntlet's race uses for "
+        raise UserError(f"{option} reach env seed {min(reported & selection)}, which the gauntlet's race uses for "
                         f"selection episodes (from {SELECTION_SEED}); use seeds below {SELECTION_SEED - episodes}")
