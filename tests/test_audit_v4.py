@@ -1,0 +1,102 @@
+"""Known answers for the fourth mutation audit's survivors (hardening v4): each test fails on one of
+the one-line bugs the audit made in the gauntlet's race, plan, board and leaderboard and in the
+release reader, on a case where the wrong implementation gives another answer (never a
+degenerate one: finalists whose order and reverse order differ, the very last reported episode on
+the first selection seed, an env whose budgets differ from the global grid)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rlgauntlet.errors import UserError
+
+
+def test_after_the_last_round_the_finalists_are_the_lowest_selection_means():
+    """z so large that no member is dropped on its gap: only the final cut decides, keeping the
+    two lowest means (b, d); a reversed sort would keep the two highest (c, a)."""
+    from rlgauntlet.gauntlet.race import RaceRule
+
+    returns = {"a": [5.0, 5.1], "b": [1.0, 1.1], "c": [9.0, 9.1], "d": [3.0, 3.1]}
+    drops = RaceRule(first=2, z=1e9, finalists=2).decide(returns, last=True)
+    assert sorted(drops) == ["a", "c"]
+    assert RaceRule(first=2, z=1e9, finalists=2).decide(returns, last=False) == {}
+
+
+def test_a_seed_whose_last_reported_episode_is_the_first_selection_seed_is_refused():
+    from rlgauntlet.gauntlet.race import SELECTION_SEED, check_disjoint
+
+    check_disjoint([SELECTION_SEED - 10], episodes=10, selection_episodes=4)  # last episode: SELECTION_SEED - 1
+    with pytest.raises(UserError, match=f"reach env seed {SELECTION_SEED}"):
+        check_disjoint([SELECTION_SEED - 9], episodes=10, selection_episodes=4)
+
+
+@pytest.fixture(scope="module")
+def walker_agent(tmp_path_factory):
+    """A TorchScript deterministic policy of Walker2d's sizes (17 observations, 6 actions)."""
+    path = tmp_path_factory.mktemp("walker") / "walker.pt"
+    torch.manual_seed(0)
+    torch.jit.save(torch.jit.script(torch.nn.Sequential(torch.nn.Linear(17, 6), torch.nn.Tanh())), str(path))
+    return path
+
+
+def test_a_walker2d_plan_runs_the_papers_walker_grid_and_headline(tmp_path, walker_agent):
+    """mujoco v4 budgets per env: Walker2d's grid (0.025 … 0.1) and headline 0.05, not the global
+    headline 0.075; every heuristic member and learned attacker is at one of Walker2d's ε."""
+    from rlgauntlet.experiments.agents import AgentSpec
+    from rlgauntlet.gauntlet.plan import plan_gauntlet
+    from rlgauntlet.gauntlet.protocols import get_protocol
+
+    spec = AgentSpec(agent=f"torchscript:{walker_agent}", kind="deterministic", input_space="raw")
+    plan = plan_gauntlet(spec, "Walker2d-v5", level="quick", store=tmp_path / "g.sqlite")
+    assert get_protocol("mujoco").headline_eps == "0.075"  # the global headline differs from Walker2d's
+    assert plan.protocol.headline_eps == "0.05"
+    assert {t.eps for t in plan.tasks} == {"0.05"}  # quick: learned attackers at the headline only
+    assert {plan.eps_of(s) for s in plan.heuristics} == {0.025, 0.05, 0.075, 0.1}
+    cheetah = get_protocol("mujoco").for_env("HalfCheetah-v5")
+    assert (cheetah.headline_eps, cheetah.eps_grid) == ("0.15", ("0.05", "0.1", "0.15", "0.2"))
+
+
+def test_every_director_the_gauntlet_plans_stops_on_the_protocols_patience(tmp_path, walker_agent, monkeypatch):
+    """The plan's attacker tasks carry the protocol's patience (3), and the worker hands it to the
+    director's training (a director that stalls stops at its patience checkpoint)."""
+    from rlgauntlet.experiments import attackers
+    from rlgauntlet.experiments.agents import AgentSpec
+    from rlgauntlet.gauntlet.plan import plan_gauntlet
+    from rlgauntlet.gauntlet.run import train_attacker_task
+
+    spec = AgentSpec(agent=f"torchscript:{walker_agent}", kind="deterministic", input_space="raw")
+    plan = plan_gauntlet(spec, "Walker2d-v5", level="quick", store=tmp_path / "g.sqlite")
+    directors = [t for t in plan.tasks if t.method != "robust-sarsa"]
+    assert directors and {t.patience for t in directors} == {plan.protocol.attacker_patience} == {3}
+    seen = {}
+    monkeypatch.setattr(attackers, "train_attacker", lambda *a, **k: seen.update(k) or {"steps": 1})
+    train_attacker_task(directors[0])
+    assert seen["patience"] == 3
+
+
+def _store_with(path, runs):
+    from rlgauntlet.experiments.store import ResultsStore, run_key
+
+    store = ResultsStore(path)
+    for i, (env, metrics) in enumerate(runs):
+        meta = {"protocol": "mujoco", "version": 4, "level": "standard", "env": env, "agent": f"a{i}",
+                "sha256": f"s{i}", "method": f"m{i}"}
+        run = store.create_run(run_key(meta), meta, kind="gauntlet")
+        for name, value in metrics.items():
+            store.add_metric(run, name, value)
+        store.add_metric(run, "clean_return", 3000.0)
+    store.close()
+
+
+def test_the_leaderboard_scores_each_env_at_its_own_headline(tmp_path):
+    """A Walker2d result is scored at Walker2d's headline 0.05 (1200 here), never at the global
+    0.075 (400 here); a Hopper result at 0.075."""
+    from rlgauntlet.gauntlet.leaderboard import leaderboard
+
+    _store_with(tmp_path / "s.sqlite", [("Walker2d-v4", {"worst_case@0.05": 1200.0, "worst_case@0.075": 400.0}),
+                                        ("Hopper-v5", {"worst_case@0.05": 900.0, "worst_case@0.075": 700.0})])
+    boards = leaderboard([tmp_path / "s.sqlite"])["boards"]
+    scores = {b["env"]: [r["scores"] for r in b["rows"]] for b in boards}
+    assert scores == {"Walker2d-v4": [[1200.0]], "Hopper-v5": [[700.0]]}
+    assert {b["env"]: b["headline_eps"] for b in boards} == {"Walker2d-v4": "0.05", "Hopper-v5": "0.075"}
