@@ -24,7 +24,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BOARDS = ("published-hopper", "published-walker2d", "published-pa-atla", "published-halfcheetah-ant")
+BOARDS = ("published-hopper", "published-walker2d", "published-pa-atla", "published-halfcheetah-ant",
+          "published-readme-halfcheetah-ant")
 OUT = HERE / "results" / "published_board.json"
 
 

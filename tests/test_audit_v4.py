@@ -2,7 +2,8 @@
 the one-line bugs the audit made in the gauntlet's race, plan, board and leaderboard and in the
 release reader, on a case where the wrong implementation gives another answer (never a
 degenerate one: finalists whose order and reverse order differ, the very last reported episode on
-the first selection seed, an env whose budgets differ from the global grid)."""
+the first selection seed, an env whose budgets differ from the global grid). Then the tables' and
+messages' cases the v4 probe found, each with the text it must (and must not) hold."""
 
 from __future__ import annotations
 
@@ -100,3 +101,56 @@ def test_the_leaderboard_scores_each_env_at_its_own_headline(tmp_path):
     scores = {b["env"]: [r["scores"] for r in b["rows"]] for b in boards}
     assert scores == {"Walker2d-v4": [[1200.0]], "Hopper-v5": [[700.0]]}
     assert {b["env"]: b["headline_eps"] for b in boards} == {"Walker2d-v4": "0.05", "Hopper-v5": "0.075"}
+
+
+# --- tables and messages ------------------------------------------------------------------------------
+
+def test_a_stored_version_that_is_a_string_is_unscored_saying_so(tmp_path):
+    from rlgauntlet.experiments.store import ResultsStore, run_key
+    from rlgauntlet.gauntlet.leaderboard import leaderboard
+    from rlgauntlet.report.tables import board_latex, board_markdown
+
+    store = ResultsStore(tmp_path / "s.sqlite")
+    for i, version in enumerate(("2", 2)):
+        meta = {"protocol": "classic", "version": version, "level": "quick", "env": "CartPole-v1", "agent": f"a{i}",
+                "sha256": f"s{i}", "method": f"m{i}"}
+        run = store.create_run(run_key(meta), meta, kind="gauntlet")
+        store.add_metric(run, "worst_case@0.1", 100.0)
+    store.close()
+    result = leaderboard([tmp_path / "s.sqlite"])
+    stringy = next(b for b in result["boards"] if b["version"] == "2")
+    reasons = " ".join(m["reason"] for m in stringy["missing"])
+    assert stringy["rows"] == [] and "'2' is not a whole number" in reasons and "knows" not in reasons
+    for text in (board_markdown(result), board_latex(result)):
+        assert "None" not in text and "Nothing ranked" in text
+
+
+def test_latex_escapes_each_special_character_once_and_markdown_keeps_a_row_on_one_line():
+    from rlgauntlet.report.tables import _latex_escape, board_markdown
+
+    assert _latex_escape("a\\b_{c}") == r"a\textbackslash{}b\_\{c\}"
+    assert _latex_escape("x % & $ # ~ ^") == r"x \% \& \$ \# \textasciitilde{} \textasciicircum{}"
+    board = {"boards": [{"protocol": "classic", "version": 2, "level": "quick", "env": "CartPole-v1",
+                         "headline_eps": "0.1", "rows": [{"rank": 1, "method": "two\nlines | here", "agents": 1,
+                                                          "iqm": 10.0, "ci_low": None, "ci_high": None}]}]}
+    rows = [line for line in board_markdown(board).splitlines() if line.startswith("| 1 |")]
+    assert rows == ["| 1 | two lines \\| here | 1 | 10 | – | – | – | – | 0 |"]
+
+
+def test_the_certified_suite_on_an_lstm_agent_says_no_certification_applies():
+    from types import SimpleNamespace
+
+    from rlgauntlet.threats.suites import suite_specs
+
+    lstm = SimpleNamespace(recurrent=True, is_discrete=False)
+    with pytest.raises(UserError, match="recurrent") as err:
+        suite_specs("certified", lstm, "0.1")
+    assert "rlgauntlet certify" not in str(err.value) and "drop certified" in str(err.value)
+
+
+def test_a_missing_released_attacker_is_an_attacker_file_with_its_own_fix(tmp_path):
+    from rlgauntlet.victims.pg_release import read_release
+
+    with pytest.raises(UserError) as err:
+        read_release(tmp_path / "attack.model", role="attacker")
+    assert str(err.value).startswith("attacker file") and "pg:PATH" not in str(err.value)

@@ -558,3 +558,108 @@ def test_a_sweep_threat_without_a_budget_says_how_to_give_one(tmp_path, cli_main
     lines = [line for line in err.splitlines() if line.startswith("rlgauntlet:")]
     assert code == 2 and len(lines) == 1 and "eps_grid: [0.05]" in lines[0], err
     assert not (tmp_path / "s.sqlite").exists()  # checked before the store was made
+
+
+# -- hardening v4: fixes that fix, and no misleading line (each case as its rule) --------------------
+
+def _releases_tree(tmp_path: Path, state: str) -> Path:
+    """A clones folder for RLGAUNTLET_RELEASES in one of the states a user's can be in."""
+    root = tmp_path / "releases"
+    if state == "root is a file":
+        root.write_text("not a folder")
+        return root
+    root.mkdir()
+    clone = root / "ATLA_robust_RL"
+    if state == "clone is a file":
+        clone.write_text("not a clone")
+    elif state in ("file missing", "edited file"):
+        (clone / "src/models/atla_release/PPO").mkdir(parents=True)
+        if state == "edited file":
+            (clone / "src/models/atla_release/PPO/model-ppo-hopper.model").write_bytes(b"edited")
+    return root
+
+
+@pytest.mark.parametrize("state, named, short", [
+    ("root is a file", "is a file, not a folder; point RLGAUNTLET_RELEASES", "clones folder is a file"),
+    ("clone is a file", "is a file, not a clone of huanzhang12/ATLA_robust_RL; move it away", "clone path is a file"),
+    ("file missing", "checkout dfdf8f56a025da95e0a3d652e5e7010b30904a29 -- src/models/atla_release/PPO/model-ppo-hopper.model",
+     "file missing"),
+    ("edited file", "checkout dfdf8f56a025da95e0a3d652e5e7010b30904a29 -- src/models/atla_release/PPO/model-ppo-hopper.model",
+     "another version"),
+])
+def test_a_published_agent_whose_copy_is_unusable_is_told_a_fix_that_works(state, named, short, tmp_path, cli_main,
+                                                                            capsys, monkeypatch):
+    """No `git clone` where a file is in the way, the release's commit named where a file is missing
+    or edited (a plain checkout keeps an edit), and `published list` gives a short reason per row."""
+    from rlgauntlet.published import local_problem, release
+
+    root = _releases_tree(tmp_path, state)
+    monkeypatch.setenv("RLGAUNTLET_RELEASES", str(root))
+    before = _snapshot(tmp_path)
+    code, err = cli_main(["evaluate", "--agent", "published:ppo-hopper", "--env", "Hopper-v5", "--episodes", "1"],
+                         capsys, monkeypatch, tmp_path)
+    lines = [line for line in err.splitlines() if line.startswith("rlgauntlet:")]
+    assert code == 2 and len(lines) == 1 and named in lines[0], err
+    if state != "clone is a file":
+        assert "git clone" not in lines[0]
+    assert _snapshot(tmp_path) == before
+    assert local_problem(release("ppo-hopper"))[0] == short
+    from rlgauntlet.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["rlgauntlet", "published", "list"])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "ppo-hopper " in line)
+    assert exc.value.code in (0, None) and "no: " in row and "…:" not in out
+
+
+@pytest.mark.parametrize("args, named, never", [
+    (["evaluate", "--agent", "pg:", "--env", "Hopper-v5"], "names no path after pg:", "no source prefix"),
+    (["evaluate", "--agent", "published:", "--env", "Hopper-v5"], "names no name after published:", "no source prefix"),
+    (["evaluate", "--agent", "pg:/dev/zero", "--env", "Hopper-v5"], "is not a regular file", "does not exist"),
+    (["ood", "scan", "--agent", "zoo:cartpole-dqn", "--env", "CartPole-v1", "--shift", "physics:param=length,scale=0",
+      "--store", "o.sqlite"], "param=length must stay positive", "became non-finite"),
+    (["train", "--preset", "cartpole-ppo", "--run-dir", "D", "--init-from", "zoo:no-such-agent", "--no-register"],
+     "no zoo agent named 'no-such-agent'", "Traceback"),
+])
+def test_each_v4_input_case_is_one_line_writes_nothing_and_says_the_right_thing(args, named, never, tmp_path, cli_main,
+                                                                                capsys, monkeypatch):
+    before = _snapshot(tmp_path)
+    code, err = cli_main(args, capsys, monkeypatch, tmp_path)
+    lines = [line for line in err.splitlines() if line.startswith("rlgauntlet:")]
+    assert code == 2 and len(lines) == 1 and named in lines[0] and never not in err, err
+    assert _snapshot(tmp_path) == before  # no store, no empty run folder
+    _try_suggestion(args, err, capsys, monkeypatch, tmp_path)
+
+
+def test_a_read_only_command_is_never_told_to_give_a_new_store(tmp_path, cli_main, capsys, monkeypatch):
+    import sqlite3
+
+    theirs = tmp_path / "theirs.sqlite"
+    conn = sqlite3.connect(theirs)
+    conn.execute("CREATE TABLE notes (text TEXT)")
+    conn.commit()
+    conn.close()
+    for args in (["leaderboard", "--store", str(theirs), "--out", "b.html"],
+                 ["report", "--store", str(theirs), "--out", "r.html"]):
+        code, err = cli_main(args, capsys, monkeypatch, tmp_path)
+        assert code == 2 and "it is created" not in err and "written by evaluate, sweep or gauntlet" in err, err
+
+
+def test_a_zoo_outside_any_repository_names_its_variable_not_git(tmp_path, cli_main, capsys, monkeypatch):
+    zoo = tmp_path / "myzoo"
+    zoo.mkdir()
+    monkeypatch.setenv("RLGAUNTLET_ZOO", str(zoo))
+    code, err = cli_main(["zoo", "list"], capsys, monkeypatch, tmp_path)
+    lines = [line for line in err.splitlines() if line.startswith("rlgauntlet:")]
+    assert code == 2 and len(lines) == 1 and "RLGAUNTLET_ZOO" in lines[0] and "manifest.json" in lines[0], err
+    code, err = cli_main(["evaluate", "--agent", "zoo:cartpole-dqn", "--env", "CartPole-v1"], capsys, monkeypatch,
+                         tmp_path)
+    assert code == 2 and "RLGAUNTLET_ZOO" in err, err
+    (zoo / "manifest.json").write_text(json.dumps({"mine": {"env": "CartPole-v1", "algorithm": "dqn",
+                                                            "file": "mine.zip", "sha256": "0" * 64}}))
+    code, err = cli_main(["evaluate", "--agent", "zoo:mine", "--env", "CartPole-v1"], capsys, monkeypatch, tmp_path)
+    lines = [line for line in err.splitlines() if line.startswith("rlgauntlet:")]
+    assert code == 2 and len(lines) == 1 and "git checkout" not in lines[0] and str(zoo) in lines[0], err
+    assert "RLGAUNTLET_ZOO" in lines[0]

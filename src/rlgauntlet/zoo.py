@@ -52,6 +52,19 @@ def zoo_dir() -> Path:
                     "pip install ./zoo), or set RLGAUNTLET_ZOO to a zoo folder")
 
 
+def restore_hint(what: str, folder: Path | None = None) -> str:
+    """How to restore ``what`` (a name inside the zoo folder, e.g. ``manifest.json``): from git
+    only where the zoo folder is a checkout's ``zoo/``; in the folder ``RLGAUNTLET_ZOO`` names when
+    it is set; else by reinstalling the zoo distribution."""
+    folder = folder or zoo_dir()
+    if os.environ.get("RLGAUNTLET_ZOO"):
+        return (f"restore {what} in {folder} (the folder RLGAUNTLET_ZOO names), or unset RLGAUNTLET_ZOO to use "
+                "the installed zoo")
+    if (folder.parent / ".git").exists():
+        return f"restore it from the repository (git -C {folder.parent} checkout zoo/{what})"
+    return "reinstall the zoo (pip install --force-reinstall 'rlgauntlet[zoo]', or pip install ./zoo in a checkout)"
+
+
 def load_manifest(directory: Path | None = None) -> dict[str, dict]:
     path = (directory or zoo_dir()) / "manifest.json"
     if not path.exists():
@@ -59,11 +72,11 @@ def load_manifest(directory: Path | None = None) -> dict[str, dict]:
     try:
         manifest = json.loads(path.read_text())
     except (ValueError, UnicodeDecodeError) as exc:
-        raise UserError(f"the zoo manifest {path} is not valid JSON ({exc}); restore it from the repository "
-                        "(git checkout zoo/manifest.json)") from None
+        raise UserError(f"the zoo manifest {path} is not valid JSON ({exc}); "
+                        f"{restore_hint('manifest.json', path.parent)}") from None
     if not isinstance(manifest, dict) or not all(isinstance(e, dict) for e in manifest.values()):
-        raise UserError(f"the zoo manifest {path} is not a map of agent entries; restore it from the repository "
-                        "(git checkout zoo/manifest.json)")
+        raise UserError(f"the zoo manifest {path} is not a map of agent entries; "
+                        f"{restore_hint('manifest.json', path.parent)}")
     return manifest
 
 
@@ -110,14 +123,16 @@ def zoo_entry(name: str) -> dict:
     manifest = load_manifest()
     if name not in manifest:
         known = ", ".join(sorted(manifest)) or "none yet"
+        if not manifest and os.environ.get("RLGAUNTLET_ZOO"):
+            known = f"none: RLGAUNTLET_ZOO={os.environ['RLGAUNTLET_ZOO']} holds no manifest.json; unset it to use the installed zoo"
         raise UserError(f"no zoo agent named {name!r}; known: {known} (see `rlgauntlet zoo list`)")
     entry = manifest[name]
     files = [entry] + [entry[k] for k in ("vecnormalize",) if k in entry] + list(entry.get("members", []))
     if not all(isinstance(f, dict) and isinstance(f.get("file"), str) and isinstance(f.get("sha256"), str)
                and "/" not in f["file"] and "\\" not in f["file"]
                for f in files) or not isinstance(entry.get("env"), str):
-        raise UserError(f"the zoo manifest's entry {name!r} lacks its env, files or sha256; restore the manifest "
-                        "from the repository (git checkout zoo/manifest.json)")
+        raise UserError(f"the zoo manifest's entry {name!r} lacks its env, files or sha256; "
+                        f"{restore_hint('manifest.json')}")
     return entry
 
 
@@ -126,7 +141,7 @@ def _verified(info: dict) -> Path:
 
     path = zoo_dir() / info["file"]
     if not path.exists():
-        raise UserError(f"zoo file {path} is missing; restore it from the repository (git checkout zoo/)")
+        raise UserError(f"zoo file {path} is missing; {restore_hint(info['file'])}")
     digest = sha256_file(path)
     if digest != info["sha256"]:
         raise UserError(
@@ -152,8 +167,8 @@ def zoo_files(entry: dict) -> list[Path]:
     if "members" in entry:
         listed = json.loads(paths[0].read_text())["members"]
         if [(m["file"], m["sha256"]) for m in listed] != [(m["file"], m["sha256"]) for m in entry["members"]]:
-            raise UserError(f"the member list {paths[0].name} does not match the manifest's members; restore both "
-                            "from the repository (git checkout zoo/)")
+            raise UserError(f"the member list {paths[0].name} does not match the manifest's members; "
+                            f"{restore_hint(paths[0].name)} and the manifest")
         paths = paths[1:]
     if "victim" in entry:
         victim = zoo_entry(entry["victim"]["name"])

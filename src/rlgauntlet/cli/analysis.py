@@ -26,6 +26,7 @@ def spectrum(
     preset: Optional[str] = PRESET, device: str = DEVICE, kind: Optional[str] = KIND,
     vecnormalize: Optional[Path] = VECNORMALIZE, input_space: Optional[str] = INPUT_SPACE,
     precision: str = PRECISION, threads: Optional[int] = THREADS, allow_pickle: bool = ALLOW_PICKLE,
+    other_env: bool = OTHER_ENV,
 ) -> None:
     """Power spectrum of clean vs perturbed observations and the energy change per frequency band.
 
@@ -69,6 +70,7 @@ def calibrate(
     preset: Optional[str] = PRESET, device: str = DEVICE, kind: Optional[str] = KIND,
     vecnormalize: Optional[Path] = VECNORMALIZE, input_space: Optional[str] = INPUT_SPACE,
     precision: str = PRECISION, threads: Optional[int] = THREADS, allow_pickle: bool = ALLOW_PICKLE,
+    other_env: bool = OTHER_ENV,
 ) -> None:
     """Find the smallest severity of a threat that reaches a target impact.
 
@@ -120,6 +122,7 @@ def certify(
     preset: Optional[str] = PRESET, device: str = DEVICE, kind: Optional[str] = KIND,
     vecnormalize: Optional[Path] = VECNORMALIZE, input_space: Optional[str] = INPUT_SPACE,
     precision: str = PRECISION, threads: Optional[int] = THREADS, allow_pickle: bool = ALLOW_PICKLE,
+    other_env: bool = OTHER_ENV,
 ) -> None:
     """Certified figures from interval bounds: Greedy Worst-Case Reward (GWC), action certification rate (ACR), optionally the Absolute Worst-Case Reward (AWC).
 

@@ -20,15 +20,11 @@ def published_list(
 
     Example: rlgauntlet published list
     """
-    from rlgauntlet.errors import UserError
-    from rlgauntlet.published import catalogue, local_file, releases, releases_root
+    from rlgauntlet.published import catalogue, local_problem, releases, releases_root
 
     def local(entry: dict) -> str:
-        try:
-            local_file(entry)
-            return "yes"
-        except UserError as exc:
-            return "no: clone it" if "needs a local clone" in str(exc) else "no: " + str(exc).split(";")[0][-40:]
+        problem = local_problem(entry)
+        return "yes" if problem is None else f"no: {problem[0]}"
 
     if as_json:
         out_console.print_json(json.dumps(catalogue()))

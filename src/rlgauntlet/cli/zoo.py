@@ -18,8 +18,14 @@ def zoo_list() -> None:
 
     Example: rlgauntlet zoo list
     """
-    from rlgauntlet.zoo import load_manifest
+    import os
 
+    from rlgauntlet.errors import UserError
+    from rlgauntlet.zoo import load_manifest, zoo_dir
+
+    if not (zoo_dir() / "manifest.json").is_file() and os.environ.get("RLGAUNTLET_ZOO"):
+        raise UserError(f"RLGAUNTLET_ZOO={os.environ['RLGAUNTLET_ZOO']} holds no manifest.json, so no agent; point it "
+                        "at a zoo folder (one written by `rlgauntlet zoo export`), or unset it to use the installed zoo")
     table = Table(title="rlgauntlet zoo")
     for col in ("name", "env", "algorithm", "clean return (20 ep.)", "target", "steps", "file"):
         table.add_column(col)

@@ -241,9 +241,12 @@ def _batched_actions(
     if obs.dtype.kind not in "biu" and not _all_finite(x):  # integer frames cannot hold NaN
         bad = [s.record.episode for s, ok in zip(active, torch.isfinite(x).reshape(len(active), -1).all(1)) if not ok]
         if np.isfinite(obs).all():
+            broken = ("the state filter stored in its release file is broken (NaN, inf or zero spread): the file is "
+                      "damaged; give an intact copy of the release" if victim.description.get("source") == "pg" else
+                      "its VecNormalize statistics are broken (NaN, inf or negative variance); give the statistics "
+                      "file saved with the agent")
             raise UserError(f"the agent's preprocessing made finite observations non-finite in episode(s) {bad}: "
-                            "its VecNormalize statistics are broken (NaN, inf or negative variance); give the "
-                            "statistics file saved with the agent (finished episodes are kept)")
+                            f"{broken} (finished episodes are kept)")
         if threat is not None and threat.place == "world":
             raise UserError(f"under {threat.spec} the env's observations became non-finite (NaN or inf) in episode(s) "
                             f"{bad}: the changed parameter leaves its physics undefined; choose another value "

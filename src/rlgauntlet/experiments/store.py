@@ -115,12 +115,12 @@ SCHEMA_VERSION = 3
 OUR_TABLES = {"runs", "episodes", "metrics", "sqlite_sequence"}
 
 
-def check_is_our_store(path: Path) -> None:
+def check_is_our_store(path: Path, hint: str = "give a new file name (it is created) or a store rlgauntlet wrote") -> None:
     """Refuse, without writing a byte, a file that is not an rlgauntlet store: not SQLite at all,
-    or SQLite marked by another application or holding other tables."""
+    or SQLite marked by another application or holding other tables. ``hint``: the fix (a command
+    that only reads a store cannot be given a new file)."""
     from rlgauntlet.errors import UserError
 
-    hint = "give a new file name (it is created) or a store rlgauntlet wrote"
     try:
         probe = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True, timeout=30.0)
         try:
@@ -165,7 +165,7 @@ def open_existing_store(path: str | Path, option: str = "--store") -> "ResultsSt
         raise UserError(f"{option} {path} {'is a directory' if path.is_dir() else 'does not exist'}; {fix}")
     if path.stat().st_size == 0:
         raise UserError(f"{option} {path} is an empty file (0 bytes), not a results store; it was left untouched; {fix}")
-    check_is_our_store(path)
+    check_is_our_store(path, fix)
     return ResultsStore(path)
 
 

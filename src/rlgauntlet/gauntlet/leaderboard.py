@@ -47,6 +47,9 @@ def _why_unscored(metrics: dict, protocol: object, version: object, headline: st
         versions = None if protocol is None else (f"v{protocol.version}" if protocol.headline_since == protocol.version
                                                   else f"v{protocol.headline_since} to v{protocol.version}")
         known = "unknown protocol" if protocol is None else f"a version this rlgauntlet does not know (it knows {versions})"
+        if not isinstance(version, int) or isinstance(version, bool):  # "2" is not version 2: say what was stored
+            return (f"version {version!r} is not a whole number (a {type(version).__name__} was stored), so its "
+                    "headline ε is unknown; re-run the gauntlet with this rlgauntlet on a new --store")
         return f"version {version}: {known}, so its headline ε is unknown"
     entry = metrics.get(worst_case_metric(headline))
     if entry is None or entry["value"] is None:

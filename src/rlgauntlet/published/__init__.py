@@ -66,26 +66,52 @@ def clone_command(repository: str, root: Path | None = None) -> str:
     return f"git clone {url} {(root or releases_root()) / repository.split('/')[1]}"
 
 
-def local_file(entry: dict, which: str = "agent") -> Path:
-    """The user's local copy of ``entry``'s agent file (``which="attacker"``: the authors'
-    attacker released beside it), checked against the catalogue's sha256."""
+def commit_of(repository: str) -> str | None:
+    """The commit of ``repository`` whose files the catalogue's sha256 describe."""
+    return catalogue().get("commits", {}).get(repository)
+
+
+def local_problem(entry: dict, which: str = "agent") -> tuple[str, str] | None:
+    """Why the user's local copy of ``entry``'s file (``which="attacker"``: the authors' attacker)
+    cannot be used, as (short reason, the whole one-line message with its fix), or None when it can."""
     from rlgauntlet.common.hashing import sha256_file
 
     root = releases_root()
-    clone = root / entry["repository"].split("/")[1]
+    where = (f"RLGAUNTLET_RELEASES={os.environ['RLGAUNTLET_RELEASES']}" if os.environ.get("RLGAUNTLET_RELEASES")
+             else f"{root} (the default clones folder)")
+    if root.exists() and not root.is_dir():
+        return "clones folder is a file", (f"{where} is a file, not a folder; point RLGAUNTLET_RELEASES at the folder "
+                                           "holding your clones (ATLA_robust_RL/, paad_adv_rl/)")
+    repository = entry["repository"]
+    clone = root / repository.split("/")[1]
     item = entry if which == "agent" else entry.get("attacker")
     if item is None:
-        raise UserError(f"published:{entry['name']} has no attacker released beside it")
+        return "no attacker", f"published:{entry['name']} has no attacker released beside it"
+    if clone.exists() and not clone.is_dir():
+        return "clone path is a file", (f"{clone} is a file, not a clone of {repository}; move it away, then run "
+                                        f"`{clone_command(repository, root)}`")
     if not clone.is_dir():
-        raise UserError(f"published:{entry['name']} needs a local clone of {entry['repository']}: run "
-                        f"`{clone_command(entry['repository'], root)}` (or set RLGAUNTLET_RELEASES to the folder "
-                        "holding your clones)")
+        return "no clone", (f"published:{entry['name']} needs a local clone of {repository}: run "
+                            f"`{clone_command(repository, root)}` (or set RLGAUNTLET_RELEASES to the folder holding "
+                            "your clones)")
     path = clone / item["path"]
+    commit = commit_of(repository)
+    restore = (f"`git -C {clone} checkout {commit} -- {item['path']}` restores the released file"
+               if commit else f"`git -C {clone} checkout -- {item['path']}` restores it")
     if not path.is_file():
-        raise UserError(f"{path} is missing from your clone of {entry['repository']}; `git -C {clone} checkout .` "
-                        "restores it (its files are stored in git, not in LFS)")
+        return "file missing", f"{path} is missing from your clone of {repository}; {restore}"
     found = sha256_file(path)
     if found != item["sha256"]:
-        raise UserError(f"{path} has sha256 {found[:12]}…, the catalogue's release has {item['sha256'][:12]}…: "
-                        "another version of the file; check out the release's commit")
-    return path
+        return "another version", (f"{path} has sha256 {found[:12]}…, the catalogue's release has {item['sha256'][:12]}…: "
+                                   f"another version of the file, or edited; {restore} (discarding local edits to it)")
+    return None
+
+
+def local_file(entry: dict, which: str = "agent") -> Path:
+    """The user's local copy of ``entry``'s agent file (``which="attacker"``: the authors'
+    attacker released beside it), checked against the catalogue's sha256."""
+    problem = local_problem(entry, which)
+    if problem is not None:
+        raise UserError(problem[1])
+    item = entry if which == "agent" else entry["attacker"]
+    return releases_root() / entry["repository"].split("/")[1] / item["path"]

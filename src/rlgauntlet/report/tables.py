@@ -30,10 +30,20 @@ def _cells(row: dict) -> list[str]:
 
 
 def caption(board: dict) -> str:
-    """What a board's table is: env, protocol and version, level, and the score's definition."""
-    return (f"rlgauntlet leaderboard, {board['env']}: protocol {board['protocol']} v{board['version']}, level "
-            f"{board['level']}. Score: the worst-case return at ε = {board['headline_eps']} (the lowest mean return "
+    """What a board's table is: env, protocol and version, level, and the score's definition (or,
+    for a board whose headline ε is unknown, why nothing in it is ranked)."""
+    head = f"rlgauntlet leaderboard, {board['env']}: protocol {board['protocol']} v{board['version']}, level {board['level']}."
+    if board.get("headline_eps") is None:
+        reasons = sorted({m["reason"] for m in board.get("missing", []) if m.get("reason")})
+        return (f"{head} Nothing ranked: {'; '.join(reasons) or 'its headline ε is unknown to this rlgauntlet'} "
+                f"({len(board.get('unscored', []))} result(s) unscored).")
+    return (f"{head} Score: the worst-case return at ε = {board['headline_eps']} (the lowest mean return "
             "over every attack of the protocol), IQM over a method's agents with a 95% bootstrap interval.")
+
+
+def _markdown_cell(text: str) -> str:
+    """A cell's text that keeps the table one row per line: pipes escaped, line breaks as spaces."""
+    return " ".join(text.replace("|", "\\|").split())
 
 
 def board_markdown(result: dict) -> str:
@@ -42,17 +52,18 @@ def board_markdown(result: dict) -> str:
     for board in result["boards"]:
         lines = [f"**{caption(board)}**", "", "| " + " | ".join(COLUMNS) + " |",
                  "|" + "|".join("---" for _ in COLUMNS) + "|"]
-        lines += ["| " + " | ".join(c.replace("|", "\\|") for c in _cells(row)) + " |" for row in board["rows"]]
+        lines += ["| " + " | ".join(_markdown_cell(c) for c in _cells(row)) + " |" for row in board["rows"]]
         parts.append("\n".join(lines))
     return "\n\n".join(parts) + "\n"
 
 
+#: LaTeX's special characters, each replaced in one pass (a backslash's replacement keeps its braces)
+LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
+         "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "ε": r"$\epsilon$", "–": "--"}
+
+
 def _latex_escape(text: str) -> str:
-    for char, escaped in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("$", r"\$"), ("#", r"\#"),
-                          ("_", r"\_"), ("{", r"\{"), ("}", r"\}"), ("~", r"\textasciitilde{}"),
-                          ("^", r"\textasciicircum{}")):
-        text = text.replace(char, escaped)
-    return text.replace("ε", r"$\epsilon$").replace("–", "--")
+    return "".join(LATEX.get(char, char) for char in " ".join(text.split()))
 
 
 def board_latex(result: dict) -> str:

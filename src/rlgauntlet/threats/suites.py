@@ -122,6 +122,9 @@ def suite_specs(name: str, victim: Victim, eps: str | None, grid: bool = False, 
     if name == "certified":  # not threats: figures from bounds, which the evaluation adds itself
         if eps is None and not grid:
             raise UserError("--suite certified needs a budget: add --eps VALUE (e.g. --eps 1/255) or --eps-grid")
+        if victim.recurrent:  # `certify` refuses it too: no interval bounds through a memory
+            raise UserError("the certified suite needs interval bounds, and this agent is recurrent (an LSTM: its "
+                            "memory carries across steps), so no certification applies to it; drop certified")
         if not victim.is_discrete:
             raise UserError("--suite certified gives GWC for discrete agents; for continuous agents run "
                             "`rlgauntlet certify` (certified action deviation)")

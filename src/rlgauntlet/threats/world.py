@@ -114,6 +114,11 @@ def _params_of(env: gym.Env) -> dict[str, _Param]:
     return {}
 
 
+#: parameters the physics divides by (a pole's length, a pendulum's mass and length, MuJoCo's body
+#: masses): refused at 0 or below when the spec is parsed, before any episode
+DIVISORS = frozenset({"length", "l", "m", "body_mass"})
+
+
 @register_threat
 class Physics(Threat):
     """Changed physics for whole episodes: one parameter scaled (``scale=X``) or set (``value=X``).
@@ -150,6 +155,11 @@ class Physics(Threat):
                 raise ValueError("give exactly one of scale= or value=")
             if self.body is not None and self.param != "body_mass":
                 raise ValueError("body= applies to param=body_mass only")
+            if self.param in DIVISORS and ((self.scale is not None and self.scale <= 0)
+                                           or (self.value is not None and self.value <= 0)):
+                given = f"scale={self.scale:g}" if self.scale is not None else f"value={self.value:g}"
+                raise ValueError(f"param={self.param} must stay positive (the physics divides by it) and {given} "
+                                 "makes it 0 or less; give scale > 0 or value > 0")
             return self
 
     def __init__(self, *args, **kwargs) -> None:

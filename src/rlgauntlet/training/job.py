@@ -58,6 +58,11 @@ def plan_training(preset: str, run_dir: str | Path | None = None, register: bool
     ensemble = recipe.members > 1
     if ensemble and (init_from is not None or threat is not None):
         raise UserError("an ensemble preset trains its members from scratch; drop --init-from and --threat")
+    if init_from is not None:  # the agent to start from is found and read as data before any folder is made
+        from rlgauntlet.training.kit import agent_files
+        from rlgauntlet.victims.sb3_files import read_sb3_zip
+
+        read_sb3_zip(agent_files(init_from)[0])
     suffix = "".join(f"-{k}" for k in (f"seed{seed}" if seed is not None else None, zoo_name) if k)
     folder = check_run_dir(Path(run_dir) if run_dir is not None else Path("runs") / f"{preset}{suffix}")
     budget = [f"--steps {steps}"] if steps is not None else []
@@ -75,15 +80,27 @@ def train(preset: str, run_dir: str | Path | None = None, *, register: bool = Tr
     """Train (or resume) preset ``preset`` and, with ``register``, put it into the zoo with its
     20-episode clean return. Returns ``{"run_dir", "checkpoints", "zoo_entry"}`` (the entry is
     None when not registered)."""
+    plan = plan or plan_training(preset, run_dir, register, seed, init_from, threat, zoo_name, steps, stop_at_target)
+    options = dict(device=device, total_timesteps=steps, threads=threads, stop_at_target=stop_at_target, log=log,
+                   show_progress=show_progress, seed=seed, init_from=init_from, threat=threat,
+                   allow_pickle=allow_pickle)
+    created = not Path(plan.run_dir).exists()
+    try:
+        return _train(plan, preset, zoo_name, seed, steps, device, threads, log, show_progress, options)
+    except UserError:  # refused once the work began (an agent that does not fit): leave no empty folder behind
+        if created and Path(plan.run_dir).is_dir() and not any(Path(plan.run_dir).iterdir()):
+            Path(plan.run_dir).rmdir()
+        raise
+
+
+def _train(plan: TrainingPlan, preset: str, zoo_name: str | None, seed: int | None, steps: int | None, device: str,
+           threads: int, log: Callable[[str], None], show_progress: bool, options: dict) -> dict:
+    """The training :func:`train` planned: an ensemble, ATLA alternation or one SB3 run."""
     from rlgauntlet.training.defences.atla import train_atla
     from rlgauntlet.training.presets import ATLA_PRESETS
     from rlgauntlet.training.register import member_solves, register_zoo_agent, register_zoo_ensemble
     from rlgauntlet.training.sb3_train import train_ensemble, train_preset
 
-    plan = plan or plan_training(preset, run_dir, register, seed, init_from, threat, zoo_name, steps, stop_at_target)
-    options = dict(device=device, total_timesteps=steps, threads=threads, stop_at_target=stop_at_target, log=log,
-                   show_progress=show_progress, seed=seed, init_from=init_from, threat=threat,
-                   allow_pickle=allow_pickle)
     entry = None
     if plan.ensemble:
         del options["init_from"], options["threat"]

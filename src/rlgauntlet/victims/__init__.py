@@ -58,6 +58,11 @@ def load_victim(
     if input_space is not None and input_space not in ("pixel01", "normalized", "raw"):
         raise UserError(f"unknown input space {input_space!r}; choose pixel01, normalized or raw")
     source, sep, rest = agent.partition(":")
+    if sep and not rest.strip() and source in ("zoo", "sb3", "torchscript", "pg", "published"):
+        what = "NAME" if source in ("zoo", "published") else "PATH"
+        raise UserError(f"agent {agent!r} names no {what.lower()} after {source}:; give {source}:{what}"
+                        + (" (`rlgauntlet published list` names them)" if source == "published" else
+                           " (`rlgauntlet zoo list` names them)" if source == "zoo" else ""))
     if not sep or not rest:
         raise UserError(f"agent {agent!r} has no source prefix; use one of: {AGENT_FORMS}")
     if source in ("zoo", "sb3", "pg", "published"):

@@ -254,13 +254,16 @@ def _refuse_torchscript(path: Path) -> None:
                         f"torchscript:{path} with --kind (it was not opened)")
 
 
-def read_release(path: str | Path) -> ReleaseFile:
+def read_release(path: str | Path, role: str = "agent") -> ReleaseFile:
     """Read a release file (zip or legacy torch format) as data; every problem is a
-    :class:`UserError` naming it."""
+    :class:`UserError` naming it. ``role``: what the file is to the caller (``agent``: a
+    ``pg:PATH`` spec; ``attacker``: ``released_attacker``'s ``path=``), named in the messages."""
     path = Path(path)
     if not path.is_file():
         what = ("is a directory" if path.is_dir() else "is not a regular file" if path.exists() else "does not exist")
-        raise UserError(f"agent file {path} {what}; give a policy_gradients release file (pg:PATH.model)")
+        fix = ("give a policy_gradients release file (pg:PATH.model)" if role == "agent" else
+               "give path=FILE of an attack .model file released beside the agent (`rlgauntlet published list`)")
+        raise UserError(f"{role} file {path} {what}; {fix}")
     _refuse_torchscript(path)
     try:
         data = torch.load(path, map_location="cpu", weights_only=False, pickle_module=_pickle_module(path))
@@ -284,6 +287,9 @@ def read_release(path: str | Path) -> ReleaseFile:
     release = ReleaseFile(path, policy, _state_filter(envs[0], path), sorted(data), adversary,
                           env_class=_env_class(envs[0]))
     state_filter = release.state_filter
+    if state_filter is not None and not (np.isfinite(state_filter.mean).all() and np.isfinite(state_filter.std).all()):
+        raise UserError(f"{path}: its state filter's statistics hold NaN or inf (a negative variance?); the file is "
+                        "damaged")
     if state_filter is not None:
         if state_filter.mean.shape != (release.obs_dim,):
             raise UserError(f"{path}: its state filter has {state_filter.mean.size} numbers and its policy observes "

@@ -47,7 +47,7 @@ class ReleasedAttacker(Threat):
         """The adversary's weights, read from the file (once) as data."""
         from rlgauntlet.victims.pg_release import read_release
 
-        adversary = read_release(self.params.path).adversary
+        adversary = read_release(self.params.path, role="attacker").adversary
         if adversary is None:
             raise UserError(f"released_attacker: {self.params.path} holds no adversary_policy_model; give an "
                             "attack-*.model file of the release")
