@@ -12,6 +12,7 @@ import hashlib
 import json
 import re
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -663,3 +664,87 @@ def test_a_zoo_outside_any_repository_names_its_variable_not_git(tmp_path, cli_m
     lines = [line for line in err.splitlines() if line.startswith("rlgauntlet:")]
     assert code == 2 and len(lines) == 1 and "git checkout" not in lines[0] and str(zoo) in lines[0], err
     assert "RLGAUNTLET_ZOO" in lines[0]
+
+
+BOARD_OPTIONS = [["--level", "paper"], ["--method", "x"], ["--precision", "float32"], ["--device", "cpu"],
+                 ["--kind", "q"], ["--vecnormalize", "v.pkl"], ["--input-space", "raw"], ["--other-env"],
+                 ["--seeds", "1"], ["--protocol", "classic"]]
+REFUSED_BOARD_OPTION = re.compile(r"set (\w+): (?:true )?(\(on each agent\) )?in .* instead and drop (--[\w-]+)")
+
+
+@pytest.mark.parametrize("option", BOARD_OPTIONS, ids=[o[0] for o in BOARD_OPTIONS])
+def test_a_board_option_refused_with_agents_is_accepted_as_the_key_it_names(option, tmp_path, cli_main, capsys,
+                                                                             monkeypatch):
+    """The round trip of hardening v3's rule, for board files: the key the refusal names, set in the
+    board file to the option's value, is accepted (or leads to another, real problem), never the
+    same refusal."""
+    import yaml
+
+    board = tmp_path / "b.yaml"
+    board.write_text("agents: [zoo:cartpole-dqn]\n")
+    args = ["gauntlet", "--agents", str(board), "--out", str(tmp_path / "out"), *option]
+    code, err = cli_main(args, capsys, monkeypatch, tmp_path)
+    first = next(line for line in err.splitlines() if line.startswith("rlgauntlet:"))
+    found = REFUSED_BOARD_OPTION.search(first)
+    assert code == 2 and found is not None and found.group(3) == option[0], first
+    key, per_agent = found.group(1), found.group(2) is not None
+    value = True if len(option) == 1 else ([int(option[1])] if key == "seeds" else option[1])
+    data = {"agents": [{"agent": "zoo:cartpole-dqn", **({key: value} if per_agent else {})}],
+            **({} if per_agent else {key: value})}
+    board.write_text(yaml.safe_dump(data))
+    with monkeypatch.context() as patch:
+        _no_work(patch)
+        patch.setattr("rlgauntlet.gauntlet.run.run_plans", lambda *a, **k: (_ for _ in ()).throw(Accepted()))
+        patch.setattr(sys, "argv", ["rlgauntlet", *args[:5]])
+        patch.chdir(tmp_path)
+        try:
+            from rlgauntlet.cli import main
+
+            main()
+            code = 0
+        except Accepted:
+            return
+        except SystemExit as exc:
+            code = exc.code
+    second = capsys.readouterr().err
+    assert "Traceback" not in second, second
+    if code == 2:
+        again = next(line for line in second.splitlines() if line.startswith("rlgauntlet:"))
+        assert again != first and option[0] + ":" not in again, again
+
+
+@pytest.mark.parametrize("damage", ["edited", "deleted"])
+def test_the_git_command_a_published_refusal_gives_restores_the_release(damage, tmp_path, monkeypatch):
+    """The catalogue's fix round trip: a clone whose release file was edited or deleted is told a
+    `git -C CLONE checkout COMMIT -- PATH`; run as given, it restores exactly the catalogue's file
+    (a plain `git checkout` of a moved branch would not)."""
+    import shutil
+
+    from rlgauntlet import published
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    root = tmp_path / "releases"
+    clone = root / "Repo"
+    (clone / "models").mkdir(parents=True)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(clone)]
+    subprocess.run(["git", "init", "-q", str(clone)], check=True)
+    (clone / "models/agent.model").write_bytes(b"released weights")
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "release"], check=True)
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    (clone / "models/agent.model").write_bytes(b"a later version")  # the branch moves on after the release
+    subprocess.run([*git, "commit", "-qam", "later"], check=True)
+    entry = {"name": "agent", "repository": "someone/Repo", "path": "models/agent.model",
+             "sha256": hashlib.sha256(b"released weights").hexdigest()}
+    monkeypatch.setattr(published, "catalogue", lambda: {"repositories": {"someone/Repo": "https://example.invalid"},
+                                                          "commits": {"someone/Repo": commit}, "releases": [entry]})
+    monkeypatch.setenv("RLGAUNTLET_RELEASES", str(root))
+    if damage == "deleted":
+        (clone / "models/agent.model").unlink()
+    short, message = published.local_problem(entry)
+    assert short == ("another version" if damage == "edited" else "file missing")
+    command = re.search(r"`(git -C [^`]+)`", message).group(1)
+    subprocess.run(command.split(), check=True, capture_output=True)
+    assert published.local_problem(entry) is None
+    assert published.clone_command("someone/Repo").endswith(str(clone))  # a clone lands where it is looked for
