@@ -236,7 +236,7 @@ def test_a_corrupt_zoo_manifest_is_a_user_error(tmp_path, monkeypatch):
 
     monkeypatch.setenv("RLGAUNTLET_ZOO", str(tmp_path))
     (tmp_path / "manifest.json").write_text("{not json")
-    with pytest.raises(UserError, match="not valid JSON.*git checkout zoo/manifest.json"):
+    with pytest.raises(UserError, match="not valid JSON.*the folder RLGAUNTLET_ZOO names"):
         load_victim("zoo:cartpole-ppo")
     import json
 
