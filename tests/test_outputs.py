@@ -111,7 +111,7 @@ WORK = ("rlgauntlet.experiments.spectrum:spectrum", "rlgauntlet.experiments.cali
         "rlgauntlet.experiments.sweep:preview_sweep", "rlgauntlet.training.job:train",
         "rlgauntlet.training.job:train_seeds", "rlgauntlet.experiments.attackers:train_attacker",
         "rlgauntlet.training.attackers.dynamics:learn_dynamics", "rlgauntlet.training.export:export_sb3",
-        "rlgauntlet.gauntlet.leaderboard:leaderboard")
+        "rlgauntlet.gauntlet.leaderboard:leaderboard", "rlgauntlet.gauntlet.run:run_plans")
 
 
 def _no_work(patch) -> None:
@@ -160,8 +160,13 @@ def _try_suggestion(args: list[str], err: str, capsys, monkeypatch, cwd: Path) -
     real problem (another message), never to the same refusal or a traceback."""
     first = next(line for line in err.splitlines() if line.startswith("rlgauntlet:"))
     fixed = _apply(args, first)
-    if fixed is None:
-        return
+    if fixed is not None:
+        _run_fix(fixed, first, capsys, monkeypatch, cwd)
+
+
+def _run_fix(fixed: list[str], first: str, capsys, monkeypatch, cwd: Path) -> None:
+    """Run the command with a suggested fix applied (its work replaced by :class:`Accepted`): it is
+    accepted, or refused for another reason than ``first``, never with a traceback."""
     from rlgauntlet.cli import main
 
     with monkeypatch.context() as patch:
@@ -692,25 +697,7 @@ def test_a_board_option_refused_with_agents_is_accepted_as_the_key_it_names(opti
     data = {"agents": [{"agent": "zoo:cartpole-dqn", **({key: value} if per_agent else {})}],
             **({} if per_agent else {key: value})}
     board.write_text(yaml.safe_dump(data))
-    with monkeypatch.context() as patch:
-        _no_work(patch)
-        patch.setattr("rlgauntlet.gauntlet.run.run_plans", lambda *a, **k: (_ for _ in ()).throw(Accepted()))
-        patch.setattr(sys, "argv", ["rlgauntlet", *args[:5]])
-        patch.chdir(tmp_path)
-        try:
-            from rlgauntlet.cli import main
-
-            main()
-            code = 0
-        except Accepted:
-            return
-        except SystemExit as exc:
-            code = exc.code
-    second = capsys.readouterr().err
-    assert "Traceback" not in second, second
-    if code == 2:
-        again = next(line for line in second.splitlines() if line.startswith("rlgauntlet:"))
-        assert again != first and option[0] + ":" not in again, again
+    _run_fix(args[:5], first, capsys, monkeypatch, tmp_path)
 
 
 @pytest.mark.parametrize("damage", ["edited", "deleted"])
