@@ -188,3 +188,27 @@ def test_every_option_a_board_decides_is_refused_with_agents_naming_the_board_ke
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert f"{option[0]}: with --agents the board file decides it; set " in lines[0]
     assert not (tmp_path / "out").exists()
+
+
+def test_board_seeds_that_reach_the_last_race_rounds_selection_episodes_are_refused(tmp_path):
+    """The quick level races in rounds of 2 and 4 selection episodes (env seeds 1000000 … 1000003):
+    a seed whose episodes start at 1000002 reaches only the last round's, and is refused."""
+    from rlgauntlet.gauntlet.board import Board, plan_board
+    from rlgauntlet.gauntlet.protocols import get_protocol
+    from rlgauntlet.gauntlet.race import SELECTION_SEED
+
+    protocol = get_protocol("classic")
+    assert protocol.race.rounds(protocol.levels["quick"].episodes)[-1] == 4
+    board = Board.model_validate({"level": "quick", "seeds": [SELECTION_SEED + 2], "agents": ["zoo:cartpole-dqn"]})
+    with pytest.raises(UserError, match=f"seeds: reach env seed {SELECTION_SEED + 2}"):
+        plan_board(board, tmp_path / "g.sqlite")
+
+
+def test_the_users_allow_pickle_reaches_every_agent_of_a_board(tmp_path):
+    from rlgauntlet.gauntlet.board import Board, plan_board
+
+    board = Board.model_validate({"level": "quick", "agents": ["zoo:cartpole-dqn", "zoo:cartpole-ppo"]})
+    plans, _ = plan_board(board, tmp_path / "g.sqlite", allow_pickle=True)
+    assert [p.spec.allow_pickle for p in plans] == [True, True]
+    plans, _ = plan_board(board, tmp_path / "g.sqlite")
+    assert [p.spec.allow_pickle for p in plans] == [False, False]
