@@ -154,3 +154,15 @@ def test_a_missing_released_attacker_is_an_attacker_file_with_its_own_fix(tmp_pa
     with pytest.raises(UserError) as err:
         read_release(tmp_path / "attack.model", role="attacker")
     assert str(err.value).startswith("attacker file") and "pg:PATH" not in str(err.value)
+
+
+@pytest.mark.parametrize("since, known", [(1, "it knows v1 to v2"), (2, "it knows v2")])
+def test_an_unknown_versions_reason_names_the_versions_this_rlgauntlet_knows(since, known, monkeypatch):
+    from dataclasses import replace
+
+    from rlgauntlet.gauntlet import leaderboard as board_module
+    from rlgauntlet.gauntlet.protocols import get_protocol
+
+    protocol = replace(get_protocol("classic"), version=2, headline_since=since)
+    reason = board_module._why_unscored({}, protocol, 999, None)
+    assert reason == f"version 999: a version this rlgauntlet does not know ({known}), so its headline ε is unknown"
