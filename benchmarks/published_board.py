@@ -105,7 +105,10 @@ def run_board(name: str, out: Path, executor: str, workers: int, address: str | 
                      "authors_attack": authors[0]["return_mean"] if authors else None,
                      "authors_attack_sem": authors[0]["return_sem"] if authors else None,
                      "warnings": sorted({w["check"] for w in result["warnings"]}),
-                     "paper": paper, "worker_seconds": worker_seconds(plan)})
+                     "paper": paper, "worker_seconds": worker_seconds(plan),
+                     # how the returns were scored: a release's actions reach the env unclipped, as
+                     # its authors' evaluation sends them (boards run before 2026-11-28 clipped them)
+                     "actions": "clipped" if plan.victim.clip_actions else "unclipped"})
     # seconds: this command's wall time (the part a resumed board still had to do; main() keeps
     # every command's in invocations); worker_seconds: every part, from the store and manifests
     return {"board": name, "agents": len(plans), "seconds": round(seconds, 1), "workers": workers,
