@@ -628,6 +628,8 @@ def test_a_published_agent_whose_copy_is_unusable_is_told_a_fix_that_works(state
       "--store", "o.sqlite"], "param=length must stay positive", "became non-finite"),
     (["train", "--preset", "cartpole-ppo", "--run-dir", "D", "--init-from", "zoo:no-such-agent", "--no-register"],
      "no zoo agent named 'no-such-agent'", "Traceback"),
+    (["train", "--preset", "cartpole-ppo", "--run-dir", "D", "--init-from", "zoo:hopper-ppo", "--no-register"],
+     "does not fit the PPO policy of preset cartpole-ppo", "Traceback"),
 ])
 def test_each_v4_input_case_is_one_line_writes_nothing_and_says_the_right_thing(args, named, never, tmp_path, cli_main,
                                                                                 capsys, monkeypatch):
