@@ -166,3 +166,47 @@ def test_an_unknown_versions_reason_names_the_versions_this_rlgauntlet_knows(sin
     protocol = replace(get_protocol("classic"), version=2, headline_since=since)
     reason = board_module._why_unscored({}, protocol, 999, None)
     assert reason == f"version 999: a version this rlgauntlet does not know ({known}), so its headline ε is unknown"
+
+
+# --- plan.py's survivors of the v4 mutation check -----------------------------------------------------
+
+def test_the_races_selection_cells_are_greedy_on_selection_seeds_without_clean_or_argmin(tmp_path):
+    from rlgauntlet.experiments.store import store_of
+    from rlgauntlet.gauntlet.plan import plan_gauntlet
+    from rlgauntlet.gauntlet.race import SELECTION_SEED
+
+    plan = plan_gauntlet("zoo:cartpole-dqn", "CartPole-v1", level="quick", store=tmp_path / "g.sqlite")
+    with store_of(None) as store:
+        cells = plan.selection_cells(store, plan.heuristics[:2], 4)
+    assert cells.seed == SELECTION_SEED and cells.episodes == 4
+    assert [c.label for c in cells.cells] == plan.heuristics[:2]
+    assert all(c.deterministic for c in cells.cells)
+
+
+@pytest.mark.parametrize("manifest, done", [
+    (None, False), ("not json", False), ({"steps": 199}, False), ({"steps": 200}, True),
+    ({"steps": 50, "stopped_early": True}, True),
+])
+def test_a_learned_attacker_is_done_at_its_budget_or_when_its_patience_stopped_it(manifest, done, tmp_path):
+    import json
+
+    from rlgauntlet.gauntlet.plan import AttackerTask
+
+    task = AttackerTask((), "CartPole-v1", "paad", "0.1", 0.1, 0, 200, str(tmp_path), "default", "last", 3)
+    if manifest is not None:
+        (tmp_path / "manifest.json").write_text(manifest if isinstance(manifest, str) else json.dumps(manifest))
+    assert task.done() is done
+
+
+def test_every_learned_attacker_of_a_grid_level_has_a_folder_of_its_own(tmp_path, walker_agent):
+    """At the paper level the directors learn at every ε of the grid: one folder each (a folder
+    shared by two ε would resume one director as the other), Robust Sarsa's Q in its own."""
+    from rlgauntlet.experiments.agents import AgentSpec
+    from rlgauntlet.gauntlet.plan import plan_gauntlet
+
+    spec = AgentSpec(agent=f"torchscript:{walker_agent}", kind="deterministic", input_space="raw")
+    plan = plan_gauntlet(spec, "Walker2d-v5", level="paper", store=tmp_path / "g.sqlite")
+    folders = [t.folder for t in plan.tasks]
+    assert len(set(folders)) == len(folders) and {t.eps for t in plan.tasks} >= {"0.025", "0.05", "0.075", "0.1"}
+    sarsa = [t.folder for t in plan.tasks if t.method == "robust-sarsa"]
+    assert sarsa and all("-q-" in f.rsplit("/", 1)[-1] for f in sarsa)
