@@ -210,3 +210,21 @@ def test_every_learned_attacker_of_a_grid_level_has_a_folder_of_its_own(tmp_path
     assert len(set(folders)) == len(folders) and {t.eps for t in plan.tasks} >= {"0.025", "0.05", "0.075", "0.1"}
     sarsa = [t.folder for t in plan.tasks if t.method == "robust-sarsa"]
     assert sarsa and all("-q-" in f.rsplit("/", 1)[-1] for f in sarsa)
+
+
+def test_an_agents_cache_folder_is_named_by_the_first_16_hex_digits_of_its_sha256(tmp_path):
+    """``gauntlet-cache/<first 16 hex of the sha256>/<env>/`` beside the store (``agent_cache``'s
+    contract): a user finds an agent's trained attackers there, and boards run before find theirs."""
+    from rlgauntlet.gauntlet.plan import agent_cache
+
+    sha = "0123456789abcdef" + "f" * 48
+    expected = tmp_path / "gauntlet-cache" / "0123456789abcdef" / "CartPole-v1"
+    assert agent_cache(tmp_path / "g.sqlite", sha, "CartPole-v1") == expected
+
+
+def test_a_gauntlet_plan_races_its_heuristics_unless_asked_to_run_them_all(tmp_path):
+    from rlgauntlet.gauntlet.plan import plan_gauntlet
+
+    assert plan_gauntlet("zoo:cartpole-dqn", "CartPole-v1", level="quick", store=tmp_path / "g.sqlite").exhaustive is False
+    assert plan_gauntlet("zoo:cartpole-dqn", "CartPole-v1", level="quick", store=tmp_path / "g.sqlite",
+                         exhaustive=True).exhaustive is True
