@@ -107,7 +107,8 @@ class Victim(ABC):
     #: action bounds (SB3's ``predict``, the default) or as the network gives it (the
     #: policy_gradients releases). MuJoCo clamps the control for the physics either way, but
     #: Gymnasium's reward charges the control cost on the action as given, so the same trajectory
-    #: scores differently (docs/decisions.md, "actions as the authors send them")
+    #: scores differently (docs/decisions.md, "Hardening v4: released agents scored as their authors
+    #: score them")
     clip_actions: bool = True
     #: the Gymnasium tasks (ids without their ``-vN``) the agent was trained for, where its file
     #: says so (a policy_gradients release names its gym env), or None: then any env whose spaces
