@@ -4,7 +4,7 @@ Each mutant changes one token on one line (an operator flipped, a comparison loo
 constant moved, min/max or argmin/argmax swapped, sum/mean swapped, a sign dropped), runs the
 given tests with that change in place, and restores the file. A mutant the tests pass is a
 "survivor": a wrong implementation the suite would let through. The score is the fraction
-caught. The module file is always restored, also on Ctrl-C.
+caught. The module file is always restored, also on Ctrl-C or SIGTERM.
 
 Run: python tools/mutation_check.py src/rlgauntlet/threats/attacks/momentum.py \
          --tests tests/test_known_answers.py tests/test_attacks.py [--max 30] [--seed 0]
@@ -16,6 +16,7 @@ import argparse
 import json
 import random
 import re
+import signal
 import subprocess
 import sys
 import tokenize
@@ -105,6 +106,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="JSON written (default benchmarks/results/mutation_MODULE.json)")
     args = parser.parse_args()
     original = args.module.read_text()
+    # a SIGTERM (a killed job, a closed terminal) unwinds like Ctrl-C, so `finally` restores the module
+    signal.signal(signal.SIGTERM, lambda signum, frame: (_ for _ in ()).throw(KeyboardInterrupt()))
     if _tests_fail(args.tests, args.timeout):
         sys.exit("the tests fail without any mutation (or cannot run with this Python); fix that first, "
                  "or every mutant would count as caught")
