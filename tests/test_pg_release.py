@@ -744,3 +744,24 @@ def test_the_release_unpickler_hands_out_no_torch_global_but_storages(tmp_path, 
     with pytest.raises(UserError, match=rf"holds the global torch[\w.]*\.{name}\b") as err:
         read_release(path)
     assert "\n" not in str(err.value) and called == []
+
+
+def test_other_env_travels_with_the_agent_spec_into_sweep_and_board_cells(tmp_path, monkeypatch):
+    """`other_env: true` in a sweep or board entry is honoured where the work is loaded (a cell's
+    load options), and absent from every other agent's options (their cells stay as they were)."""
+    from rlgauntlet.experiments.agents import AgentSpec, load_for_env
+
+    monkeypatch.setattr(sys.modules[__name__], "OBS", 17)
+    monkeypatch.setattr(sys.modules[__name__], "ACT", 6)
+    content, meta = _release(24, task="walker2d")
+    path = tmp_path / "model-walker.model"
+    _write(path, content, meta, legacy=False)
+    refused = AgentSpec(agent=f"pg:{path}")
+    assert "other_env" not in refused.load_options()
+    with pytest.raises(UserError, match="--other-env"):
+        load_for_env(refused.agent, "HalfCheetah-v5", **refused.load_options())
+    meant = AgentSpec(agent=f"pg:{path}", other_env=True)
+    assert meant.load_options()["other_env"] is True
+    victim, _ = load_for_env(meant.agent, "HalfCheetah-v5", **meant.load_options())  # as a cell loads it
+    assert victim.trained_for == ("Walker2d",)
+    assert meant.load("HalfCheetah-v5")[0].trained_for == ("Walker2d",)
