@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from scipy import stats
 
 from rlgauntlet.errors import UserError
+from rlgauntlet.experiments.agents import AgentSpec
 
 
 # --- the gauntlet's statistics ----------------------------------------------------------------------
@@ -1044,7 +1045,7 @@ def test_the_checks_paired_gaps_are_the_differences_of_the_same_states():
 def _task(tmp_path, method="paad", steps=1000):
     from rlgauntlet.gauntlet.plan import AttackerTask
 
-    return AttackerTask((("agent", "zoo:cartpole-dqn"),), "CartPole-v1", method, "0.1", 0.1, 0, steps,
+    return AttackerTask(AgentSpec(agent="zoo:cartpole-dqn"), "CartPole-v1", method, "0.1", 0.1, 0, steps,
                         str(tmp_path / method))
 
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from rlgauntlet.errors import UserError
+from rlgauntlet.experiments.agents import AgentSpec
 
 
 def test_after_the_last_round_the_finalists_are_the_lowest_selection_means():
@@ -192,7 +193,7 @@ def test_a_learned_attacker_is_done_at_its_budget_or_when_its_patience_stopped_i
 
     from rlgauntlet.gauntlet.plan import AttackerTask
 
-    task = AttackerTask((), "CartPole-v1", "paad", "0.1", 0.1, 0, 200, str(tmp_path), "default", "last", 3)
+    task = AttackerTask(AgentSpec(agent="zoo:cartpole-dqn"), "CartPole-v1", "paad", "0.1", 0.1, 0, 200, str(tmp_path), "default", "last", 3)
     if manifest is not None:
         (tmp_path / "manifest.json").write_text(manifest if isinstance(manifest, str) else json.dumps(manifest))
     assert task.done() is done

@@ -18,7 +18,7 @@ from scipy import stats
 from rlgauntlet.envs import make_env
 from rlgauntlet.errors import UserError
 from rlgauntlet.gauntlet import protocols as protocols_module
-from rlgauntlet.experiments.agents import load_for_env
+from rlgauntlet.experiments.agents import AgentSpec, load_for_env
 from rlgauntlet.gauntlet.checks import check_false_robustness, per_step_objective
 from rlgauntlet.gauntlet.protocols import PROTOCOLS, Level, Protocol, get_protocol, protocol_for
 from rlgauntlet.metrics.aggregates import improvement_interval, iqm, iqm_interval, probability_of_improvement
@@ -637,7 +637,7 @@ def test_an_attacker_task_trains_with_its_setting_and_selection(monkeypatch):
         return {"steps": 7, "train_seconds": 1.0}
 
     monkeypatch.setattr(attackers, "train_attacker", fake_train)
-    task = AttackerTask((("agent", "zoo:hopper-ppo"),), "Hopper-v5", "paad", "0.075", 0.075, 1, 100, "/f",
+    task = AttackerTask(AgentSpec(agent="zoo:hopper-ppo"), "Hopper-v5", "paad", "0.075", 0.075, 1, 100, "/f",
                         "official", "best")
     assert train_attacker_task(task) == {"steps": 7, "train_seconds": 1.0}
     assert (seen["setting"], seen["select"], seen["seed"], seen["steps"]) == ("official", "best", 1, 100)

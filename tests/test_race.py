@@ -8,6 +8,7 @@ import math
 import pytest
 
 from rlgauntlet.errors import UserError
+from rlgauntlet.experiments.agents import AgentSpec
 from rlgauntlet.gauntlet.race import SELECTION_SEED, RaceRule, check_disjoint
 
 
@@ -250,7 +251,7 @@ def test_an_attacker_that_stopped_early_is_done_and_not_trained_again(tmp_path):
 
     from rlgauntlet.gauntlet.plan import AttackerTask
 
-    task = AttackerTask((("agent", "zoo:cartpole-dqn"),), "CartPole-v1", "paad", "0.1", 0.1, 0, 50_000, str(tmp_path),
+    task = AttackerTask(AgentSpec(agent="zoo:cartpole-dqn"), "CartPole-v1", "paad", "0.1", 0.1, 0, 50_000, str(tmp_path),
                         patience=3)
     (tmp_path / "manifest.json").write_text(json.dumps({"steps": 20_000}))
     assert not task.done()  # stopped short, and not early: a killed run, resumed

@@ -8,7 +8,7 @@ from typing import List, Optional
 import typer
 from rich.table import Table
 
-from rlgauntlet.cli.common import (app, console, out_console, DEFAULT_STORE_NAME, fmt, PRESET, KIND, VECNORMALIZE,
+from rlgauntlet.cli.common import (agent_help, app, console, out_console, DEFAULT_STORE_NAME, fmt, PRESET, KIND, VECNORMALIZE,
                                    INPUT_SPACE, PRECISION, DEVICE, ALLOW_PICKLE, OTHER_ENV, THREADS, agent_spec, KEPT,
                                    check_outputs, check_png, finite_number)
 from rlgauntlet.common.outputs import write_json
@@ -108,7 +108,7 @@ def calibrate(
 
 @app.command()
 def certify(
-    agent: str = typer.Option(..., help="zoo:NAME | sb3:PATH.zip[:ALGO] | torchscript:PATH. Example: --agent zoo:cartpole-dqn"),
+    agent: str = typer.Option(..., help=agent_help("zoo:cartpole-dqn")),
     env: str = typer.Option(..., help="Gymnasium id. Example: --env CartPole-v1"),
     eps: Optional[str] = typer.Option(None, help="ℓ∞ budget in the agent's budget space (fractions allowed). Example: --eps 1/255"),
     eps_grid: Optional[str] = typer.Option(None, "--eps-grid", help="several budgets. Example: --eps-grid 0.02,0.05,0.1"),

@@ -99,6 +99,14 @@ def print_report(report: dict) -> None:
 # -- agent options, shared by every command that loads an agent (one definition each) ------------
 PRESET = typer.Option(None, help="override the env preset: atari, classic, mujoco, dm_control, none. Example: --preset none")
 KIND = typer.Option(None, help="TorchScript output kind: q, categorical, gaussian, deterministic. Example: --kind q")
+def agent_help(example: str, what: str = "") -> str:
+    """The help of an ``--agent`` option: ``what`` it is, the accepted forms (the grammar's one
+    list) and an example."""
+    from rlgauntlet.victims.agent_ref import AGENT_FORMS
+
+    return f"{what}{AGENT_FORMS}. Example: --agent {example}"
+
+
 VECNORMALIZE = typer.Option(None, help="SB3 VecNormalize statistics saved with the agent (.pkl, read as data); needed where a vecnormalize.pkl lies beside the agent (none: evaluate without it). Example: --vecnormalize vecnormalize.pkl")
 INPUT_SPACE = typer.Option(None, help="unit of the network input for TorchScript agents: pixel01, normalized, raw. Example: --input-space raw")
 PRECISION = typer.Option("auto", help="network precision: auto (float64 for vector inputs, float32 for images), float32, float64. Example: --precision float32")

@@ -8,7 +8,7 @@ from typing import List, Optional
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from rlgauntlet.cli.common import (app, console, DEFAULT_STORE_NAME, print_report, PRESET, KIND, VECNORMALIZE,
+from rlgauntlet.cli.common import (agent_help, app, console, DEFAULT_STORE_NAME, print_report, PRESET, KIND, VECNORMALIZE,
                                    INPUT_SPACE, PRECISION, DEVICE, ALLOW_PICKLE, OTHER_ENV, THREADS, write_result, KEPT,
                                    check_outputs, check_png, finite_number, agent_spec)
 from rlgauntlet.common.outputs import write_json
@@ -17,7 +17,7 @@ from rlgauntlet.errors import UserError
 
 @app.command()
 def evaluate(
-    agent: str = typer.Option(..., help="zoo:NAME | sb3:PATH.zip[:ALGO] | torchscript:PATH. Example: --agent zoo:cartpole-ppo"),
+    agent: str = typer.Option(..., help=agent_help("zoo:cartpole-ppo")),
     env: str = typer.Option(..., help="Gymnasium id; the preset follows from it. Example: --env PongNoFrameskip-v4"),
     threat: List[str] = typer.Option([], help="threat spec, repeatable. Example: --threat uniform_noise:eps=1/255,p=0.5"),
     episodes: int = typer.Option(10, min=1, help="episodes per evaluation; episode k uses seed SEED+k. Example: --episodes 20"),

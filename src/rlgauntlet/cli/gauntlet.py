@@ -10,7 +10,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from rlgauntlet.cli.common import (ALLOW_PICKLE, OTHER_ENV, INPUT_SPACE, KEPT, KIND, VECNORMALIZE, agent_spec, app,
+from rlgauntlet.cli.common import (agent_help, ALLOW_PICKLE, OTHER_ENV, INPUT_SPACE, KEPT, KIND, VECNORMALIZE, agent_spec, app,
                                    console, out_console)
 from rlgauntlet.common.outputs import check_output, check_run_dir, write_json
 from rlgauntlet.errors import UserError
@@ -37,7 +37,7 @@ def _list_protocols(as_json: bool) -> None:
 
 @app.command()
 def gauntlet(
-    agent: Optional[str] = typer.Option(None, help="zoo:NAME | sb3:PATH.zip[:ALGO] | torchscript:PATH | pg:PATH.model | published:NAME. Example: --agent zoo:cartpole-dqn"),
+    agent: Optional[str] = typer.Option(None, help=agent_help("zoo:cartpole-dqn")),
     agents_file: Optional[Path] = typer.Option(None, "--agents", help="a board file (YAML: agents, envs, level): every agent's gauntlet as one plan, one store and a leaderboard. Example: --agents boards/hopper.yaml"),
     env: Optional[str] = typer.Option(None, help="Gymnasium id; its family picks the protocol. Example: --env CartPole-v1"),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="folder for gauntlet.json and report.html (and the store, by default). Example: --out runs/gauntlet-dqn"),

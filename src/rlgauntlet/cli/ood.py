@@ -9,7 +9,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from rlgauntlet.cli.common import (ood_app, console, out_console, DEFAULT_STORE_NAME, fmt, PRESET, KIND, VECNORMALIZE,
+from rlgauntlet.cli.common import (agent_help, ood_app, console, out_console, DEFAULT_STORE_NAME, fmt, PRESET, KIND, VECNORMALIZE,
                                    INPUT_SPACE, PRECISION, DEVICE, ALLOW_PICKLE, OTHER_ENV, THREADS, agent_spec, write_result,
                                    KEPT, check_outputs, check_png, finite_number)
 from rlgauntlet.errors import UserError
@@ -34,7 +34,7 @@ def _ood_common(out: Optional[Path], store: Optional[Path], kind: str) -> Path:
     return store_path
 
 
-_OOD_AGENT = typer.Option(..., help="zoo:NAME | sb3:PATH.zip[:ALGO] | torchscript:PATH. Example: --agent zoo:cartpole-dqn-ensemble")
+_OOD_AGENT = typer.Option(..., help=agent_help("zoo:cartpole-dqn-ensemble"))
 _OOD_ENV = typer.Option(..., help="Gymnasium id. Example: --env CartPole-v1")
 _OOD_SUITE = typer.Option(None, help="shift grid: ood-cartpole, ood-pendulum, ood-pong or ood-minatar. Example: --suite ood-cartpole")
 _OOD_SHIFT = typer.Option([], help="a shift (threat spec), repeatable, instead of or beside --suite. Example: --shift physics:param=length,scale=4")

@@ -30,14 +30,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from rlgauntlet.envs import make_env, resolve_preset
 from rlgauntlet.errors import UserError
 from rlgauntlet.victims import Victim, load_victim
+from rlgauntlet.victims.agent_ref import AGENT_FORMS, AgentRef, parse_agent
 
 
 class AgentSpec(BaseModel):
-    """Which agent, and how to load it."""
+    """Which agent, and how to load it: frozen and hashable, so that the spec itself is what a
+    worker receives (a cell's or an attacker task's agent), every load option and the device with it.
+    ``agent`` is parsed by the one grammar (:mod:`rlgauntlet.victims.agent_ref`): :attr:`ref`."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    agent: str = Field(description="zoo:NAME | sb3:PATH.zip[:ALGO] | torchscript:PATH")
+    agent: str = Field(description=AGENT_FORMS)
     preset: str | None = Field(None, description="env preset override: atari, classic, mujoco, dm_control, none")
     kind: str | None = Field(None, description="TorchScript output kind: q, categorical, gaussian, deterministic")
     vecnormalize: str | None = Field(None, description="SB3 VecNormalize statistics saved with the agent")
@@ -47,6 +50,38 @@ class AgentSpec(BaseModel):
     allow_pickle: bool = Field(False, description="unpickle SB3 files as SB3 does (runs code stored in them)")
     other_env: bool = Field(False, description="run an agent whose file names its task on another task whose "
                                                "spaces fit (a release is refused there otherwise)")
+
+    @property
+    def ref(self) -> AgentRef:
+        """The agent name parsed (``source``, ``name``, ...); a :class:`UserError` when it is not one
+        of :data:`AGENT_FORMS`."""
+        return parse_agent(self.agent)
+
+    @property
+    def source(self) -> str:
+        """``zoo``, ``sb3``, ``torchscript``, ``pg`` or ``published``."""
+        return self.ref.source
+
+    def catalogue_env(self) -> str | None:
+        """The env a catalogue agent (``zoo:NAME``, ``published:NAME``) was made for, from its
+        catalogue entry; None for an agent file (it does not say)."""
+        ref = self.ref
+        if ref.source == "zoo":
+            from rlgauntlet.zoo import zoo_entry
+
+            return zoo_entry(ref.name)["env"]
+        if ref.source == "published":
+            from rlgauntlet.published import release
+
+            return release(ref.name)["env"]
+        return None
+
+    def load_spec(self) -> "AgentSpec":
+        """This entry as a plain :class:`AgentSpec` (a sweep's or board's entry without its own
+        fields such as envs, threats or method): what cells and attacker tasks carry."""
+        if type(self) is AgentSpec:
+            return self
+        return AgentSpec(**{name: getattr(self, name) for name in AgentSpec.model_fields})
 
     def load_options(self) -> dict:
         """The options that change which victim is loaded (what a sweep cell carries)."""
@@ -111,16 +146,7 @@ def load_for_env(agent: str | Victim, env: str, preset: str | None = None, devic
     fits ``env`` with its preset: returns (victim, preset name), or raises a :class:`UserError`.
     An agent whose file names the task it was trained for (``Victim.trained_for``) is refused on
     another task unless ``other_env``: same-sized spaces are no proof of the same task."""
-    import torch
-
-    try:
-        torch_device = torch.device(device)
-    except (RuntimeError, ValueError):
-        raise UserError(f"unknown device {device!r}; use --device cpu or --device cuda") from None
-    if torch_device.type not in ("cpu", "cuda"):
-        raise UserError(f"device {device!r} is not supported; use --device cpu or --device cuda")
-    if torch_device.type == "cuda" and not torch.cuda.is_available():
-        raise UserError("--device cuda but no CUDA device is available; use --device cpu")
+    check_device(device)
     env_preset = resolve_preset(env, preset)
     probe = make_env(env, env_preset)
     try:
@@ -132,6 +158,20 @@ def load_for_env(agent: str | Victim, env: str, preset: str | None = None, devic
     finally:
         probe.close()
     return victim, env_preset
+
+
+def check_device(device: str) -> None:
+    """Refuse a torch device this machine cannot run agents on, in one line naming the fix."""
+    import torch
+
+    try:
+        torch_device = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise UserError(f"unknown device {device!r}; use --device cpu or --device cuda") from None
+    if torch_device.type not in ("cpu", "cuda"):
+        raise UserError(f"device {device!r} is not supported; use --device cpu or --device cuda")
+    if torch_device.type == "cuda" and not torch.cuda.is_available():
+        raise UserError("--device cuda but no CUDA device is available; use --device cpu")
 
 
 def check_trained_task(victim: Victim, env: str, other_env: bool = False) -> None:

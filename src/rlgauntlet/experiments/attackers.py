@@ -35,7 +35,7 @@ METHODS = ("paad", "sarl", "robust-sarsa")
 
 def train_attacker(agent: str | AgentSpec, env: str, method: str, eps: float, steps: int, run_dir: str | Path, seed: int = 0,
                    variant: str | None = None, actor_steps: int = 1, lam: float = 1.0, loss: str = "hinge",
-                   eval_episodes: int = 20, device: str = "cpu", threads: int | None = None, checkpoint_every: int | None = None, hyperparams: dict | None = None,
+                   eval_episodes: int = 20, device: str | None = None, threads: int | None = None, checkpoint_every: int | None = None, hyperparams: dict | None = None,
                    log: Callable[[str], None] = print, show_progress: bool = False, sarsa_eps: float = 0.02,
                    sarsa_reg: float = 0.1, deadline: float | None = None,
                    subproc_envs: bool = False, setting: str = "default", select: str = "last",
@@ -57,6 +57,7 @@ def train_attacker(agent: str | AgentSpec, env: str, method: str, eps: float, st
         variant: PA-AD variant (``stochastic``, ``deterministic``, ``continuous``, ``directional``).
         actor_steps, lam, loss: the PA-AD actor (FGSM, λ = 1, hinge by default).
         eval_episodes: episodes of the final evaluation (episode k uses seed ``seed + k``); 0 skips it.
+        device: where the victim and the director run (default: the spec's, else cpu).
         deadline: a ``time.monotonic()`` value: the director's training saves and stops at the
             first rollout end after it (a chunk of a longer run); the folder is then written and
             evaluated as usual, and the next call resumes.
@@ -84,6 +85,7 @@ def train_attacker(agent: str | AgentSpec, env: str, method: str, eps: float, st
         raise UserError(f"--lam {lam}: give a finite number ≥ 0")
     run_dir = check_run_dir(run_dir)
     spec = as_agent_spec(agent, device=device)  # the victim runs where the attacker trains
+    device = spec.device if isinstance(spec, AgentSpec) else (device or "cpu")  # and the director with it
     with open_job(spec, env, threads=threads) as job:
         victim = job.victim
         identity = {"agent": spec.agent if isinstance(spec, AgentSpec) else str(agent),

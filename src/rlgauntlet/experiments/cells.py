@@ -39,10 +39,10 @@ from rlgauntlet.victims.base import Victim
 
 @dataclass(frozen=True)
 class Cell:
-    """One evaluation run: what a worker needs to rebuild the victim, env and threat."""
+    """One evaluation run: what a worker needs to rebuild the victim (its spec carries every load
+    option and the device), env and threat."""
 
-    agent: str
-    load_options: tuple[tuple[str, object], ...]
+    agent: AgentSpec
     env: str
     preset: str
     spec: str | None  # None: clean (or the argmin agent)
@@ -107,12 +107,12 @@ def open_cells(store: ResultsStore, agent: AgentSpec, env: str, preset: str, vic
     from rlgauntlet.experiments.runs import open_run
     from rlgauntlet.metrics.impact import ArgminVictim
 
-    options = tuple(sorted(agent.load_options().items()))
+    spec = agent.load_spec()  # a sweep's or board's entry as the plain, hashable spec a worker receives
     sha = victim.description.get("sha256")
     out = CellSet(agent, env, preset, seed, victim, episodes, deterministic, {t.spec: t for t in threats})
 
-    def cell(spec: str | None, argmin: bool = False) -> Cell:
-        return Cell(agent.agent, options, env, preset, spec, seed, deterministic, argmin=argmin, sha256=sha)
+    def cell(threat_spec: str | None, argmin: bool = False) -> Cell:
+        return Cell(spec, env, preset, threat_spec, seed, deterministic, argmin=argmin, sha256=sha)
 
     planned = [(cell(None), None, victim)] if clean else []
     planned += [(cell(t.spec), t, victim) for t in threats]
@@ -134,10 +134,9 @@ _VICTIMS: dict = {}
 
 
 def _victim(cell: Cell) -> Victim:
-    from rlgauntlet.experiments.agents import load_for_env
     from rlgauntlet.metrics.impact import ArgminVictim
 
-    victim, _ = load_for_env(cell.agent, cell.env, **dict(cell.load_options))
+    victim, _ = cell.agent.load(cell.env)
     return ArgminVictim(victim) if cell.argmin else victim
 
 
@@ -153,12 +152,12 @@ def run_chunk(chunk: Chunk) -> list[EpisodeRecord]:
 
     cell = chunk.cell
     with thread_policy(None):
-        key = (cell.agent, cell.load_options, cell.env, cell.argmin)
+        key = (cell.agent, cell.env, cell.argmin)
         if key not in _VICTIMS:
             _VICTIMS[key] = _victim(cell)
         found = _VICTIMS[key].description.get("sha256")
         if found != cell.sha256:  # the file was replaced after planning: its episodes would join the wrong run
-            raise UserError(f"agent {cell.agent} changed while the sweep ran (sha256 {str(found)[:12]}…, planned "
+            raise UserError(f"agent {cell.agent.agent} changed while the sweep ran (sha256 {str(found)[:12]}…, planned "
                             f"{str(cell.sha256)[:12]}…); re-run the sweep to plan with the new file")
         threat = parse_threat(cell.spec) if cell.spec is not None else None
         env, preset = cell.env, cell.preset

@@ -218,13 +218,12 @@ class SweepPlan:
         """Per (agent, env, seed): its runs, episodes, and how many are stored and missing."""
         missing: dict = {}
         for chunk in self.chunks:
-            key = (chunk.cell.agent, chunk.cell.load_options, chunk.cell.env, chunk.cell.seed)
+            key = (chunk.cell.agent, chunk.cell.env, chunk.cell.seed)
             missing[key] = missing.get(key, 0) + len(chunk.episodes)
         rows = []
         for pair in self.pairs:
             total = len(pair.cells.cells) * self.spec.episodes
-            todo = missing.get((pair.entry.agent, tuple(sorted(pair.entry.load_options().items())), pair.env,
-                                pair.seed), 0)
+            todo = missing.get((pair.entry.load_spec(), pair.env, pair.seed), 0)
             rows.append({"agent": pair.entry.agent, "env": pair.env, "seed": pair.seed, "runs": len(pair.cells.cells),
                          "episodes": total, "stored": total - todo, "missing": todo,
                          "certified": self.certified_budgets(pair)})
@@ -244,10 +243,9 @@ def _envs_of(entry: AgentEntry, spec: SweepSpec) -> list[str]:
         return entry.envs
     if spec.envs:
         return spec.envs
-    if entry.agent.startswith("zoo:"):
-        from rlgauntlet.zoo import zoo_entry
-
-        return [zoo_entry(entry.agent[4:])["env"]]
+    home = entry.catalogue_env()
+    if home is not None:
+        return [home]
     raise UserError(f"agent {entry.agent} names no env; give envs: [ENV_ID] for it or for the whole sweep")
 
 

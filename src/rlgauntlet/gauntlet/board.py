@@ -35,7 +35,7 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rlgauntlet.errors import UserError
-from rlgauntlet.experiments.agents import AgentSpec, FileAgentSpec, agent_entries
+from rlgauntlet.experiments.agents import FileAgentSpec, agent_entries
 
 
 class BoardAgent(FileAgentSpec):
@@ -77,15 +77,9 @@ def agent_envs(agent: BoardAgent, board: Board) -> list[str]:
         return agent.envs
     if board.envs:
         return board.envs
-    source, _, name = agent.agent.partition(":")
-    if source == "zoo":
-        from rlgauntlet.zoo import zoo_entry
-
-        return [zoo_entry(name)["env"]]
-    if source == "published":
-        from rlgauntlet.published import release
-
-        return [release(name)["env"]]
+    home = agent.catalogue_env()
+    if home is not None:
+        return [home]
     raise UserError(f"board agent {agent.agent} names no env; give it envs: [ENV_ID], or the board envs:")
 
 
@@ -115,7 +109,7 @@ def plan_board(board: Board, store: str | Path, allow_pickle: bool = False, exha
 
     plans, methods, seen = [], [], {}
     for agent in board.agents:
-        spec = AgentSpec(**{k: v for k, v in agent.model_dump().items() if k in AgentSpec.model_fields})
+        spec = agent.load_spec()
         if allow_pickle:
             spec = spec.model_copy(update={"allow_pickle": True})
         for env in agent_envs(agent, board):

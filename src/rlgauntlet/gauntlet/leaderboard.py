@@ -98,13 +98,12 @@ def gauntlet_entries(paths: list[str | Path]) -> list[dict]:
 def papers_numbers(agent: str) -> dict | None:
     """A published agent's README numbers (natural, strongest attack), from the catalogue; None
     for any other agent."""
-    source, _, name = str(agent).partition(":")
-    if source != "published":
-        return None
     from rlgauntlet.published import release
+    from rlgauntlet.victims.agent_ref import parse_agent
 
     try:
-        return release(name).get("readme")
+        ref = parse_agent(str(agent))
+        return release(ref.name).get("readme") if ref.source == "published" else None
     except UserError:  # a name an older catalogue knew
         return None
 

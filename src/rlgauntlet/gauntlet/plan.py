@@ -34,7 +34,7 @@ CACHE_FOLDER = "gauntlet-cache"
 class AttackerTask:
     """One learned attacker to train (a cell of the executor): everything a worker needs."""
 
-    agent: tuple[tuple[str, object], ...]  # the AgentSpec's fields
+    agent: AgentSpec  # every load option and the device: the director trains where the victim runs
     env: str
     method: str
     eps: str  # as written in the protocol (e.g. 1/255)
@@ -297,7 +297,6 @@ def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None,
 
     learned_eps = [chosen.headline_eps] if settings.learned_at == "headline" else list(chosen.eps_grid)
     cache = agent_cache(store_path, sha, env)
-    options = tuple(sorted(spec.model_dump().items()))
     directors = [(setting, chosen.select) for setting in director_settings_for(chosen, env, skipped)]
     tasks = []
     methods = list(chosen.learned_methods(victim.is_discrete))
@@ -313,7 +312,7 @@ def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None,
                     how = "".join(f"-{x}" for x in (setting, select) if x not in ("default", "last"))
                     folder = cache / (f"{m}-{where}{how}-seed{seed}-{chosen.name}-v{chosen.version}-"
                                       f"{settings.attacker_steps}steps")
-                    tasks.append(AttackerTask(options, env, m, e, eps_value(e), seed, settings.attacker_steps,
+                    tasks.append(AttackerTask(spec, env, m, e, eps_value(e), seed, settings.attacker_steps,
                                               str(folder), setting, select, chosen.attacker_patience))
     # a Robust Sarsa Q function serves every ε: one training, one MinQ evaluation per learned ε
     labels = {s: s for s in heuristics + natural + shifts}
@@ -334,13 +333,12 @@ def authors_attack(spec: AgentSpec, protocol: Protocol, env: str, victim, preset
     """A published agent's own released attacker at the headline ε (``released_attacker``),
     reported beside the gauntlet's worst case and not part of it (the protocol is the same for
     every agent); none for other agents, or where the user's clone lacks the file (skipped)."""
-    source, _, name = spec.agent.partition(":")
-    if source != "published":
+    if spec.source != "published":
         return []
     from rlgauntlet.published import local_file, release
     from rlgauntlet.threats.spec import quote_value
 
-    entry = release(name)
+    entry = release(spec.ref.name)
     if not entry.get("attacker"):
         return []
     try:

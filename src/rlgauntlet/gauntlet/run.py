@@ -34,8 +34,7 @@ def train_attacker_task(task: AttackerTask) -> dict:
     """Train (or resume) one learned attacker; runs in a worker, writes only its folder."""
     from rlgauntlet.experiments.attackers import train_attacker
 
-    spec = AgentSpec(**dict(task.agent))
-    manifest = train_attacker(spec, task.env, task.method, eps=task.eps_value, steps=task.steps, run_dir=task.folder,
+    manifest = train_attacker(task.agent, task.env, task.method, eps=task.eps_value, steps=task.steps, run_dir=task.folder,
                               seed=task.seed, eval_episodes=0, log=lambda line: None, setting=task.setting, select=task.select,
                               patience=task.patience)
     return {"steps": manifest.get("steps"), "train_seconds": manifest.get("train_seconds")}

@@ -14,7 +14,6 @@ Example:
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 
@@ -23,11 +22,16 @@ from rlgauntlet.report.figures import png_uri_of_array
 
 
 def _agent_spec(agent: dict) -> str | None:
-    if agent.get("source") == "zoo" and agent.get("name"):
-        return f"zoo:{agent['name']}"
-    path = agent.get("path")
-    if path and Path(path).is_file() and agent.get("source") == "sb3":
-        return f"sb3:{path}"
+    """The agent of a run's record when it can be loaded here: a zoo agent, or an SB3 file still at
+    its recorded path."""
+    from rlgauntlet.victims.agent_ref import agent_of_description, parse_agent
+
+    spec = agent_of_description(agent)
+    if spec is None:
+        return None
+    ref = parse_agent(spec)
+    if ref.source == "zoo" or (ref.source == "sb3" and ref.path.is_file()):
+        return spec
     return None
 
 

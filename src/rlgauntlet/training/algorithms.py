@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from rlgauntlet.errors import UserError
 
-SB3_BASES = ("ppo", "a2c", "dqn", "sac", "td3", "ddpg")
 ALGORITHMS: dict[str, type] = {}
 #: our own subclasses, named as data ("module:Class") and imported on first use: the registry
 #: imports no defence, and no defence imports the registry (no cycle between them)

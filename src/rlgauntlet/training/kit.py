@@ -35,7 +35,7 @@ from stable_baselines3.common.logger import Logger
 
 from rlgauntlet.envs.presets import make_train_vec_env
 from rlgauntlet.errors import UserError
-from rlgauntlet.training.algorithms import SB3_BASES, algorithm_class
+from rlgauntlet.training.algorithms import algorithm_class
 from rlgauntlet.training.checkpoints import has_checkpoint, replace_folder, restore_vecnormalize, save_replay_buffer
 from rlgauntlet.training.presets import TrainPreset
 
@@ -118,14 +118,19 @@ def find_vecnormalize(env):
 
 def agent_files(agent: str) -> tuple[Path, Path | None]:
     """The SB3 zip (and VecNormalize file) behind ``zoo:NAME`` or ``sb3:PATH.zip``."""
-    source, _, rest = agent.partition(":")
-    if source == "zoo":
+    from rlgauntlet.victims.agent_ref import parse_agent
+
+    try:
+        ref = parse_agent(agent)
+    except UserError:
+        ref = None  # refused below, naming the two sources that can be fine-tuned
+    if ref is not None and ref.source == "zoo":
         from rlgauntlet.zoo import zoo_entry, zoo_file
 
-        entry = zoo_entry(rest)
+        entry = zoo_entry(ref.name)
         return zoo_file(entry), (zoo_file(entry, "vecnormalize") if "vecnormalize" in entry else None)
-    if source == "sb3":
-        path = Path(rest.rsplit(":", 1)[0] if rest.rsplit(":", 1)[-1] in SB3_BASES else rest)
+    if ref is not None and ref.source == "sb3":
+        path = ref.path
         if not path.exists():
             raise UserError(f"--init-from {agent}: {path} not found; give zoo:NAME or sb3:PATH.zip")
         stats = [path.with_name(path.stem + ".vecnormalize" + ext) for ext in (".pkl", ".json")]

@@ -27,9 +27,8 @@ from rlgauntlet.common.hashing import sha256_file  # noqa: F401 - re-exported fo
 from rlgauntlet.errors import UserError
 from rlgauntlet.victims.conv_input_grad import use_fast_input_gradients
 from rlgauntlet.victims.mlp_vjp import output_and_vjp, plain_mlp
+from rlgauntlet.victims.agent_ref import SB3_ALGORITHMS
 from rlgauntlet.victims.base import Affine, PolicyOutput, Victim, as_tensor, choose_dtype, flatten_chain
-
-SB3_ALGORITHMS = ("ppo", "a2c", "dqn", "sac", "td3", "ddpg")
 
 
 
