@@ -56,7 +56,7 @@ def train_hopper_attackers(agent, methods: list[str], steps: int, rs_steps: int,
     training wall time, the learning curve and the attacker's own strength evaluation."""
     from pathlib import Path
 
-    from rlgauntlet.experiments.attackers import train_attacker
+    from rlgauntlet.experiments.attacker_job import train_attacker
 
     attackers = {}
     for entry in methods:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from rlgauntlet import evaluate
-from rlgauntlet.experiments.attackers import train_attacker
+from rlgauntlet.experiments.attacker_job import train_attacker
 
 AGENTS = ("cartpole-dqn", "cartpole-ppo")
 BUDGETS = (0.1, 0.05)

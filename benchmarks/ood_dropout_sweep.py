@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 from rlgauntlet import evaluate
-from rlgauntlet.training.presets import PRESETS, _ood, register_preset
+from rlgauntlet.training.recipes import PRESETS, register_preset
+from rlgauntlet.training.recipes.zoo import _ood
 from rlgauntlet.training.sb3_train import train_preset
 
 PROBABILITIES = (0.1, 0.2, 0.3, 0.5)

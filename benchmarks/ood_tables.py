@@ -21,8 +21,8 @@ import json
 import time
 from pathlib import Path
 
-from rlgauntlet.experiments.ood import ood_bench, ood_scan
-from rlgauntlet.report.ood import plot_ood_scores
+from rlgauntlet.experiments.ood_benchmark import ood_bench, ood_scan
+from rlgauntlet.report.ood_plots import plot_ood_scores
 
 #: the configurations of the paper's Tables 3–4 (every method's), with its mean ± std and best AUROC per method
 PAPER = {

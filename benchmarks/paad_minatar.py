@@ -25,7 +25,7 @@ from pathlib import Path
 from _common import zoo_victim_or_exit
 
 from rlgauntlet import evaluate
-from rlgauntlet.experiments.attackers import train_attacker
+from rlgauntlet.experiments.attacker_job import train_attacker
 from rlgauntlet.zoo import load_manifest
 
 GAMES = {"breakout": "MinAtar/Breakout-v1", "spaceinvaders": "MinAtar/SpaceInvaders-v1"}

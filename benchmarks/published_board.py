@@ -36,7 +36,7 @@ def worker_seconds(plan) -> float:
     longest episode), plus its attackers' training time in their manifests."""
     from rlgauntlet.experiments.cells import chunk_seconds
     from rlgauntlet.experiments.store import store_of
-    from rlgauntlet.gauntlet.plan import agent_cache
+    from rlgauntlet.gauntlet.cache import agent_cache
     from rlgauntlet.gauntlet.run import CHUNK_EPISODES
 
     episodes = 0.0

@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 
 from rlgauntlet import evaluate
-from rlgauntlet.training.presets import PRESETS, register_preset
+from rlgauntlet.training.recipes import PRESETS, register_preset
 from rlgauntlet.training.sb3_train import train_preset
 
 HERE = Path(__file__).resolve().parent

@@ -48,7 +48,7 @@ from rlgauntlet import evaluate
 from rlgauntlet.common.hashing import sha256_file
 from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.agents import AgentSpec
-from rlgauntlet.training.job import seed_run_dir
+from rlgauntlet.training.zoo_training import seed_run_dir
 from rlgauntlet.zoo import load_manifest, update_zoo_metadata
 
 EPS = 0.075
@@ -182,7 +182,7 @@ def strongest_push(spec: AgentSpec, store: Path) -> dict:
     :func:`push_directions` (Hopper: 14) on ``SELECTION_EPISODES`` episodes of seeds of their own
     (from ``SELECTION_SEED``, apart from the table's episodes 0–49). Returns its spec and every
     direction's selection mean."""
-    from rlgauntlet.experiments.attackers import SELECTION_EPISODES, SELECTION_SEED
+    from rlgauntlet.experiments.attacker_job import SELECTION_EPISODES, SELECTION_SEED
     from rlgauntlet.threats.attacks.push import push_directions, push_spec
 
     specs = [push_spec(EPS, d) for d in push_directions(3)]

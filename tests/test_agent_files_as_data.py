@@ -157,7 +157,7 @@ def test_init_from_an_sb3_zip_reads_it_as_data(tiny_models, tmp_path, no_unpickl
     import torch
     from stable_baselines3.common.env_util import make_vec_env
 
-    from rlgauntlet.training.presets import PRESETS
+    from rlgauntlet.training.recipes import PRESETS
     from rlgauntlet.training.kit import build_model, init_from_agent
 
     marker = tmp_path / "pwned"
@@ -183,7 +183,7 @@ def test_a_checkpoint_is_resumed_as_data_with_everything_restored(tmp_path, no_u
     from stable_baselines3.common.env_util import make_vec_env
 
     from rlgauntlet.training.checkpoints import load_checkpoint_zip, load_replay_buffer
-    from rlgauntlet.training.presets import PRESETS
+    from rlgauntlet.training.recipes import PRESETS
     from rlgauntlet.training.kit import build_model
     from rlgauntlet.training.sb3_train import train_preset
 
@@ -217,7 +217,7 @@ def test_a_pickled_replay_buffer_needs_allow_pickle(tmp_path):
     from stable_baselines3.common.env_util import make_vec_env
 
     from rlgauntlet.training.checkpoints import load_replay_buffer
-    from rlgauntlet.training.presets import PRESETS
+    from rlgauntlet.training.recipes import PRESETS
     from rlgauntlet.training.kit import build_model
 
     model = build_model(PRESETS["cartpole-dqn"], make_vec_env("CartPole-v1", n_envs=1, seed=5), "cpu")

@@ -12,10 +12,10 @@ import torch
 from stable_baselines3 import PPO
 
 from rlgauntlet.errors import UserError
-from rlgauntlet.training import presets
+from rlgauntlet.training import recipes as presets
 from rlgauntlet.training.defences import atla
 from rlgauntlet.training.defences.atla import LiveAdversary, train_atla
-from rlgauntlet.training.presets import ATLAPreset
+from rlgauntlet.training.recipes import ATLAPreset
 
 ROLLOUT = 256  # the cartpole-ppo recipe: 8 envs × 32 steps
 
@@ -221,7 +221,7 @@ def test_the_zoo_atla_agents_hold_under_pgd_at_the_known_answers_budget(agent):
 def test_pa_ad_breaks_vanilla_ppo_but_not_the_atla_agents(tmp_path):
     """The issue's known answer at ε = 0.05: a PA-AD attacker trained for 50k steps against each
     agent leaves vanilla PPO below 100 and the SA-PPO, ATLA and PA-ATLA agents at 400 or more."""
-    from rlgauntlet.experiments.attackers import train_attacker
+    from rlgauntlet.experiments.attacker_job import train_attacker
 
     strength = {}
     robust = ("zoo:cartpole-sa-ppo", "zoo:cartpole-atla-ppo", "zoo:cartpole-pa-atla-ppo")

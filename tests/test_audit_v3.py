@@ -50,7 +50,7 @@ def _plan_stub(tmp_path: Path, seeds: list[int]):
 
 def test_the_certification_and_checks_caches_are_keyed_by_the_seed(tmp_path):
     """Another --seeds must not reuse the certification or checks computed with another seed."""
-    from rlgauntlet.gauntlet.run import cache_file
+    from rlgauntlet.gauntlet.cache import cache_file
 
     for what in ("certified", "checks"):
         first, other = cache_file(_plan_stub(tmp_path, [0, 1]), what), cache_file(_plan_stub(tmp_path, [5, 6]), what)
@@ -148,7 +148,7 @@ def test_a_non_finite_worst_case_is_never_ranked_and_says_why(tmp_path):
 def test_fpr_at_95_tpr_reads_the_first_point_that_reaches_it_on_tied_scores():
     """20 OOD scores, 19 above every ID score but one tie: the TPR reaches 0.95 exactly at the
     threshold 1.0, where one ID score of ten ties and the FPR is 0.1 (one point later: 0.2)."""
-    from rlgauntlet.metrics.ood import fpr_at_tpr
+    from rlgauntlet.metrics.detection import fpr_at_tpr
 
     ood = [2.0] * 18 + [1.0, 0.0]
     id_scores = [1.0, 0.5, 0.5, -1.0, -1.0, -1.0, -1.0, -1.0, -1.0, -1.0]
@@ -454,7 +454,7 @@ def test_a_resumed_sac_run_restores_its_entropy_coefficient_and_full_buffer(tmp_
 
     from stable_baselines3.common.env_util import make_vec_env
 
-    from rlgauntlet.training import presets
+    from rlgauntlet.training import recipes as presets
     from rlgauntlet.training.checkpoints import load_checkpoint_zip, load_replay_buffer
     from rlgauntlet.training.kit import build_model
     from rlgauntlet.training.sb3_train import train_preset
@@ -916,7 +916,7 @@ def test_the_vanishing_gradient_check_needs_more_than_half_the_states():
 
 def test_a_foreign_file_in_the_gauntlet_cache_is_never_replaced(tmp_path):
     from rlgauntlet.common.outputs import write_json
-    from rlgauntlet.gauntlet.run import CACHE_KIND, cached
+    from rlgauntlet.gauntlet.cache import CACHE_KIND, cached
 
     theirs = tmp_path / "checks.json"
     theirs.write_text('{"notes": 1}')
@@ -937,8 +937,8 @@ def _recipe_digests() -> dict[str, str]:
     import dataclasses
     import hashlib
 
-    from rlgauntlet.training.presets import ATLA_PRESETS
-    from rlgauntlet.training.presets import PRESETS
+    from rlgauntlet.training.recipes import ATLA_PRESETS
+    from rlgauntlet.training.recipes import PRESETS
 
     def plain(value):
         if callable(value) and not isinstance(value, type):
@@ -1077,11 +1077,16 @@ def test_the_gauntlets_cells_are_greedy_with_impact_on_its_seeds(tmp_path):
     from rlgauntlet.experiments.agents import AgentSpec
     from rlgauntlet.experiments.store import store_of
 
+    from rlgauntlet.experiments.evaluations import checked_threats
+
     spec = AgentSpec(agent="zoo:cartpole-dqn")
     victim, preset = spec.load("CartPole-v1")
-    plan = _tiny_plan(tmp_path, spec=spec, victim=victim, preset=preset)
+    parsed = dict(zip(["random:eps=0.1"], checked_threats(["random:eps=0.1"], victim, "CartPole-v1", preset)))
+    plan = _tiny_plan(tmp_path, spec=spec, victim=victim, preset=preset, heuristics=["random:eps=0.1"], parsed=parsed)
     with store_of(None) as store:  # in memory
         cell_sets = plan.cells(store, ["random:eps=0.1"])
+        with pytest.raises(KeyError, match="not in the plan"):  # the frozen plan parses nothing after planning
+            plan.cells(store, ["random:eps=0.2"])
     assert [c.seed for c in cell_sets] == [3, 4]
     for cells in cell_sets:
         assert [c.label for c in cells.cells] == ["clean", "random:eps=0.1", "argmin_agent"]  # impact: the argmin agent
@@ -1096,7 +1101,7 @@ def test_certification_off_in_the_protocol_is_unavailable_with_its_reason(tmp_pa
     from rlgauntlet.gauntlet.run import certified_summary
 
     plan = _tiny_plan(tmp_path)
-    plan.protocol = dataclasses.replace(plan.protocol, certify=False)
+    plan = dataclasses.replace(plan, protocol=dataclasses.replace(plan.protocol, certify=False))
     assert certified_summary(plan) == {"available": False, "reason": "the protocol certifies nothing"}
 
 
@@ -1108,6 +1113,7 @@ def test_one_episode_has_a_zero_standard_error_not_nan():
 
 
 def test_a_natural_rows_impact_is_the_mean_over_seeds(tmp_path):
+    from rlgauntlet.gauntlet.outcome import Outcome
     from rlgauntlet.gauntlet.summary import summarise
 
     spec, other = "brightness_contrast:alpha=1.2", "rotation:degrees=3"
@@ -1116,7 +1122,7 @@ def test_a_natural_rows_impact_is_the_mean_over_seeds(tmp_path):
                                 {"spec": spec, "returns": [5.0], "return_mean": 5.0, "impact": impact},
                                 {"spec": other, "returns": [9.0], "return_mean": 9.0, "impact": 0.1}]}
                for impact in (0.2, 0.6)]
-    summary = summarise(plan, reports, None)
+    summary = summarise(Outcome(plan), reports, None)
     row, second = summary["natural"]["rows"]
     assert row["impact"] == pytest.approx(0.4) and second["impact"] == pytest.approx(0.1)  # means over seeds
     assert summary["natural"]["impact_mean"] == pytest.approx(0.25)  # and over the suite's rows
@@ -1145,7 +1151,7 @@ def test_a_recorded_gauntlet_keeps_only_the_load_options_that_were_set(tmp_path)
 
 def test_every_cached_result_and_attacker_of_an_agent_shares_its_folder(tmp_path):
     from rlgauntlet.gauntlet import plan_gauntlet
-    from rlgauntlet.gauntlet.run import cache_file
+    from rlgauntlet.gauntlet.cache import cache_file
 
     plan = plan_gauntlet("zoo:pendulum-td3", "Pendulum-v1", level="quick", store=tmp_path / "g.sqlite")
     folders = {Path(t.folder).parent for t in plan.tasks}
@@ -1176,10 +1182,12 @@ def test_robust_sarsa_trains_once_at_the_headline_and_is_judged_at_every_learned
 def test_strongest_of_groups_are_per_budget_and_need_two_attacks(tmp_path):
     import dataclasses
 
+    from rlgauntlet.gauntlet.outcome import Outcome
+
     plan = _tiny_plan(tmp_path, heuristics=["random:eps=0.05", "pgd:steps=10,eps=0.05", "random:eps=0.1",
                                             "pgd:steps=10,eps=0.2", "random:eps=0.2"])
-    plan.protocol = dataclasses.replace(plan.protocol, eps_grid=("0.05", "0.1", "0.2"))
-    assert plan.strongest_groups() == [["random:eps=0.05", "pgd:steps=10,eps=0.05"],
+    plan = dataclasses.replace(plan, protocol=dataclasses.replace(plan.protocol, eps_grid=("0.05", "0.1", "0.2")))
+    assert Outcome(plan).strongest_groups() == [["random:eps=0.05", "pgd:steps=10,eps=0.05"],
                                        ["pgd:steps=10,eps=0.2", "random:eps=0.2"]]  # 0.1 has one attack: no group
 
 

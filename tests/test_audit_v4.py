@@ -62,7 +62,7 @@ def test_a_walker2d_plan_runs_the_papers_walker_grid_and_headline(tmp_path, walk
 def test_every_director_the_gauntlet_plans_stops_on_the_protocols_patience(tmp_path, walker_agent, monkeypatch):
     """The plan's attacker tasks carry the protocol's patience (3), and the worker hands it to the
     director's training (a director that stalls stops at its patience checkpoint)."""
-    from rlgauntlet.experiments import attackers
+    from rlgauntlet.experiments import attacker_job as attackers
     from rlgauntlet.experiments.agents import AgentSpec
     from rlgauntlet.gauntlet.plan import plan_gauntlet
     from rlgauntlet.gauntlet.run import train_attacker_task
@@ -216,7 +216,7 @@ def test_every_learned_attacker_of_a_grid_level_has_a_folder_of_its_own(tmp_path
 def test_an_agents_cache_folder_is_named_by_the_first_16_hex_digits_of_its_sha256(tmp_path):
     """``gauntlet-cache/<first 16 hex of the sha256>/<env>/`` beside the store (``agent_cache``'s
     contract): a user finds an agent's trained attackers there, and boards run before find theirs."""
-    from rlgauntlet.gauntlet.plan import agent_cache
+    from rlgauntlet.gauntlet.cache import agent_cache
 
     sha = "0123456789abcdef" + "f" * 48
     expected = tmp_path / "gauntlet-cache" / "0123456789abcdef" / "CartPole-v1"

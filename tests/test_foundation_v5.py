@@ -165,7 +165,7 @@ def test_a_gauntlet_asked_for_a_device_builds_every_victim_and_director_there(mo
 def test_an_attacker_trained_from_a_spec_trains_where_the_spec_says(monkeypatch, tmp_path):
     """train_attacker's own device default no longer overrides the spec's device."""
     from rlgauntlet.experiments import agents
-    from rlgauntlet.experiments.attackers import train_attacker
+    from rlgauntlet.experiments.attacker_job import train_attacker
     from rlgauntlet.training.attackers import attack_train
 
     seen = []
@@ -185,3 +185,43 @@ def test_an_attacker_trained_from_a_spec_trains_where_the_spec_says(monkeypatch,
         train_attacker(AgentSpec(agent="zoo:cartpole-dqn", device="fake:1"), "CartPole-v1", "paad", 0.1, 100,
                        tmp_path / "b", device="fake:2")  # an explicit device wins
     assert seen == ["fake:1", "fake:2"]
+
+
+def test_robust_sarsa_is_the_one_stage_kept_on_the_cpu_and_the_result_says_so(monkeypatch, tmp_path):
+    """Robust Sarsa's Q function trains on the CPU only: asked for another device, attack-train
+    refuses in one line, and the gauntlet plans that one stage on the CPU (its row says where)."""
+    from rlgauntlet.experiments import agents
+    from rlgauntlet.experiments.attacker_job import train_attacker
+    from rlgauntlet.gauntlet.plan import plan_gauntlet
+
+    monkeypatch.setattr(agents, "check_device", lambda device: None)
+    real_load = agents.load_victim
+    monkeypatch.setattr(agents, "load_victim", lambda agent, *a, device="cpu", **k: real_load(agent, *a, **k))
+    with pytest.raises(UserError, match="Robust Sarsa trains its Q function on the CPU") as caught:
+        train_attacker(AgentSpec(agent="zoo:hopper-ppo", device="fake:0"), "Hopper-v5", "robust-sarsa", 0.075, 10,
+                       tmp_path / "q")
+    assert "\n" not in str(caught.value) and not (tmp_path / "q").exists()
+    plan = plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", level="quick", store=tmp_path / "g.sqlite", device="fake:0")
+    devices = {t.method: t.agent.device for t in plan.tasks}
+    assert devices["robust-sarsa"] == "cpu" and devices["paad"] == "fake:0"
+
+
+@pytest.mark.parametrize("old, new, name", [
+    ("rlgauntlet.experiments.plan", "rlgauntlet.experiments.evaluations", "checked_threats"),
+    ("rlgauntlet.experiments.attackers", "rlgauntlet.experiments.attacker_job", "train_attacker"),
+    ("rlgauntlet.experiments.ood", "rlgauntlet.experiments.ood_benchmark", "ood_scan"),
+    ("rlgauntlet.training.job", "rlgauntlet.training.zoo_training", "train"),
+    ("rlgauntlet.training.presets", "rlgauntlet.training.recipes", "get_preset"),
+    ("rlgauntlet.metrics.ood", "rlgauntlet.metrics.detection", "auroc"),
+    ("rlgauntlet.report.ood", "rlgauntlet.report.ood_plots", "plot_ood_scores"),
+])
+def test_a_moved_modules_old_name_warns_and_gives_the_same_objects(old, new, name):
+    import importlib
+    import sys
+
+    sys.modules.pop(old, None)  # imported earlier in this process: the warning is given at import
+    with pytest.warns(DeprecationWarning, match=f"{old} is now {new}"):
+        module = importlib.import_module(old)
+    assert getattr(module, name) is getattr(importlib.import_module(new), name)
+    with pytest.raises(AttributeError):
+        module.no_such_name

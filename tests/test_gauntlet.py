@@ -535,9 +535,9 @@ def test_the_worst_case_takes_every_attack_within_the_budget():
         skipped=[], labels={"random:eps=0.05": "random:eps=0.05", "random:eps=0.1": "random:eps=0.1",
                             "paad:attacker=/a,eps=0.075": "paad:eps=0.075", "paad:attacker=/b,eps=0.075": "paad:eps=0.075",
                             "gaussian_noise:std=0.1": "gaussian_noise:std=0.1"})
-    plan.adversarial = plan.heuristics + plan.learned
-    plan.eps_of = threat_eps  # what a plan with nothing parsed yet answers
-    summary = summarise(plan, reports, None)
+    outcome = SimpleNamespace(plan=plan, adversarial=plan.heuristics + plan.learned,
+                              eps_of=threat_eps)  # what an outcome with nothing parsed answers
+    summary = summarise(outcome, reports, None)
     worst = {w["eps"]: w for w in summary["worst_case"]}
     # the natural change keeps 2200 of 3000 pooled over both seeds: 1 − 2200/3000 of the return lost
     assert summary["natural"]["return_drop_mean"] == pytest.approx(1 - 2200 / 3000)
@@ -626,7 +626,7 @@ def test_a_director_setting_an_env_lacks_is_skipped_with_its_reason():
 
 
 def test_an_attacker_task_trains_with_its_setting_and_selection(monkeypatch):
-    from rlgauntlet.experiments import attackers
+    from rlgauntlet.experiments import attacker_job as attackers
     from rlgauntlet.gauntlet.plan import AttackerTask
     from rlgauntlet.gauntlet.run import train_attacker_task
 

@@ -206,7 +206,7 @@ def test_a_refused_chunk_can_be_forced_later_while_it_is_the_last(tmp_path):
 
 def test_ood_pong_jobs_keep_their_weights_out_of_git():
     JOBS = _tool("chunk").JOBS
-    from rlgauntlet.training.presets import PRESETS
+    from rlgauntlet.training.recipes import PRESETS
 
     ood = {name: spec for name, spec in JOBS.items() if name.startswith("ood-pong")}
     assert sorted(ood) == sorted([*(f"ood-pong-member-{k}" for k in range(5)), "ood-pong-dropconnect",

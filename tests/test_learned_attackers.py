@@ -289,7 +289,7 @@ def test_attack_vecenv_equals_the_single_env_pamdp_row_by_row():
 @pytest.fixture(scope="module")
 def paad_dqn(tmp_path_factory):
     """A PA-AD attacker on zoo cartpole-dqn at ε = 0.1 (20k director steps, about 15 s)."""
-    from rlgauntlet.experiments.attackers import train_attacker
+    from rlgauntlet.experiments.attacker_job import train_attacker
 
     run_dir = tmp_path_factory.mktemp("paad") / "paad-dqn"
     manifest = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", eps=0.1, steps=20_000, run_dir=run_dir,
@@ -342,7 +342,7 @@ def test_attacker_refuses_another_eps_victim_env_or_method(paad_dqn, tmp_path):
 
 
 def test_attack_train_resumes_and_refuses_other_settings(tmp_path):
-    from rlgauntlet.experiments.attackers import train_attacker
+    from rlgauntlet.experiments.attacker_job import train_attacker
 
     run_dir = tmp_path / "sarl"
     first = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "sarl", eps=0.1, steps=2048, run_dir=run_dir,
@@ -422,7 +422,7 @@ def test_robust_sarsa_on_hopper_hurts_the_agent(tmp_path):
     """A short Q training (3 iterations of 2048 transitions) already gives a MinQ attack that
     takes the agent well below its clean return at ε = 0.075 (beating Random needs more
     training since the MuJoCo pin: see the slow test below)."""
-    from rlgauntlet.experiments.attackers import train_attacker
+    from rlgauntlet.experiments.attacker_job import train_attacker
 
     manifest = train_attacker("zoo:hopper-ppo", "Hopper-v5", "robust-sarsa", eps=0.075, steps=3 * 2048,
                               run_dir=tmp_path / "rs", eval_episodes=2, log=lambda s: None)
@@ -436,7 +436,7 @@ def test_robust_sarsa_on_hopper_hurts_the_agent(tmp_path):
 def test_robust_sarsa_on_hopper_beats_random_noise(tmp_path):
     """10 iterations of 2048 transitions make MinQ stronger than Random (ε·sign(N)) at
     ε = 0.075 on the same 5 episodes (measured under mujoco 3.17: 1453 vs 2091)."""
-    from rlgauntlet.experiments.attackers import train_attacker
+    from rlgauntlet.experiments.attacker_job import train_attacker
 
     manifest = train_attacker("zoo:hopper-ppo", "Hopper-v5", "robust-sarsa", eps=0.075, steps=10 * 2048,
                               run_dir=tmp_path / "rs", eval_episodes=5, log=lambda s: None)
@@ -537,7 +537,7 @@ def test_the_director_file_is_the_one_the_manifest_names_and_a_stale_one_is_neve
 
 def test_attack_train_records_the_directors_sha256(tmp_path):
     from rlgauntlet.common.hashing import sha256_file
-    from rlgauntlet.experiments.attackers import train_attacker
+    from rlgauntlet.experiments.attacker_job import train_attacker
 
     manifest = train_attacker("zoo:cartpole-ppo", "CartPole-v1", "paad", 0.1, 256, tmp_path / "a", eval_episodes=0,
                               log=lambda message: None)
@@ -568,7 +568,7 @@ def test_a_retrained_attacker_is_another_run_for_the_results_store(tmp_path):
 
 def test_a_robust_sarsa_q_function_already_trained_is_not_trained_again(tmp_path):
     from rlgauntlet.common.hashing import sha256_file
-    from rlgauntlet.experiments.attackers import train_attacker
+    from rlgauntlet.experiments.attacker_job import train_attacker
     from rlgauntlet.threats.learned.robust_sarsa import Q_FILE
 
     said = []
@@ -629,7 +629,7 @@ def test_an_attacker_with_a_value_learning_rate_trains_its_critic_at_that_rate(t
     groups = torch.load(ckpt / "optimizer.pt", weights_only=True)["param_groups"] if (ckpt / "optimizer.pt").exists() \
         else PPO.load(ckpt / "model.zip").policy.optimizer.state_dict()["param_groups"]
     assert [g["lr"] for g in groups] == pytest.approx([1e-2, 1e-3])
-    from rlgauntlet.experiments.attackers import train_attacker
+    from rlgauntlet.experiments.attacker_job import train_attacker
 
     manifest = train_attacker("zoo:cartpole-ppo", "CartPole-v1", "paad", eps=0.05, steps=128,
                               run_dir=tmp_path / "folder", hyperparams=settings, eval_episodes=1, log=lambda s: None)
@@ -666,7 +666,7 @@ def test_an_attacker_keeps_its_best_checkpoint_and_selects_it_on_request(tmp_pat
     import hashlib
     import shutil
 
-    from rlgauntlet.experiments.attackers import train_attacker
+    from rlgauntlet.experiments.attacker_job import train_attacker
     from rlgauntlet.training.attackers.attack_train import best_director
 
     run_dir = tmp_path / "paad"

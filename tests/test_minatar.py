@@ -85,7 +85,7 @@ def test_the_papers_dqn_loads_as_data_acts_like_sb3_and_is_bounded_soundly(tmp_p
 
     from rlgauntlet.bounds import ibp
     from rlgauntlet.envs import make_train_vec_env
-    from rlgauntlet.training.presets import PRESETS
+    from rlgauntlet.training.recipes import PRESETS
     from rlgauntlet.victims import load_victim
 
     recipe = dict(PRESETS["minatar-breakout-dqn"].hyperparams)
@@ -125,7 +125,7 @@ def test_an_attack_on_minatar_frames_keeps_its_pixel01_budget(tmp_path):
 
     from rlgauntlet.envs import make_train_vec_env
     from rlgauntlet.experiments.evaluate import evaluate
-    from rlgauntlet.training.presets import PRESETS
+    from rlgauntlet.training.recipes import PRESETS
 
     recipe = dict(PRESETS["minatar-breakout-dqn"].hyperparams)
     recipe.update(learning_starts=50, buffer_size=1000)
@@ -146,8 +146,8 @@ def test_a_pa_ad_director_trains_on_minatar_with_the_papers_network(tmp_path):
     import stable_baselines3 as sb3
 
     from rlgauntlet.envs import make_train_vec_env
-    from rlgauntlet.experiments.attackers import train_attacker
-    from rlgauntlet.training.presets import PRESETS
+    from rlgauntlet.experiments.attacker_job import train_attacker
+    from rlgauntlet.training.recipes import PRESETS
 
     recipe = dict(PRESETS["minatar-breakout-dqn"].hyperparams)
     recipe.update(learning_starts=50, buffer_size=1000)

@@ -16,7 +16,7 @@ from rlgauntlet.common.seeding import BatchRNG, episode_generator
 from rlgauntlet.engine.rollout import evaluate_episodes
 from rlgauntlet.envs import make_env
 from rlgauntlet.errors import UserError
-from rlgauntlet.metrics.ood import auroc, best_threshold, fpr_at_tpr, trial_summary
+from rlgauntlet.metrics.detection import auroc, best_threshold, fpr_at_tpr, trial_summary
 from rlgauntlet.threats import parse_threat
 from rlgauntlet.threats.suites import OOD_SUITES, ood_suite
 from rlgauntlet.victims.base import PolicyOutput
@@ -347,7 +347,7 @@ def test_uncertainty_series_survive_the_store(dropout_agents, tmp_path):
 # -- the protocol ---------------------------------------------------------------------------
 
 def test_uniform_policy_draws_every_action_evenly_and_within_bounds(tiny_models):
-    from rlgauntlet.experiments.ood import UniformPolicy
+    from rlgauntlet.experiments.ood_benchmark import UniformPolicy
     from rlgauntlet.victims import load_victim
 
     dqn = UniformPolicy(load_victim(f"sb3:{tiny_models['dqn']}"))
@@ -362,7 +362,7 @@ def test_uniform_policy_draws_every_action_evenly_and_within_bounds(tiny_models)
 
 
 def test_scan_marks_failing_shifts_by_the_normalised_return():
-    from rlgauntlet.experiments.ood import ood_scan
+    from rlgauntlet.experiments.ood_benchmark import ood_scan
 
     result = ood_scan("zoo:cartpole-dqn", "CartPole-v1", shifts=["physics:param=gravity,scale=10",
                                                                  "physics:param=masscart,scale=1/2"], episodes=4)
@@ -376,7 +376,7 @@ def test_scan_marks_failing_shifts_by_the_normalised_return():
 
 
 def test_bench_stores_auroc_per_trial_and_resumes_to_the_same_numbers(dropout_agents, tmp_path):
-    from rlgauntlet.experiments.ood import ood_bench
+    from rlgauntlet.experiments.ood_benchmark import ood_bench
     from rlgauntlet.experiments.store import ResultsStore
 
     store = tmp_path / "ood.sqlite"
@@ -457,7 +457,7 @@ def test_critic_scores_of_ensembles_and_mc_agents(tiny_models, dropout_agents):
 
 
 def test_score_of_critic_is_refused_for_a_dqn(dropout_agents):
-    from rlgauntlet.experiments.ood import ood_bench
+    from rlgauntlet.experiments.ood_benchmark import ood_bench
 
     with pytest.raises(UserError, match="actor-critic"):
         ood_bench(f"sb3:{dropout_agents['dqn-weights']}", "CartPole-v1", shifts=["physics:param=length,scale=4"],
@@ -467,7 +467,7 @@ def test_score_of_critic_is_refused_for_a_dqn(dropout_agents):
 def test_ensemble_training_keeps_the_first_seeds_that_solve(tmp_path, monkeypatch):
     import json
 
-    from rlgauntlet.training.presets import PRESETS, TrainPreset
+    from rlgauntlet.training.recipes import PRESETS, TrainPreset
     from rlgauntlet.training.sb3_train import train_ensemble
 
     monkeypatch.setitem(PRESETS, "test-tiny-ensemble", TrainPreset(
@@ -506,7 +506,7 @@ def test_actor_critic_dropout_policy_trains_saves_and_loads_as_data(tmp_path):
 def test_bench_puts_ood_on_the_positive_side():
     """A long pole is the ensemble's clearest shift (AUROC 0.986 ± 0.009 over 5 × 10 episodes):
     swapping ID and OOD would give about 0.01, a score of the wrong steps about 0.5."""
-    from rlgauntlet.experiments.ood import ood_bench
+    from rlgauntlet.experiments.ood_benchmark import ood_bench
 
     result = ood_bench("zoo:cartpole-dqn-ensemble", "CartPole-v1", shifts=["physics:param=length,scale=8"],
                        trials=1, episodes=2)
@@ -533,7 +533,7 @@ def test_ood_scan_takes_an_sb3_agent_with_its_vecnormalize_file(tmp_path, cli_en
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(out.read_text())
     assert result["agent"]["vecnormalize"]["sha256"] and len(result["rows"]) == 1
-    from rlgauntlet.experiments.ood import ood_scan
+    from rlgauntlet.experiments.ood_benchmark import ood_scan
 
     zoo = ood_scan("zoo:hopper-ppo", "Hopper-v5", shifts=["physics:param=body_mass,body=torso,scale=1.5"], episodes=2)
     assert result["clean"]["return_mean"] == pytest.approx(zoo["clean"]["return_mean"], rel=1e-4)  # float32 vs float64 nets

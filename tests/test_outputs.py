@@ -106,10 +106,10 @@ class Accepted(BaseException):
 WORK = ("rlgauntlet.experiments.spectrum:spectrum", "rlgauntlet.experiments.calibrate:calibrate_agent",
         "rlgauntlet.experiments.certify:certify", "rlgauntlet.experiments.evaluate:evaluate",
         "rlgauntlet.report.curves:budget_curves", "rlgauntlet.report.html:render_report",
-        "rlgauntlet.gauntlet:run_gauntlet", "rlgauntlet.experiments.ood:ood_scan",
-        "rlgauntlet.experiments.ood:ood_bench", "rlgauntlet.experiments.sweep:run_sweep",
-        "rlgauntlet.experiments.sweep:preview_sweep", "rlgauntlet.training.job:train",
-        "rlgauntlet.training.job:train_seeds", "rlgauntlet.experiments.attackers:train_attacker",
+        "rlgauntlet.gauntlet:run_gauntlet", "rlgauntlet.experiments.ood_benchmark:ood_scan",
+        "rlgauntlet.experiments.ood_benchmark:ood_bench", "rlgauntlet.experiments.sweep:run_sweep",
+        "rlgauntlet.experiments.sweep:preview_sweep", "rlgauntlet.training.zoo_training:train",
+        "rlgauntlet.training.zoo_training:train_seeds", "rlgauntlet.experiments.attacker_job:train_attacker",
         "rlgauntlet.training.attackers.dynamics:learn_dynamics", "rlgauntlet.training.export:export_sb3",
         "rlgauntlet.gauntlet.leaderboard:leaderboard", "rlgauntlet.gauntlet.run:run_plans")
 
@@ -502,7 +502,7 @@ def test_init_from_reads_the_agents_pickled_statistics_with_allow_pickle(monkeyp
     from stable_baselines3.common.vec_env import VecNormalize
 
     from rlgauntlet.training import kit
-    from rlgauntlet.training.presets import PRESETS
+    from rlgauntlet.training.recipes import PRESETS
     from rlgauntlet.victims import sb3 as sb3_victims
 
     seen = []

@@ -492,7 +492,9 @@ def test_a_published_agents_plan_reports_the_authors_attacker_beside_the_worst_c
     [spec] = plan.authors
     assert spec.startswith("released_attacker:path=") and spec.endswith(",eps=0.075")
     assert plan.labels[spec] == "authors' attacker" and spec in plan.parsed  # parsed once, with the plan's
-    assert spec not in plan.adversarial  # beside the worst case, not in it: the protocol is every agent's
+    from rlgauntlet.gauntlet.outcome import Outcome
+
+    assert spec not in Outcome(plan).adversarial  # beside the worst case, not in it: the protocol is every agent's
 
 
 def test_the_board_page_draws_published_agents_against_their_papers_numbers(tmp_path):

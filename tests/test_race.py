@@ -3,6 +3,7 @@ answers for the drop rule, the seeds it uses, and a race that resumes where it w
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -112,8 +113,8 @@ def _small_race_plan(tmp_path):
     plan = plan_gauntlet("zoo:cartpole-dqn", "CartPole-v1", level="quick", store=tmp_path / "g.sqlite")
     # quick: rounds of 2 and 4 selection episodes. In full runs (the quick gauntlet's 10
     # episodes) every attack of 0.05 leaves this DQN at 500; at 0.1 MaxDiff takes it to 43, momentum to 408
-    plan.heuristics = ["random:eps=0.05", "fgsm:eps=0.05", "momentum:eps=0.1", "pgd:objective=maxdiff,eps=0.1"]
-    return plan
+    return dataclasses.replace(plan, heuristics=["random:eps=0.05", "fgsm:eps=0.05", "momentum:eps=0.1",
+                                                  "pgd:objective=maxdiff,eps=0.1"])
 
 
 def test_the_race_runs_on_selection_seeds_only_and_the_reported_episodes_never_include_one(tmp_path):
@@ -121,11 +122,14 @@ def test_the_race_runs_on_selection_seeds_only_and_the_reported_episodes_never_i
     from rlgauntlet.experiments.store import ResultsStore
     from rlgauntlet.gauntlet.run import run_race
 
+    from rlgauntlet.gauntlet.outcome import Outcome
+
     plan = _small_race_plan(tmp_path)
     store = ResultsStore(tmp_path / "g.sqlite")
     try:
-        run_race(plan, store, lambda chunks, total, done: run_chunks(chunks, store))
-        finals = plan.cells(store, plan.finalists)
+        race = run_race(plan, store, lambda chunks, total, done: run_chunks(chunks, store))
+        outcome = Outcome(plan).raced(race)
+        finals = plan.cells(store, outcome.finalists)
         run_chunks([c for cells in finals for c in cells.chunks()], store)
         selection_seeds, reported_seeds = set(), set()
         for run_id, meta in store.runs():
@@ -134,13 +138,14 @@ def test_the_race_runs_on_selection_seeds_only_and_the_reported_episodes_never_i
         assert selection_seeds and reported_seeds
         assert min(selection_seeds) >= SELECTION_SEED
         assert not selection_seeds & reported_seeds
-        assert {r["member"] for r in plan.race} == set(plan.heuristics)
+        assert {r["member"] for r in race.members} == set(plan.heuristics)
         # equal returns at 0.05 (500 each): both finalists; at 0.1 momentum is far above MaxDiff
-        assert plan.finalists == ["random:eps=0.05", "fgsm:eps=0.05", "pgd:objective=maxdiff,eps=0.1"]
-        dropped_row = next(r for r in plan.race if r["member"] == "momentum:eps=0.1")
+        assert outcome.finalists == ["random:eps=0.05", "fgsm:eps=0.05", "pgd:objective=maxdiff,eps=0.1"]
+        assert set(race.dropped) == {"momentum:eps=0.1"}
+        dropped_row = next(r for r in race.members if r["member"] == "momentum:eps=0.1")
         assert dropped_row["eps"] == "0.1" and dropped_row["dropped_after_round"] is not None
         assert dropped_row["episodes"] == [2, 4][dropped_row["dropped_after_round"]]
-        assert all(r["episodes"] == 4 and r["reason"] is None for r in plan.race if r["member"] in plan.finalists)
+        assert all(r["episodes"] == 4 and r["reason"] is None for r in race.members if r["member"] in outcome.finalists)
     finally:
         store.close()
 
@@ -165,15 +170,15 @@ def test_a_race_killed_after_its_first_round_continues_and_reruns_no_episode(tmp
         stored = {run_id: store.done_episodes(run_id) for run_id, _ in store.runs("selection")}
         again = _small_race_plan(tmp_path)
         ran = []
-        run_race(again, store, lambda chunks, total, done: ran.append((total, done, run_chunks(chunks, store))))
+        again_race = run_race(again, store, lambda chunks, total, done: ran.append((total, done, run_chunks(chunks, store))))
         # round 0 was complete: nothing of it ran again; its episodes are still there
         assert ran[0][2] == 0 and ran[0][0] == ran[0][1]
         assert all(stored[run_id] <= store.done_episodes(run_id) for run_id in stored)
         (tmp_path / "fresh").mkdir()
         fresh = _small_race_plan(tmp_path / "fresh")
         with store_of(tmp_path / "fresh" / "g.sqlite") as other:
-            run_race(fresh, other, lambda chunks, total, done: run_chunks(chunks, other))
-        assert again.dropped == fresh.dropped and again.race == fresh.race  # the same race as one never killed
+            fresh_race = run_race(fresh, other, lambda chunks, total, done: run_chunks(chunks, other))
+        assert again_race == fresh_race  # the same race as one never killed
     finally:
         store.close()
 

@@ -154,7 +154,7 @@ def test_a_greedy_guard_on_a_vecnormalize_preset_is_refused(monkeypatch):
 
     from rlgauntlet.errors import UserError
     from rlgauntlet.training.kit import greedy_games_callback
-    from rlgauntlet.training.presets import get_preset
+    from rlgauntlet.training.recipes import get_preset
 
     preset = dataclasses.replace(get_preset("cartpole-radial-ppo"), normalize=True)
     with pytest.raises(UserError, match="greedy-games guard needs a preset without VecNormalize"):
@@ -164,7 +164,7 @@ def test_a_greedy_guard_on_a_vecnormalize_preset_is_refused(monkeypatch):
 def test_train_preset_plays_the_greedy_games_of_a_preset_that_asks_and_keeps_their_return(tmp_path, monkeypatch):
     import dataclasses
 
-    from rlgauntlet.training import presets
+    from rlgauntlet.training import recipes as presets
     from rlgauntlet.training.sb3_train import train_preset
 
     base = presets.get_preset("cartpole-radial-ppo")

@@ -16,7 +16,7 @@ import pytest
 
 from rlgauntlet.engine.rollout import EpisodeRecord
 from rlgauntlet.errors import UserError
-from rlgauntlet.experiments.plan import strongest_rows
+from rlgauntlet.experiments.evaluations import strongest_rows
 from rlgauntlet.experiments.runs import summarize
 from rlgauntlet.experiments.store import ResultsStore, run_key
 from rlgauntlet.report.data import threat_family

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from rlgauntlet.training.presets import PRESETS
+from rlgauntlet.training.recipes import PRESETS
 from rlgauntlet.zoo import zoo_dir
 
 
@@ -45,7 +45,7 @@ def test_every_defended_hopper_preset_has_the_robust_bar():
     """A defended agent may give up some clean return: its zoo bar is 3/4 of vanilla Hopper's
     2800 (2100), the same rule as the robust MinAtar fine-tunes; an alternating preset's bar must
     reach the recipe the zoo's gate reads (a dropped field would leave ATLA at 2800)."""
-    from rlgauntlet.training.presets import ROBUST_BAR, get_preset
+    from rlgauntlet.training.recipes import ROBUST_BAR, get_preset
 
     assert ROBUST_BAR == 0.75 and PRESETS["hopper-ppo"].target_return == 2800
     for name in ("hopper-sa-ppo", "hopper-atla-ppo", "hopper-pa-atla-ppo", "hopper-pa-atla-ppo-advlr",
@@ -56,7 +56,7 @@ def test_every_defended_hopper_preset_has_the_robust_bar():
 
 def test_the_recorded_command_carries_the_budget_options(tmp_path):
     """A zoo entry's command must reproduce the agent: a changed budget is part of it."""
-    from rlgauntlet.training.job import plan_training
+    from rlgauntlet.training.zoo_training import plan_training
 
     plain = plan_training("cartpole-ppo", tmp_path / "a")
     assert plain.command == "rlgauntlet train --preset cartpole-ppo"
@@ -72,7 +72,7 @@ def test_seeds_train_side_by_side_each_in_its_own_folder_and_resume(tmp_path, cl
     import torch
 
     from rlgauntlet.errors import UserError
-    from rlgauntlet.training.job import seed_run_dir, train_seeds
+    from rlgauntlet.training.zoo_training import seed_run_dir, train_seeds
 
     assert seed_run_dir("cartpole-ppo", 0, tmp_path) == tmp_path / "cartpole-ppo"  # the preset's own seed
     assert seed_run_dir("cartpole-ppo", 2, tmp_path) == tmp_path / "cartpole-ppo-seed2"  # as --seed 2 would

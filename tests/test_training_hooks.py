@@ -15,7 +15,7 @@ from stable_baselines3 import PPO
 
 from rlgauntlet.errors import UserError
 from rlgauntlet.training.algorithms import algorithm_class, base_algorithm, register_algorithm
-from rlgauntlet.training.presets import PRESETS, TrainPreset, register_preset
+from rlgauntlet.training.recipes import PRESETS, TrainPreset, register_preset
 from rlgauntlet.training.sb3_train import train_preset
 from rlgauntlet.zoo import zoo_dir
 

@@ -15,7 +15,7 @@ M = [
  ("src/rlgauntlet/gauntlet/checks.py", "return mean < -Z * sem and mean < -1e-9", "return mean < Z * sem and mean < -1e-9", "test_worse_than_random"),
  ("src/rlgauntlet/metrics/aggregates.py", "point = float(iqm(np.concatenate(strata)))", "point = float(np.mean(np.concatenate(strata)))", "test_iqm_interval_point"),
  ("src/rlgauntlet/gauntlet/leaderboard.py", "headline = protocol.headline_of(meta.get(\"version\")) if protocol else None", "headline = protocol.headline_eps if protocol else None", "test_the_leaderboard_scores_no_unknown"),
- ("src/rlgauntlet/metrics/ood.py", 'np.searchsorted(tprs, tpr, side="left")', 'np.searchsorted(tprs, tpr, side="right")', "test_fpr_at_95"),
+ ("src/rlgauntlet/metrics/detection.py", 'np.searchsorted(tprs, tpr, side="left")', 'np.searchsorted(tprs, tpr, side="right")', "test_fpr_at_95"),
  ("src/rlgauntlet/threats/attacks/push.py", '(f",steps={steps}" if steps != 1 else "")', '""', "test_a_pgd_push"),
  ("src/rlgauntlet/training/defences/radial.py", "radial_ppo_policy_loss(terms, lower, upper, self.kappa)", "radial_ppo_policy_loss(terms, upper, lower, self.kappa)", "test_radial_ppo_training_passes"),
  ("src/rlgauntlet/training/defences/radial.py", "return kappa * terms.surrogate(terms.log_prob) + (1 - kappa) * worst_loss", "return (1 - kappa) * terms.surrogate(terms.log_prob) + kappa * worst_loss", "test_radial_ppo_weights"),

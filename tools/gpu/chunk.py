@@ -103,7 +103,7 @@ def bound_record(model_zip: Path, preset: str, env_id: str, steps: int, device: 
     from rlgauntlet.bounds.certification import certified_margin, score_bounds
     from rlgauntlet.envs.presets import make_env
     from rlgauntlet.experiments.agents import load_for_env
-    from rlgauntlet.training.presets import PRESETS
+    from rlgauntlet.training.recipes import PRESETS
     from rlgauntlet.training.defences.radial import median_logit_width, radial_eps_at
 
     if eps_now is None:
@@ -138,7 +138,7 @@ def _evaluate(spec: dict, folder: Path, device: str, episodes: int, log) -> dict
     if spec["kind"] == "preset":
         from rlgauntlet.experiments.agents import AgentSpec
         from rlgauntlet.experiments.evaluate import evaluate
-        from rlgauntlet.training.presets import PRESETS
+        from rlgauntlet.training.recipes import PRESETS
 
         model_zip = folder / "checkpoint" / "model.zip"
         evaluation: dict = {}
@@ -151,7 +151,7 @@ def _evaluate(spec: dict, folder: Path, device: str, episodes: int, log) -> dict
             evaluation["bounds"] = bound_record(model_zip, spec["preset"], spec["env"], _steps(folder), device,
                                                 eps_now=_progress(folder).get("schedule", {}).get("eps"))
         return evaluation
-    from rlgauntlet.experiments.attackers import attacker_strength
+    from rlgauntlet.experiments.attacker_job import attacker_strength
 
     manifest = attacker_strength(spec["agent"], spec["env"], folder, spec["eps"], episodes=max(episodes, 1),
                                  device=device, perceptual_every=0, log=log)
@@ -177,7 +177,7 @@ def run_chunk(job: str, minutes: float, out: Path, root: Path = REPO, device: st
                      stop_at_target=False, log=log, deadline=started + 60.0 * minutes, subproc_envs=subproc_envs,
                      seed=spec.get("seed"))
     else:
-        from rlgauntlet.experiments.attackers import train_attacker
+        from rlgauntlet.experiments.attacker_job import train_attacker
 
         train_attacker(spec["agent"], spec["env"], spec["method"], spec["eps"], total_steps or spec["steps"], folder,
                        device=device, log=log, eval_episodes=0, deadline=started + 60.0 * minutes,

@@ -33,7 +33,7 @@ def _unhealthy(spec: dict, record: dict) -> str | None:
     clean = (record.get("evaluation") or {}).get("clean_mean")
     if spec["kind"] != "preset" or clean is None:
         return None
-    from rlgauntlet.training.presets import PRESETS
+    from rlgauntlet.training.recipes import PRESETS
 
     target = PRESETS[spec["preset"]].target_return
     if clean < target:

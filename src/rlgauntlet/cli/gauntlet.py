@@ -164,7 +164,7 @@ def _board(path: Path, out_dir: Path, store: Optional[Path], executor: str, work
     from rlgauntlet.experiments.store import check_store_location
     from rlgauntlet.gauntlet.board import load_board, plan_board
     from rlgauntlet.gauntlet.leaderboard import JSON_KIND, leaderboard as rank
-    from rlgauntlet.gauntlet.plan import safe_name
+    from rlgauntlet.gauntlet.cache import safe_name
     from rlgauntlet.gauntlet.run import run_plans
     from rlgauntlet.report.leaderboard import PAGE_KIND, render_leaderboard
 

@@ -60,7 +60,7 @@ def ood_scan_command(
 
     Example: rlgauntlet ood scan --agent zoo:cartpole-dqn --env CartPole-v1 --suite ood-cartpole
     """
-    from rlgauntlet.experiments.ood import ood_scan
+    from rlgauntlet.experiments.ood_benchmark import ood_scan
 
     store_path = _ood_common(out, store, "ood scan")
     with _ood_progress() as progress:
@@ -101,7 +101,7 @@ def ood_bench_command(
 
     Example: rlgauntlet ood bench --agent zoo:cartpole-dqn-ensemble --env CartPole-v1 --suite ood-cartpole --trials 5
     """
-    from rlgauntlet.experiments.ood import FAIL_BELOW, ood_bench
+    from rlgauntlet.experiments.ood_benchmark import FAIL_BELOW, ood_bench
 
     if shift and fail_below is not None:
         raise UserError("--fail-below chooses which shifts of --suite are benchmarked; with --shift every given "
@@ -127,7 +127,7 @@ def ood_bench_command(
     if not result["rows"]:
         console.print("the agent failed none of the shifts: nothing to detect")
     if plot is not None and result["rows"]:
-        from rlgauntlet.report.ood import plot_ood_scores
+        from rlgauntlet.report.ood_plots import plot_ood_scores
 
         console.print(f"wrote {plot_ood_scores(result, plot)}")
     write_result(out, result, store_path, kind="ood benchmark")

@@ -35,7 +35,7 @@ def train(
 
     Example: rlgauntlet train --preset cartpole-ppo
     """
-    from rlgauntlet.training.job import plan_training, train as run_training, train_seeds
+    from rlgauntlet.training.zoo_training import plan_training, train as run_training, train_seeds
 
     if seeds:
         given = [name for name, value in (("--seed", seed), ("--run-dir", run_dir), ("--zoo-name", zoo_name),
@@ -96,7 +96,7 @@ def attack_train(
 
     Example: rlgauntlet attack-train --method paad --agent zoo:cartpole-dqn --env CartPole-v1 --eps 0.1 --steps 50000 --run-dir runs/paad-dqn
     """
-    from rlgauntlet.experiments.attackers import train_attacker
+    from rlgauntlet.experiments.attacker_job import train_attacker
     from rlgauntlet.threats.spec import parse_value
 
     budget = parse_value(eps, f"eps={eps}", "eps")  # a number or a fraction; the library checks the rest

@@ -13,7 +13,7 @@ and no protocol: a sweep and the gauntlet each say which cells they want.
 
 Example:
     >>> from rlgauntlet.experiments.agents import AgentSpec
-    >>> from rlgauntlet.experiments.plan import checked_threats
+    >>> from rlgauntlet.experiments.evaluations import checked_threats
     >>> from rlgauntlet.experiments.store import store_of
     >>> spec = AgentSpec(agent="zoo:cartpole-dqn")
     >>> victim, preset = spec.load("CartPole-v1")
@@ -223,7 +223,7 @@ def cell_report(cells: CellSet, store: ResultsStore, groups: Sequence[Sequence[s
     from the store: every evaluation, a strongest-of row per budget of each group, and impact
     (the argmin agent's run is one of the cells, so nothing runs here)."""
     from rlgauntlet.envs import make_env
-    from rlgauntlet.experiments.plan import Report, add_impact, strongest_rows
+    from rlgauntlet.experiments.evaluations import Report, add_impact, strongest_rows
     from rlgauntlet.experiments.runs import run_summary
     from rlgauntlet.threats import parse_threat
 

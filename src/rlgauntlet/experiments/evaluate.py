@@ -1,7 +1,7 @@
 """The ``rlgauntlet evaluate`` job as a library call (:func:`evaluate` -> :class:`Report`): the
 agent clean and under every threat, suite, budget grid and strongest-of group, with impact.
 One run's building blocks (identity, episodes, summary) live in :mod:`rlgauntlet.experiments.runs`,
-the planning it shares with sweeps and the gauntlet in :mod:`rlgauntlet.experiments.plan`.
+the planning it shares with sweeps and the gauntlet in :mod:`rlgauntlet.experiments.evaluations`.
 
 The report is the JSON contract of ``rlgauntlet evaluate`` (see README, "JSON").
 
@@ -23,7 +23,7 @@ from rlgauntlet.engine.rollout import EpisodeRecord
 from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.agents import AgentSpec, open_job
 from rlgauntlet.experiments.runs import check_seed, run_evaluation
-from rlgauntlet.experiments.plan import (Report, add_impact, certified_evaluations, checked_threats,
+from rlgauntlet.experiments.evaluations import (Report, add_impact, certified_evaluations, checked_threats,
                                         strongest_rows, threat_specs)
 from rlgauntlet.experiments.store import ResultsStore
 from rlgauntlet.metrics.perceptual import PERCEPTUAL_EVERY

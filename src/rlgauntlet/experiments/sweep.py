@@ -264,7 +264,7 @@ class ResolvedPair:
 def resolve_sweep(spec: SweepSpec) -> list[ResolvedPair]:
     """Load every agent once and check every env, threat and seed of the sweep, writing nothing:
     bad input fails here, before a store is created or a run row written."""
-    from rlgauntlet.experiments.plan import checked_threats, threat_specs
+    from rlgauntlet.experiments.evaluations import checked_threats, threat_specs
     from rlgauntlet.experiments.runs import check_seed
     from rlgauntlet.threats.suites import expand_eps_grid
 
@@ -395,7 +395,7 @@ def _certify_pairs(plan: SweepPlan, results: ResultsStore) -> list[dict]:
     """``suites: [certified]``: GWC and ACR per budget for every (agent, env, seed), run in the
     driver with the store (bound computations are cheap next to episodes; finished budgets are
     reused on a re-run), exactly as ``evaluate --suite certified`` stores them."""
-    from rlgauntlet.experiments.plan import certified_evaluations
+    from rlgauntlet.experiments.evaluations import certified_evaluations
 
     rows = []
     for pair in plan.pairs:

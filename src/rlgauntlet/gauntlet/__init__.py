@@ -10,7 +10,10 @@ What it owns:
 * :mod:`~rlgauntlet.gauntlet.race`: the race over each ε's heuristic members on selection
   episodes (successive halving), so that only finalists run in full;
 * :mod:`~rlgauntlet.gauntlet.run`: :func:`run_gauntlet` and :func:`~rlgauntlet.gauntlet.run.run_plans`
-  (several agents as one plan), their phases and caches;
+  (several agents as one plan) and their phases; the plan is frozen, and what a run finds (the
+  race's result, the trained attackers) is its :mod:`~rlgauntlet.gauntlet.outcome`;
+* :mod:`~rlgauntlet.gauntlet.cache`: the folder beside the store of each agent's trained
+  attackers and cached certification and checks;
 * :mod:`~rlgauntlet.gauntlet.board`: board files (agents × envs, one protocol and level);
 * :mod:`~rlgauntlet.gauntlet.summary`: the worst-case statistics and the stored result, with the
   metric names as constants;

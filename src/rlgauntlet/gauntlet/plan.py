@@ -11,23 +11,22 @@ Example:
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
+from types import MappingProxyType
+from typing import Mapping, Sequence
 
 from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.agents import AgentSpec, as_agent_spec
 from rlgauntlet.experiments.cells import CellSet
 from rlgauntlet.experiments.store import ResultsStore
+from rlgauntlet.gauntlet.cache import agent_cache, attacker_folder
 from rlgauntlet.gauntlet.protocols import Protocol, protocol_fitting
 from rlgauntlet.threats.base import Threat
 
 #: the learned attackers' threat names per training method
 THREAT_OF_METHOD = {"paad": "paad", "sarl": "sarl", "robust-sarsa": "robust_sarsa"}
-#: the folder beside the store that holds trained attackers and cached results
-CACHE_FOLDER = "gauntlet-cache"
 
 
 @dataclass(frozen=True)
@@ -77,11 +76,6 @@ class AttackerTask:
             return False
 
 
-def safe_name(text: str) -> str:
-    """``text`` as a file-name part (anything but letters, digits, ``._-`` becomes ``_``)."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)
-
-
 def eps_value(text: str) -> float:
     """A budget as the protocol writes it (``0.1``, ``1/255``) as a number."""
     from rlgauntlet.threats.spec import parse_value
@@ -102,12 +96,6 @@ def threat_eps(spec: str) -> float | None:
     return getattr(parse_threat(spec).params, "eps", None)
 
 
-def agent_cache(store: Path, sha: str, env: str) -> Path:
-    """The folder of one agent's (by sha256) trained attackers and cached results on ``env``,
-    beside ``store``: ``gauntlet-cache/<first 16 hex of the sha256>/<env>/``."""
-    return Path(store).parent / CACHE_FOLDER / sha[:16] / safe_name(env)
-
-
 def check_protocol_version(store: ResultsStore, protocol: Protocol) -> None:
     """Refuse a store that holds gauntlet results of another version of ``protocol``."""
     for _, meta in store.runs("gauntlet"):
@@ -120,7 +108,7 @@ def check_protocol_version(store: ResultsStore, protocol: Protocol) -> None:
 def fitting_specs(specs: list[str], victim, env: str, preset: str) -> tuple[list[tuple[str, Threat]], list[dict]]:
     """(spec, its threat parsed and checked once) for the specs that apply to this agent and env,
     and the skipped specs with the reason."""
-    from rlgauntlet.experiments.plan import checked_threats
+    from rlgauntlet.experiments.evaluations import checked_threats
 
     kept, skipped = [], []
     for spec in specs:
@@ -131,9 +119,11 @@ def fitting_specs(specs: list[str], victim, env: str, preset: str) -> tuple[list
     return kept, skipped
 
 
-@dataclass
+@dataclass(frozen=True)
 class GauntletPlan:
-    """What a gauntlet will run, decided (and checked against the agent and env) before any work."""
+    """What a gauntlet will run, decided (and checked against the agent and env) before any work.
+    Frozen: running it never changes it; what the run finds (the race's drops, the trained
+    attackers' threats) is the run's own record (:class:`rlgauntlet.gauntlet.outcome.Outcome`)."""
 
     protocol: Protocol
     level: str
@@ -149,13 +139,14 @@ class GauntletPlan:
     shifts: list[str]
     skipped: list[dict]
     tasks: list[AttackerTask]
-    learned: list[str]  # the learned attackers' threat specs
+    learned: list[str]  # the learned attackers' threat specs (parsed once they are trained)
     labels: dict[str, str]  # spec -> how results name it (a learned attacker's without its folder)
-    parsed: dict[str, Threat] = field(default_factory=dict)  # spec -> its threat, parsed and checked once
+    parsed: Mapping[str, Threat] = field(default_factory=dict)  # spec -> its threat, parsed and checked once
     exhaustive: bool = False  # every heuristic member in full, no race (a check of the race)
     authors: list[str] = field(default_factory=list)  # a published agent's own released attacker, reported beside
-    dropped: dict[str, str] = field(default_factory=dict)  # heuristic spec -> why the race dropped it
-    race: list[dict] = field(default_factory=list)  # per member: its ε, selection episodes, drop round and reason
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "parsed", MappingProxyType(dict(self.parsed)))  # read-only once planned
 
     def eps_of(self, spec: str) -> float | None:
         """The budget of ``spec`` (from its parsed threat when the plan has it)."""
@@ -171,26 +162,23 @@ class GauntletPlan:
         """Whether the heuristic members are raced before the finalists run in full."""
         return self.protocol.race is not None and not self.exhaustive
 
-    @property
-    def finalists(self) -> list[str]:
-        """The heuristic specs that run in full on the reported seeds (all without a race)."""
-        return [s for s in self.heuristics if s not in self.dropped]
+    def threats(self, specs: list[str], learned: Mapping[str, Threat] = MappingProxyType({})) -> list[Threat]:
+        """The parsed threat of each of ``specs``: planned ones from the plan, a learned attacker's
+        from ``learned`` (parsed by the run once it is trained)."""
+        unknown = [s for s in specs if s not in self.parsed and s not in learned]
+        if unknown:
+            raise KeyError(f"not in the plan (or a learned attacker not trained yet): {unknown}")
+        return [self.parsed[s] if s in self.parsed else learned[s] for s in specs]
 
-    @property
-    def adversarial(self) -> list[str]:
-        """Every adversarial spec with reported episodes: the finalists and the learned attackers."""
-        return self.finalists + self.learned
-
-    def cells(self, store: ResultsStore, specs: list[str]) -> list[CellSet]:
+    def cells(self, store: ResultsStore, specs: list[str],
+              learned: Mapping[str, Threat] = MappingProxyType({})) -> list[CellSet]:
         """The cells of ``specs`` (with clean and, for a discrete agent, the argmin agent for
         impact) on every seed of the plan, greedy, the level's episodes each, their runs found or
-        created in ``store``. The plan's loaded victim and parsed threats are used: nothing is
-        loaded or parsed again (a learned attacker's spec, known only once it is trained, is
-        parsed here, once)."""
+        created in ``store``. The plan's loaded victim and parsed threats are used (a learned
+        attacker's from ``learned``): nothing is loaded or parsed again."""
         from rlgauntlet.experiments.cells import open_cells
 
-        self.parse(specs)
-        threats = [self.parsed[s] for s in specs]
+        threats = self.threats(specs, learned)
         return [open_cells(store, self.spec, self.env, self.preset, self.victim, threats, seed, self.settings.episodes,
                            deterministic=True, impact=True) for seed in self.seeds]
 
@@ -201,7 +189,7 @@ class GauntletPlan:
         from rlgauntlet.experiments.cells import open_cells
         from rlgauntlet.gauntlet.race import SELECTION_SEED
 
-        return open_cells(store, self.spec, self.env, self.preset, self.victim, [self.parsed[s] for s in specs],
+        return open_cells(store, self.spec, self.env, self.preset, self.victim, self.threats(specs),
                           SELECTION_SEED, episodes, deterministic=True, impact=False, clean=False, kind="selection")
 
     def race_groups(self) -> list[list[str]]:
@@ -209,19 +197,12 @@ class GauntletPlan:
         groups = ([s for s in self.heuristics if self.eps_of(s) == eps_value(e)] for e in self.protocol.eps_grid)
         return [g for g in groups if g]
 
-    def strongest_groups(self) -> list[list[str]]:
-        """One strongest-of group per ε of the grid: the adversarial specs of exactly that budget,
-        where there are at least two to compare (a worst case over one attack is that attack)."""
-        groups = ([s for s in self.adversarial if self.eps_of(s) == eps_value(e)] for e in self.protocol.eps_grid)
-        return [g for g in groups if len(g) >= 2]
+    def parse_learned(self) -> dict[str, Threat]:
+        """The learned attackers' threats, parsed and checked once (their specs name trained
+        folders: call once the attackers exist)."""
+        from rlgauntlet.experiments.evaluations import checked_threats
 
-    def parse(self, specs: list[str]) -> None:
-        """Parse and check those of ``specs`` the plan has not parsed yet (a learned attacker's,
-        known only once it is trained), once."""
-        from rlgauntlet.experiments.plan import checked_threats
-
-        new = [s for s in specs if s not in self.parsed]
-        self.parsed.update(zip(new, checked_threats(new, self.victim, self.env, self.preset)))
+        return dict(zip(self.learned, checked_threats(self.learned, self.victim, self.env, self.preset)))
 
 
 def director_settings_for(protocol: Protocol, env: str, skipped: list[dict]) -> list[str]:
@@ -304,15 +285,14 @@ def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None,
         methods.remove("robust-sarsa")
         skipped.append({"spec": "learned attacker robust-sarsa", "reason": "it learns Q of a policy of the state "
                         "alone, and this agent is recurrent (LSTM): its action also depends on its memory"})
+    cpu_spec = spec.model_copy(update={"device": "cpu"})  # Robust Sarsa's Q function trains on the CPU only
     for seed in seeds:
         for m in methods:
             for e in ([chosen.headline_eps] if m == "robust-sarsa" else learned_eps):
-                where = "q" if m == "robust-sarsa" else f"eps{safe_name(e)}"
                 for setting, select in ([("default", "last")] if m == "robust-sarsa" else directors):
-                    how = "".join(f"-{x}" for x in (setting, select) if x not in ("default", "last"))
-                    folder = cache / (f"{m}-{where}{how}-seed{seed}-{chosen.name}-v{chosen.version}-"
-                                      f"{settings.attacker_steps}steps")
-                    tasks.append(AttackerTask(spec, env, m, e, eps_value(e), seed, settings.attacker_steps,
+                    folder = attacker_folder(cache, m, None if m == "robust-sarsa" else e, setting, select, seed,
+                                             chosen.name, chosen.version, settings.attacker_steps)
+                    tasks.append(AttackerTask(spec if m != "robust-sarsa" else cpu_spec, env, m, e, eps_value(e), seed, settings.attacker_steps,
                                               str(folder), setting, select, chosen.attacker_patience))
     # a Robust Sarsa Q function serves every ε: one training, one MinQ evaluation per learned ε
     labels = {s: s for s in heuristics + natural + shifts}

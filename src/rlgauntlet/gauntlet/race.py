@@ -84,6 +84,19 @@ class RaceRule:
         return drops
 
 
+@dataclass(frozen=True)
+class RaceResult:
+    """What a race decided: each dropped member with the reason, and per member its ε, selection
+    episodes, selection mean, drop round and reason (in the protocol's order)."""
+
+    dropped: dict[str, str]
+    members: tuple[dict, ...]
+
+
+#: the result of a gauntlet that ran no race (every heuristic member in full)
+NO_RACE = RaceResult({}, ())
+
+
 def check_disjoint(seeds: list[int], episodes: int, selection_episodes: int, option: str = "--seeds") -> None:
     """Refuse a plan whose reported episodes (env seeds ``s + k``) would reach a selection
     episode's env seed: the selection would then see episodes it is judged on."""

@@ -12,27 +12,26 @@ Example:
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Callable, Sequence
 
 from rlgauntlet.version import __version__
-from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.agents import AgentSpec
-from rlgauntlet.gauntlet.plan import AttackerTask, GauntletPlan, agent_cache, eps_value, plan_gauntlet
+from rlgauntlet.gauntlet.cache import cache_file, cached
+from rlgauntlet.gauntlet.outcome import Outcome
+from rlgauntlet.gauntlet.plan import AttackerTask, GauntletPlan, eps_value, plan_gauntlet
+from rlgauntlet.gauntlet.race import RaceResult
 from rlgauntlet.gauntlet.summary import authors_stronger, record_result, summarise
 
 #: episodes per chunk (the unit of work an executor hands a worker), stepped side by side as one
 #: batch of envs: one batched forward per step (the episodes do not depend on it)
 CHUNK_EPISODES = 5
-#: what a cached certification or checks file is, in its mark (common.outputs)
-CACHE_KIND = "gauntlet cache"
 
 
 def train_attacker_task(task: AttackerTask) -> dict:
     """Train (or resume) one learned attacker; runs in a worker, writes only its folder."""
-    from rlgauntlet.experiments.attackers import train_attacker
+    from rlgauntlet.experiments.attacker_job import train_attacker
 
     manifest = train_attacker(task.agent, task.env, task.method, eps=task.eps_value, steps=task.steps, run_dir=task.folder,
                               seed=task.seed, eval_episodes=0, log=lambda line: None, setting=task.setting, select=task.select,
@@ -111,9 +110,11 @@ def run_plans(plans: list[GauntletPlan], executor: str = "local", workers: int =
         store = [opened[plan.store] for plan in plans]
         pool = stack.enter_context(OnDemandExecutor(executor, workers, address))
 
-        def episodes(specs_of: Callable[[GauntletPlan], list[str]]) -> list[list]:
+        outcomes = [Outcome(plan) for plan in plans]  # what each plan's run finds, phase by phase
+
+        def episodes(specs_of: Callable[[Outcome], list[str]]) -> list[list]:
             """Run whatever episodes of each plan's specs its store lacks, all plans at once."""
-            cell_sets = [plan.cells(results, specs_of(plan)) for plan, results in zip(plans, store)]
+            cell_sets = [outcome.cells(results, specs_of(outcome)) for outcome, results in zip(outcomes, store)]
             total = sum(len(c.cells) * plan.settings.episodes for sets, plan in zip(cell_sets, plans) for c in sets)
             stage("episodes", total, total - sum(c.missing_episodes for sets in cell_sets for c in sets))
             for sets, results in _by_store(cell_sets, store):
@@ -122,25 +123,33 @@ def run_plans(plans: list[GauntletPlan], executor: str = "local", workers: int =
 
         # 1. the race of the heuristic members on selection episodes (every agent's round together),
         #    then the finalists and everything else that needs no training, before any attacker trains
-        races = [(race_rounds(plan, results), results) for plan, results in zip(plans, store) if plan.racing]
+        races = [(index, Race(plan, results)) for index, (plan, results) in enumerate(zip(plans, store)) if plan.racing]
+        for _, race in races:
+            race.start()
         while races:
             rounds = []
-            for race, results in races:
-                step = next(race, None)
+            for index, race in races:
+                step = race.next_round()
                 if step is not None:
-                    rounds.append((race, results, step))
+                    rounds.append((index, race, step))
+                else:
+                    outcomes[index] = outcomes[index].raced(race.result)
             if not rounds:
                 break
             total, done = sum(r[2][1] for r in rounds), sum(r[2][2] for r in rounds)
             stage("race", total, done)
             per_store: dict[int, tuple[object, list]] = {}  # every agent's round in one executor call
-            for _, results, (chunks, _, _) in rounds:
-                per_store.setdefault(id(results), (results, []))[1].extend(chunks)
+            for _, race, (chunks, _, _) in rounds:
+                per_store.setdefault(id(race.store), (race.store, []))[1].extend(chunks)
             for results, chunks in per_store.values():
                 run(pool, results, chunks)
-            races = [(race, results) for race, results, _ in rounds]
-        base = {id(plan): plan.finalists + plan.natural + plan.shifts + plan.authors for plan in plans}
-        episodes(lambda plan: base[id(plan)])
+            races = [(index, race) for index, race, _ in rounds]
+
+        def base(outcome: Outcome) -> list[str]:
+            plan = outcome.plan
+            return outcome.finalists + plan.natural + plan.shifts + plan.authors
+
+        episodes(base)
         # 2. the learned attackers of every agent, cached (a killed training resumes from its checkpoint)
         tasks = [t for plan in plans for t in plan.tasks]
         todo = [t for t in tasks if not t.done()]
@@ -148,21 +157,21 @@ def run_plans(plans: list[GauntletPlan], executor: str = "local", workers: int =
         if todo:
             pool.run(train_attacker_task, todo, lambda task, result: advance(1))
         # 3. the learned attackers' episodes, and one strongest-of group per ε
-        for plan in plans:
-            plan.parse(plan.learned)  # their specs name trained folders: parsed (once) now that they exist
-        final = episodes(lambda plan: base[id(plan)] + plan.learned)
-        reports = [[cell_report(cells, results, plan.strongest_groups()) for cells in sets]
-                   for plan, results, sets in zip(plans, store, final)]
+        outcomes = [outcome.trained() for outcome in outcomes]  # their specs name trained folders: parsed now
+        final = episodes(lambda outcome: base(outcome) + outcome.plan.learned)
+        reports = [[cell_report(cells, results, outcome.strongest_groups()) for cells in sets]
+                   for outcome, results, sets in zip(outcomes, store, final)]
 
     stage("certification and checks", 2 * len(plans))
     outs = []
-    for plan, method, plan_reports in zip(plans, methods, reports):
+    for outcome, method, plan_reports in zip(outcomes, methods, reports):
+        plan = outcome.plan
         with thread_policy(None):
             certified = certified_summary(plan)
             advance(1)
             checks = run_checks(plan)
             advance(1)
-        summary = summarise(plan, plan_reports, method)
+        summary = summarise(outcome, plan_reports, method)
         out = {"rlgauntlet_version": __version__, **summary, "certified": certified, "checks": checks,
                "warnings": list(checks.get("warnings", [])) + authors_stronger(summary), "store": str(plan.store)}
         out["seconds"] = round(time.perf_counter() - start, 1)
@@ -179,73 +188,69 @@ def _by_store(cell_sets: list[list], stores: list) -> list[tuple[list, object]]:
     return list(groups.values())
 
 
-def race_rounds(plan: GauntletPlan, store):
-    """The race of :func:`run_race` one round at a time: yields ``(chunks, total, done)`` (the
-    round's selection episodes the store lacks, and its counts), and once the caller has run them
-    and asks for the next round, decides which members go on. Fills ``plan.dropped`` and
-    ``plan.race`` when it ends."""
-    rule = plan.protocol.race
-    groups = plan.race_groups()
-    alive = {spec: True for group in groups for spec in group}
-    record = {spec: {"member": spec, "eps": eps, "episodes": 0, "dropped_after_round": None, "reason": None}
-              for eps, group in zip(_group_eps(plan, groups), groups) for spec in group}
-    rounds = rule.rounds(plan.settings.episodes)
-    for round_index, episodes in enumerate(rounds):
-        racing = [s for s in alive if alive[s]]
-        cells = plan.selection_cells(store, racing, episodes)
-        total = len(cells.cells) * episodes
-        yield cells.chunks(CHUNK_EPISODES, CHUNK_EPISODES), total, total - cells.missing_episodes
-        returns = {cell.spec: [r.episode_return for r in store.episodes(cells.run_ids[cell], limit=episodes)]
-                   for cell in cells.cells}
-        for group in groups:
-            in_race = {s: returns[s] for s in group if alive[s]}
-            for spec in in_race:
-                record[spec]["episodes"] = episodes
-                record[spec]["selection_mean"] = float(sum(in_race[spec]) / len(in_race[spec]))
-            for spec, reason in rule.decide(in_race, last=round_index == len(rounds) - 1).items():
-                alive[spec] = False
-                plan.dropped[spec] = reason
-                record[spec].update(dropped_after_round=round_index, reason=reason)
-    plan.race = list(record.values())
+class Race:
+    """The race of one plan (:mod:`rlgauntlet.gauntlet.race`), one round at a time, so that a
+    board runs every agent's round in one executor call: :meth:`next_round` gives the round's
+    selection chunks the store lacks (with its counts), and once the caller has run them and asks
+    again, decides which members go on; None when the race is over, and :attr:`result` then holds
+    what it decided. The plan is only read."""
+
+    def __init__(self, plan: GauntletPlan, store) -> None:
+        self.plan, self.store = plan, store
+        self.result: RaceResult | None = None
+        self._rounds = None
+
+    def start(self) -> None:
+        self._rounds = self._run()
+
+    def next_round(self) -> tuple[list, int, int] | None:
+        if self._rounds is None:
+            self.start()
+        return next(self._rounds, None)
+
+    def _run(self):
+        plan, store = self.plan, self.store
+        rule = plan.protocol.race
+        groups = plan.race_groups()
+        alive = {spec: True for group in groups for spec in group}
+        dropped: dict[str, str] = {}
+        record = {spec: {"member": spec, "eps": eps, "episodes": 0, "dropped_after_round": None, "reason": None}
+                  for eps, group in zip(_group_eps(plan, groups), groups) for spec in group}
+        rounds = rule.rounds(plan.settings.episodes)
+        for round_index, episodes in enumerate(rounds):
+            racing = [s for s in alive if alive[s]]
+            cells = plan.selection_cells(store, racing, episodes)
+            total = len(cells.cells) * episodes
+            yield cells.chunks(CHUNK_EPISODES, CHUNK_EPISODES), total, total - cells.missing_episodes
+            returns = {cell.spec: [r.episode_return for r in store.episodes(cells.run_ids[cell], limit=episodes)]
+                       for cell in cells.cells}
+            for group in groups:
+                in_race = {s: returns[s] for s in group if alive[s]}
+                for spec in in_race:
+                    record[spec]["episodes"] = episodes
+                    record[spec]["selection_mean"] = float(sum(in_race[spec]) / len(in_race[spec]))
+                for spec, reason in rule.decide(in_race, last=round_index == len(rounds) - 1).items():
+                    alive[spec] = False
+                    dropped[spec] = reason
+                    record[spec].update(dropped_after_round=round_index, reason=reason)
+        self.result = RaceResult(dropped, tuple(record.values()))
 
 
-def run_race(plan: GauntletPlan, store, run_round: Callable[[list, int, int], object]) -> None:
+def run_race(plan: GauntletPlan, store, run_round: Callable[[list, int, int], object]) -> RaceResult:
     """Race the heuristic members of each ε (:mod:`rlgauntlet.gauntlet.race`): every round, the
     members still in run their selection episodes (``run_round(chunks, total, done)`` runs the
     chunks the store lacks: a re-run continues the race where it stopped), then each ε drops the
-    members far above its best. Fills ``plan.dropped`` and ``plan.race``."""
-    for chunks, total, done in race_rounds(plan, store):
-        run_round(chunks, total, done)
+    members far above its best. Returns what the race decided."""
+    race = Race(plan, store)
+    while (step := race.next_round()) is not None:
+        run_round(*step)
+    return race.result
 
 
 def _group_eps(plan: GauntletPlan, groups: list[list[str]]) -> list[str]:
     """The ε (as the protocol writes it) of each race group."""
     by_value = {eps_value(e): e for e in plan.protocol.eps_grid}
     return [by_value[plan.eps_of(group[0])] for group in groups]
-
-
-def cached(path: Path, compute: Callable[[], dict]) -> dict:
-    """``compute()``, or what an earlier call wrote to ``path`` (a cache file of ours: marked; an
-    earlier version's unmarked kind is read too). Any other file there is never replaced."""
-    from rlgauntlet.common.outputs import JSON_KIND_KEY, output_kind, write_json
-
-    if path.exists():
-        kind = output_kind(path)
-        if kind not in (CACHE_KIND, ""):
-            raise UserError(f"{path} is in the gauntlet's cache folder but is not a cache file rlgauntlet wrote; it "
-                            f"was left untouched: move it away, or give another --store")
-        data = json.loads(path.read_text())
-        return {k: v for k, v in data.items() if k not in ("generator", JSON_KIND_KEY)}
-    data = compute()
-    write_json(path, data, kind=CACHE_KIND)
-    return data
-
-
-def cache_file(plan: GauntletPlan, what: str) -> Path:
-    """Where the ``what`` (certified, checks) result of ``plan`` is cached, beside its attackers."""
-    p = plan.protocol
-    return agent_cache(plan.store, plan.sha, plan.env) / \
-        f"{what}-{p.name}-v{p.version}-seed{plan.seeds[0]}-{plan.settings.episodes}ep.json"
 
 
 def certified_summary(plan: GauntletPlan) -> dict:

@@ -16,6 +16,7 @@ from typing import Callable
 import numpy as np
 
 from rlgauntlet.experiments.store import ResultsStore, run_key
+from rlgauntlet.gauntlet.outcome import Outcome
 from rlgauntlet.gauntlet.plan import GauntletPlan, eps_value
 from rlgauntlet.gauntlet.race import SELECTION_SEED
 
@@ -74,16 +75,17 @@ def shift_curves(rows: dict[str, dict]) -> dict[str, list[dict]]:
     return {k: sorted(v, key=lambda p: p["x"]) for k, v in curves.items()}
 
 
-def summarise(plan: GauntletPlan, reports: list[dict], method: str | None) -> dict:
+def summarise(outcome: Outcome, reports: list[dict], method: str | None) -> dict:
     """The episodes' part of the result: clean, the worst case per ε, natural and shifts."""
+    plan = outcome.plan
     victim = plan.victim
     pooled = pool_episodes(reports, lambda s: "clean" if s == "clean" else plan.labels.get(s))
     clean = pooled["clean"]
     worst_case = []
     for e in plan.protocol.eps_grid:
         # an attack within a smaller budget is an attack within this one too: the worst case never rises with ε
-        members = {plan.labels[s]: pooled[plan.labels[s]] for s in plan.adversarial
-                   if plan.eps_of(s) <= eps_value(e) + 1e-12}
+        members = {plan.labels[s]: pooled[plan.labels[s]] for s in outcome.adversarial
+                   if outcome.eps_of(s) <= eps_value(e) + 1e-12}
         if not members:
             continue
         attack, best = min(members.items(), key=lambda kv: kv[1]["return_mean"])
@@ -123,9 +125,11 @@ def summarise(plan: GauntletPlan, reports: list[dict], method: str | None) -> di
                               "impact against the argmin agent otherwise"},
         "shifts": {"rows": [{"spec": s, **r} for s, r in shift_rows.items()], "curves": shift_curves(shift_rows)},
         "learned_attackers": [{"method": t.method, "eps": t.eps, "seed": t.seed, "steps": t.steps, "folder": t.folder,
-                               "setting": t.setting, "select": t.select} for t in plan.tasks],
+                               "setting": t.setting, "select": t.select,
+                               **({"device": t.agent.device} if t.agent.device != "cpu" else {})}
+                              for t in plan.tasks],
         "authors_attack": [{"spec": s, "eps": plan.protocol.headline_eps, **pooled[plan.labels[s]]} for s in plan.authors],
-        "race": race_summary(plan),
+        "race": race_summary(outcome),
         "skipped": plan.skipped,
     }
 
@@ -159,16 +163,18 @@ def authors_stronger(summary: dict) -> list[dict]:
     return warnings
 
 
-def race_summary(plan: GauntletPlan) -> dict:
+def race_summary(outcome: Outcome) -> dict:
     """What the race did: its rule, and per heuristic member its ε, the selection episodes it ran,
     their mean, and the round that dropped it with the reason (None: a finalist)."""
+    plan = outcome.plan
     rule = plan.protocol.race
     if not plan.racing:
         return {"raced": False, "reason": "exhaustive: every member ran in full" if plan.exhaustive and rule
                 else "the protocol races nothing"}
     return {"raced": True, "first_episodes": rule.first, "z": rule.z, "max_finalists": rule.finalists,
             "rounds": rule.rounds(plan.settings.episodes), "selection_seed": SELECTION_SEED,
-            "finalists": len(plan.finalists), "dropped": len(plan.dropped), "members": plan.race}
+            "finalists": len(outcome.finalists), "dropped": len(outcome.race.dropped),
+            "members": list(outcome.race.members)}
 
 
 def record_result(plan: GauntletPlan, out: dict) -> None:

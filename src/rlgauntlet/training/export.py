@@ -31,7 +31,7 @@ def export_sb3(name: str, out: str | Path, member: int | None = None) -> list[Pa
     """
     from rlgauntlet.envs.presets import make_train_vec_env
     from rlgauntlet.training.algorithms import algorithm_class, base_algorithm
-    from rlgauntlet.training.presets import get_preset
+    from rlgauntlet.training.recipes import get_preset
     from rlgauntlet.victims.sb3 import VecNormalizeStats
     from rlgauntlet.victims.sb3_files import read_sb3_zip, with_target_networks
     from rlgauntlet.zoo import zoo_entry, zoo_file, zoo_files

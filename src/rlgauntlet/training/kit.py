@@ -14,7 +14,7 @@ It may import the training presets and checkpoints, the envs, threats and victim
 (``sb3_train``, ``atla``, ``attack_train``) import it, never the other way round.
 
 Example:
-    >>> from rlgauntlet.training.presets import get_preset
+    >>> from rlgauntlet.training.recipes import get_preset
     >>> preset = get_preset("cartpole-ppo")
     >>> env = build_env(preset, Path("runs/none"))
     >>> type(build_model(preset, env, "cpu")).__name__
@@ -37,7 +37,7 @@ from rlgauntlet.envs.presets import make_train_vec_env
 from rlgauntlet.errors import UserError
 from rlgauntlet.training.algorithms import algorithm_class
 from rlgauntlet.training.checkpoints import has_checkpoint, replace_folder, restore_vecnormalize, save_replay_buffer
-from rlgauntlet.training.presets import TrainPreset
+from rlgauntlet.training.recipes import TrainPreset
 
 
 def build_env(preset: TrainPreset, run_dir: Path, threat: str | None = None, subproc_envs: bool = False):

@@ -8,7 +8,7 @@ from pathlib import Path
 from rlgauntlet.envs import make_env
 from rlgauntlet.engine.rollout import evaluate_episodes
 from rlgauntlet.training.algorithms import base_algorithm
-from rlgauntlet.training.presets import get_preset
+from rlgauntlet.training.recipes import get_preset
 from rlgauntlet.victims.sb3 import load_sb3
 from rlgauntlet.victims.sb3_files import write_zoo_form
 from rlgauntlet.zoo import add_zoo_entry

@@ -25,7 +25,7 @@ from rlgauntlet.errors import UserError
 from rlgauntlet.training.checkpoints import has_checkpoint, load_replay_buffer, resume
 from rlgauntlet.training.kit import (CheckpointCallback, build_env, build_model, greedy_games_callback, init_from_agent,
                                      quiet_logger)
-from rlgauntlet.training.presets import get_preset
+from rlgauntlet.training.recipes import get_preset
 
 
 def train_preset(
@@ -47,7 +47,7 @@ def train_preset(
     """Train (or resume training) the zoo preset ``name`` in ``run_dir``.
 
     Args:
-        name: preset name (see ``rlgauntlet.training.presets.PRESETS``).
+        name: preset name (see ``rlgauntlet.training.recipes.PRESETS``).
         run_dir: folder for checkpoints; an existing checkpoint there is resumed.
         device: torch device for SB3 (``cpu`` or ``cuda``).
         total_timesteps: override the preset's budget (agent steps over all envs).

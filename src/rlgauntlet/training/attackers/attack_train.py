@@ -25,7 +25,7 @@ from rlgauntlet.errors import UserError
 from rlgauntlet.threats.learned.actor import AttackActor, check_variant, default_variant
 from rlgauntlet.training.attackers.attack_mdp import AttackVecEnv
 from rlgauntlet.training.checkpoints import has_checkpoint, replace_folder, restore_vecnormalize, resume
-from rlgauntlet.training.presets import TrainPreset
+from rlgauntlet.training.recipes import TrainPreset
 from rlgauntlet.training.kit import build_model, CheckpointCallback, quiet_logger
 from rlgauntlet.victims.base import Victim
 

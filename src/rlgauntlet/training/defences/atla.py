@@ -45,7 +45,7 @@ from rlgauntlet.errors import UserError
 from rlgauntlet.threats.base import Threat, ThreatParams
 from rlgauntlet.threats.learned.actor import AttackActor, default_variant
 from rlgauntlet.training.greedy_eval import greedy_returns
-from rlgauntlet.training.presets import ATLAPreset, agent_recipe, get_atla_preset
+from rlgauntlet.training.recipes import ATLAPreset, agent_recipe, get_atla_preset
 from rlgauntlet.victims.base import Victim
 
 class LiveAdversary(Threat):
@@ -88,7 +88,7 @@ def _global_schedule(model, total_steps: int) -> None:
 
 def _adversary_recipe(preset: ATLAPreset, recipe):
     from rlgauntlet.training.attackers.attack_train import ATTACKER_HYPERPARAMS
-    from rlgauntlet.training.presets import TrainPreset
+    from rlgauntlet.training.recipes import TrainPreset
 
     settings = {**ATTACKER_HYPERPARAMS["classic"], **preset.adversary}
     settings.pop("normalize_reward", None)

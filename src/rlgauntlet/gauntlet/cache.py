@@ -1,0 +1,72 @@
+"""The gauntlet's cache beside its store: one folder per agent (by the sha256 of its file) and
+env, holding the learned attackers trained against it and the cached certification and checks,
+so that a re-run, another level's run or another board reuses them.
+
+Layout: ``STORE_FOLDER/gauntlet-cache/<first 16 hex of the agent's sha256>/<env>/`` holding
+``<method>-eps<ε>[-<setting>][-<select>]-seed<s>-<protocol>-v<version>-<steps>steps/`` (one
+attacker) and ``<what>-<protocol>-v<version>-seed<s>-<episodes>ep.json`` (certified, checks).
+
+Example:
+    >>> agent_cache(Path("runs/g.sqlite"), "ab" * 32, "CartPole-v1").as_posix()
+    'runs/gauntlet-cache/abababababababab/CartPole-v1'
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+from rlgauntlet.errors import UserError
+
+#: the folder beside the store that holds trained attackers and cached results
+CACHE_FOLDER = "gauntlet-cache"
+#: what a cached certification or checks file is, in its mark (common.outputs)
+CACHE_KIND = "gauntlet cache"
+
+
+def safe_name(text: str) -> str:
+    """``text`` as a file-name part (anything but letters, digits, ``._-`` becomes ``_``)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)
+
+
+def agent_cache(store: Path, sha: str, env: str) -> Path:
+    """The folder of one agent's (by sha256) trained attackers and cached results on ``env``,
+    beside ``store``: ``gauntlet-cache/<first 16 hex of the sha256>/<env>/``."""
+    return Path(store).parent / CACHE_FOLDER / sha[:16] / safe_name(env)
+
+
+def attacker_folder(cache: Path, method: str, eps: str | None, setting: str, select: str, seed: int,
+                    protocol: str, version: int, steps: int) -> Path:
+    """The folder of one learned attacker in an agent's ``cache``: every choice that makes it
+    another attacker is in its name (a Robust Sarsa Q function, ``eps`` None, serves every ε)."""
+    where = "q" if eps is None else f"eps{safe_name(eps)}"
+    how = "".join(f"-{x}" for x in (setting, select) if x not in ("default", "last"))
+    return cache / f"{method}-{where}{how}-seed{seed}-{protocol}-v{version}-{steps}steps"
+
+
+def cache_file(plan: Any, what: str) -> Path:
+    """Where the ``what`` (certified, checks) result of ``plan`` (a
+    :class:`~rlgauntlet.gauntlet.plan.GauntletPlan`, which imports this module) is cached, beside its
+    attackers: one file per protocol version, first seed and episode count."""
+    p = plan.protocol
+    return agent_cache(plan.store, plan.sha, plan.env) / \
+        f"{what}-{p.name}-v{p.version}-seed{plan.seeds[0]}-{plan.settings.episodes}ep.json"
+
+
+def cached(path: Path, compute: Callable[[], dict]) -> dict:
+    """``compute()``, or what an earlier call wrote to ``path`` (a cache file of ours: marked; an
+    earlier version's unmarked kind is read too). Any other file there is never replaced."""
+    from rlgauntlet.common.outputs import JSON_KIND_KEY, output_kind, write_json
+
+    if path.exists():
+        kind = output_kind(path)
+        if kind not in (CACHE_KIND, ""):
+            raise UserError(f"{path} is in the gauntlet's cache folder but is not a cache file rlgauntlet wrote; it "
+                            f"was left untouched: move it away, or give another --store")
+        data = json.loads(path.read_text())
+        return {k: v for k, v in data.items() if k not in ("generator", JSON_KIND_KEY)}
+    data = compute()
+    write_json(path, data, kind=CACHE_KIND)
+    return data

@@ -1,0 +1,65 @@
+"""What running a gauntlet plan found, beside the plan (which never changes): the race's result
+and the learned attackers' threats once they are trained. The runner builds one
+:class:`Outcome` per plan, phase by phase (each phase a new frozen record), and the summary reads it.
+
+Example:
+    >>> outcome = Outcome(plan)                                  # doctest: +SKIP
+    >>> outcome = outcome.raced(run_race(plan, store, run_round))  # doctest: +SKIP
+    >>> outcome.finalists                                        # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Mapping
+
+from rlgauntlet.experiments.cells import CellSet
+from rlgauntlet.experiments.store import ResultsStore
+from rlgauntlet.gauntlet.plan import GauntletPlan, eps_value
+from rlgauntlet.gauntlet.race import NO_RACE, RaceResult
+from rlgauntlet.threats.base import Threat
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One plan and what its run has found so far."""
+
+    plan: GauntletPlan
+    race: RaceResult = NO_RACE
+    learned: Mapping[str, Threat] = field(default_factory=lambda: MappingProxyType({}))  # spec -> trained attacker
+
+    def raced(self, race: RaceResult) -> "Outcome":
+        """This outcome with the race's result."""
+        return replace(self, race=race)
+
+    def trained(self) -> "Outcome":
+        """This outcome with the learned attackers' threats, parsed and checked once (call once
+        they are trained: their specs name the trained folders)."""
+        return replace(self, learned=MappingProxyType(self.plan.parse_learned()))
+
+    def eps_of(self, spec: str) -> float | None:
+        """The budget of ``spec``, from its parsed threat (a trained attacker's included)."""
+        threat = self.learned.get(spec)
+        return getattr(threat.params, "eps", None) if threat is not None else self.plan.eps_of(spec)
+
+    @property
+    def finalists(self) -> list[str]:
+        """The heuristic specs that run in full on the reported seeds (all without a race)."""
+        return [s for s in self.plan.heuristics if s not in self.race.dropped]
+
+    @property
+    def adversarial(self) -> list[str]:
+        """Every adversarial spec with reported episodes: the finalists and the learned attackers."""
+        return self.finalists + self.plan.learned
+
+    def strongest_groups(self) -> list[list[str]]:
+        """One strongest-of group per ε of the grid: the adversarial specs of exactly that budget,
+        where there are at least two to compare (a worst case over one attack is that attack)."""
+        plan = self.plan
+        groups = ([s for s in self.adversarial if self.eps_of(s) == eps_value(e)] for e in plan.protocol.eps_grid)
+        return [g for g in groups if len(g) >= 2]
+
+    def cells(self, store: ResultsStore, specs: list[str]) -> list[CellSet]:
+        """The plan's cells of ``specs``, a trained attacker's included (:meth:`GauntletPlan.cells`)."""
+        return self.plan.cells(store, specs, self.learned)
