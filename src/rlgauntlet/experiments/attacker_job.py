@@ -44,7 +44,7 @@ def train_attacker(agent: str | AgentSpec, env: str, method: str, eps: float, st
 
     Args:
         agent: the victim, an :class:`AgentSpec` (how to load it: VecNormalize statistics,
-            pickled code, ...) or a spec string (``zoo:NAME``, ``sb3:PATH.zip``); it is frozen.
+            pickled code, the device, ...) or an agent name (``zoo:NAME``, ``sb3:PATH.zip``, ...); it is frozen.
         env: Gymnasium id the victim plays.
         method: ``paad``, ``sarl`` or ``robust-sarsa`` (continuous agents: a Q function of the
             victim, then MinQ with it).

@@ -235,7 +235,9 @@ def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None,
 
     spec = as_agent_spec(agent, **load_options)
     if not isinstance(spec, AgentSpec):
-        raise UserError("the gauntlet runs an agent spec (zoo:NAME, sb3:PATH.zip, torchscript:PATH), not a loaded victim")
+        from rlgauntlet.victims.agent_ref import AGENT_FORMS
+
+        raise UserError(f"the gauntlet runs an agent spec ({AGENT_FORMS}), not a loaded victim")
     chosen = protocol_fitting(protocol, env, spec.preset).for_env(env)  # the env's own budgets, where it has them
     settings = chosen.level(level)
     seeds = check_seeds(settings.seeds if seeds is None else seeds, settings.episodes)

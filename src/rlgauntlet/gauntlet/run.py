@@ -48,7 +48,7 @@ def run_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None, 
     """Run the protocol of ``env``'s family (or ``protocol``) at ``level`` on ``agent``.
 
     Args:
-        agent: ``zoo:NAME``, ``sb3:PATH.zip``, ``torchscript:PATH`` or an :class:`AgentSpec`;
+        agent: an agent name (:data:`~rlgauntlet.victims.agent_ref.AGENT_FORMS`) or an :class:`AgentSpec`;
             ``load_options`` (vecnormalize, kind, input_space, precision, device, allow_pickle)
             apply to a spec string.
         protocol: a protocol name (default: the env family's).
