@@ -31,9 +31,13 @@ BUILT_IN: dict[str, str] = {
 
 
 def _sb3_classes() -> dict[str, type]:
+    """SB3's algorithms, and sb3-contrib's RecurrentPPO (LSTM policies; an on-policy algorithm of
+    its own, not a PPO subclass)."""
     import stable_baselines3 as sb3
+    from sb3_contrib import RecurrentPPO
 
-    return {"ppo": sb3.PPO, "a2c": sb3.A2C, "dqn": sb3.DQN, "sac": sb3.SAC, "td3": sb3.TD3, "ddpg": sb3.DDPG}
+    return {"ppo": sb3.PPO, "a2c": sb3.A2C, "dqn": sb3.DQN, "sac": sb3.SAC, "td3": sb3.TD3, "ddpg": sb3.DDPG,
+            "recurrent_ppo": RecurrentPPO}
 
 
 def register_algorithm(name: str, cls: type) -> type:

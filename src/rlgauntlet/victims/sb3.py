@@ -314,6 +314,68 @@ class SB3Victim(Victim):
         return None
 
 
+class SB3RecurrentVictim(SB3Victim):
+    """sb3-contrib's ``RecurrentPPO`` policy (``MlpLstmPolicy``): the features, the actor's LSTM
+    from the held state, then the actor's MLP and the Gaussian (or categorical) head, as
+    ``RecurrentActorCriticPolicy`` acts. Recurrent (:attr:`Victim.recurrent`): the engine holds one
+    state per episode, zeros at its start as RecurrentPPO's ``episode_start`` resets it, and
+    advances it with the input the agent acted on; a gradient attack perturbs one step with the
+    state fixed. The critic's LSTM is not needed to act and is not run. Not a chain of layers, so
+    IBP cannot bound it.
+
+    Example:
+        >>> victim = load_sb3("runs/hopper-lstm/model.zip")          # doctest: +SKIP
+        >>> victim.recurrent, victim.initial_state()[0].shape         # doctest: +SKIP
+        (True, torch.Size([1, 256]))
+    """
+
+    recurrent = True
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if self.is_image:
+            raise UserError("recurrent SB3 agents with image input are not supported; give an MlpLstmPolicy agent")
+        self._held: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    @property
+    def _lstm(self) -> nn.LSTM:
+        return self.policy.lstm_actor
+
+    def initial_state(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(h, c), each (layers, hidden): zeros, as at an episode's start."""
+        zeros = torch.zeros(self._lstm.num_layers, self._lstm.hidden_size, dtype=self.dtype, device=self.device)
+        return zeros, zeros.clone()
+
+    def use_state(self, rows: list) -> None:
+        self._held = (torch.stack([h for h, _ in rows], dim=1), torch.stack([c for _, c in rows], dim=1))
+
+    def _step(self, x: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        if self._held is None or self._held[0].shape[1] != x.shape[0]:
+            held = "none" if self._held is None else f"{self._held[0].shape[1]} rows"
+            raise RuntimeError(f"a recurrent victim needs use_state() for this batch of {x.shape[0]} rows (held: {held})")
+        features = self._features(self.policy.pi_features_extractor, x.to(self.dtype))
+        out, state = self._lstm(features.unsqueeze(0), self._held)  # one step of every row
+        return out.squeeze(0), state
+
+    def forward(self, x: torch.Tensor) -> PolicyOutput:
+        latent, _ = self._step(x)
+        head = self.policy.action_net(self.policy.mlp_extractor.forward_actor(latent))
+        if self.kind == "categorical":
+            return PolicyOutput("categorical", logits=head)
+        return PolicyOutput("gaussian", mean=head, log_std=self.policy.log_std.expand_as(head))
+
+    def advance_state(self, x: torch.Tensor) -> list:
+        _, (h, c) = self._step(x)
+        return list(zip(h.unbind(1), c.unbind(1)))
+
+    def output_and_vjp(self, x: torch.Tensor, cotangent_of) -> tuple[torch.Tensor, torch.Tensor] | None:
+        return None
+
+    def layer_chain(self) -> list[nn.Module]:
+        raise NotImplementedError("an LSTM policy is not a chain of layers (its state carries across steps): "
+                                  "interval bounds through it are not implemented")
+
+
 def _extractor_chain(extractor: nn.Module) -> nn.Module:
     from stable_baselines3.common.torch_layers import FlattenExtractor, NatureCNN
 
@@ -419,4 +481,7 @@ def load_sb3(
     }
     if stats is not None:
         description["vecnormalize"] = {"path": stats.path, "sha256": sha256_file(stats.path)}
-    return SB3Victim(policy, algo, device=device, vecnormalize=stats, description=description, precision=precision)
+    victim_class = SB3RecurrentVictim if hasattr(policy, "lstm_actor") else SB3Victim
+    if victim_class is SB3RecurrentVictim:
+        description["recurrent"] = True
+    return victim_class(policy, algo, device=device, vecnormalize=stats, description=description, precision=precision)

@@ -43,6 +43,8 @@ SB3_POLICIES = {
     ("stable_baselines3.sac.policies", "CnnPolicy"),
     ("stable_baselines3.td3.policies", "TD3Policy"),
     ("stable_baselines3.td3.policies", "CnnPolicy"),
+    # sb3-contrib's recurrent PPO (an LSTM actor and critic): victims.sb3.SB3RecurrentVictim
+    ("sb3_contrib.common.recurrent.policies", "RecurrentActorCriticPolicy"),
     # ours: SB3's policies with MC Dropout / DropConnect layers (victims.dropout_policies)
     ("rlgauntlet.victims.dropout_policies", "DropoutDQNPolicy"),
     ("rlgauntlet.victims.dropout_policies", "DropoutDQNCnnPolicy"),

@@ -167,6 +167,41 @@ PRESETS: dict[str, TrainPreset] = {
             ),
         ),
         TrainPreset(
+            name="hopper-lstm-ppo",
+            env_id="Hopper-v5",
+            algo="recurrent_ppo",
+            total_timesteps=5_000_000,
+            n_envs=1,
+            seed=0,
+            normalize=True,
+            hyperparams=dict(
+                policy="MlpLstmPolicy",
+                n_steps=2048,
+                batch_size=64,
+                n_epochs=10,
+                learning_rate=linear_schedule(1e-3),
+                gamma=0.99,
+                gae_lambda=0.95,
+                clip_range=0.2,
+                ent_coef=0.01,
+                vf_coef=0.5,
+                max_grad_norm=0.5,
+                policy_kwargs=dict(lstm_hidden_size=64, n_lstm_layers=1, net_arch=dict(pi=[64], vf=[64])),
+            ),
+            target_return=2800.0,
+            stop_at_target=False,
+            checkpoint_every=50_000,  # about 5 minutes at the 160 steps/s of one core: little is lost to a kill
+            source="ATLA_robust_RL's config_hopper_atla_lstm_sappo.json, its PPO part (docs/decisions.md)",
+            notes=(
+                "The LSTM agent of the released ATLA-LSTM-SAPPO Hopper config without its SA regulariser and "
+                "adversary (the ablation's 'LSTM' row): 2441 iterations of 2048 steps (5M), 32 minibatches, 10 "
+                "epochs, Adam 1e-3 annealed, entropy 0.01, an LSTM of 64 and a critic LSTM. Departures: SB3's "
+                "recurrent policy runs its LSTM on the observation (the release embeds it in 64 tanh units "
+                "first) and a 64-unit layer after it; one learning rate for policy and value (the release: "
+                "value 1e-2); SB3's VecNormalize for the state and return filters."
+            ),
+        ),
+        TrainPreset(
             name="pong-ppo",
             env_id="PongNoFrameskip-v4",
             algo="ppo",

@@ -1,0 +1,137 @@
+"""sb3-contrib RecurrentPPO agents as victims: read as data, acting as RecurrentPPO's own
+``predict`` acts (its LSTM state carried through an episode, reset at each start), through the
+engine with one state per episode whatever the number of envs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("sb3_contrib")
+
+from rlgauntlet.engine.rollout import evaluate_episodes  # noqa: E402
+from rlgauntlet.victims import load_victim  # noqa: E402
+from rlgauntlet.victims.sb3 import SB3RecurrentVictim  # noqa: E402
+
+
+def _agent(tmp_path, env_id: str):
+    """A RecurrentPPO agent after a few updates (weights away from their initialisation), saved."""
+    from sb3_contrib import RecurrentPPO
+
+    model = RecurrentPPO("MlpLstmPolicy", env_id, n_steps=64, batch_size=32, n_epochs=2, seed=3,
+                         policy_kwargs=dict(lstm_hidden_size=16, net_arch=dict(pi=[32], vf=[32])))
+    model.learn(128)
+    path = tmp_path / "rppo.zip"
+    model.save(path)
+    return model, path
+
+
+def _own_loop(model, env_id: str, seed: int, steps: int):
+    """RecurrentPPO's own acting: observations seen and actions taken (deterministic)."""
+    import gymnasium as gym
+
+    env = gym.make(env_id)
+    obs, _ = env.reset(seed=seed)
+    state, start = None, np.ones((1,), dtype=bool)
+    seen, actions, total = [], [], 0.0
+    for _ in range(steps):
+        action, state = model.predict(obs[None], state=state, episode_start=start, deterministic=True)
+        seen.append(obs)
+        actions.append(action[0])
+        obs, reward, terminated, truncated, _ = env.step(action[0])
+        total += float(reward)
+        start = np.zeros((1,), dtype=bool)
+        if terminated or truncated:
+            break
+    env.close()
+    return np.array(seen), np.array(actions), total
+
+
+@pytest.mark.parametrize("env_id", ["Pendulum-v1", "CartPole-v1"])
+def test_a_recurrent_agent_acts_as_recurrent_ppo_does_step_by_step(tmp_path, env_id):
+    """Known answer: RecurrentPPO's own predict on an episode's observations. A victim that reset
+    its state every step, or never advanced it, or used the critic's LSTM, gives other actions
+    after the first step (checked: the state matters on these observations)."""
+    model, path = _agent(tmp_path, env_id)
+    victim = load_victim(f"sb3:{path}", precision="float32")
+    assert isinstance(victim, SB3RecurrentVictim) and victim.recurrent
+    assert victim.kind == ("gaussian" if env_id == "Pendulum-v1" else "categorical")
+    seen, expected, _ = _own_loop(model, env_id, seed=5, steps=40)
+    state, got, frozen = victim.initial_state(), [], []
+    for obs in seen:
+        x = victim.preprocess(obs[None])
+        victim.use_state([state])
+        got.append(victim.actions(victim.forward(x)).cpu().numpy()[0])
+        victim.use_state([victim.initial_state()])
+        frozen.append(victim.actions(victim.forward(x)).cpu().numpy()[0])
+        victim.use_state([state])
+        [state] = victim.advance_state(x)
+    got = np.array(got)
+    if env_id == "Pendulum-v1":  # SB3's predict clips to the action bounds; the engine clips as well
+        got = np.clip(got, -2.0, 2.0)
+        np.testing.assert_allclose(got, expected, atol=1e-5)
+        assert np.abs(np.clip(np.array(frozen), -2, 2) - expected).max() > 1e-3  # the state matters here
+    else:
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_the_engine_carries_one_state_per_episode_whatever_the_envs(tmp_path):
+    """Episode returns through the engine equal RecurrentPPO's own loop on the same env seeds, with
+    one env or three side by side (three episodes starting and ending at different steps)."""
+    model, path = _agent(tmp_path, "Pendulum-v1")
+    victim = load_victim(f"sb3:{path}", precision="float32")
+    import gymnasium as gym
+
+    expected = [_own_loop(model, "Pendulum-v1", seed=10 + k, steps=200)[2] for k in range(3)]
+    for n_envs in (1, 3):
+        records = evaluate_episodes(lambda: gym.make("Pendulum-v1"), victim, None, [0, 1, 2], 10, n_envs, True)
+        got = [r.episode_return for r in sorted(records, key=lambda r: r.episode)]
+        np.testing.assert_allclose(got, expected, rtol=1e-4)
+
+
+def test_a_gradient_attack_runs_on_a_recurrent_sb3_agent_within_its_budget(tmp_path):
+    """FGSM needs the input gradient of one step with the state held: it must run and stay in its budget."""
+    from rlgauntlet.threats import parse_threat
+
+    _, path = _agent(tmp_path, "Pendulum-v1")
+    victim = load_victim(f"sb3:{path}")
+    threat = parse_threat("fgsm:eps=0.05,objective=maxdiff")
+    import gymnasium as gym
+
+    records = evaluate_episodes(lambda: gym.make("Pendulum-v1"), victim, threat, [0], 0, 1, True)
+    assert records[0].length == 200
+    assert 0.0 < records[0].linf_max <= 0.05 + 1e-9 and records[0].perturbed_steps == 200
+    with pytest.raises(NotImplementedError, match="not a chain of layers"):
+        victim.layer_chain()
+    assert torch.is_tensor(victim.initial_state()[0])
+
+
+def test_an_lstm_preset_trains_resumes_and_gives_a_recurrent_victim(tmp_path, monkeypatch):
+    """The Hopper LSTM recipe builds sb3-contrib's RecurrentPPO with the released config's LSTM
+    (64 units, a critic LSTM); a short run of it (smaller rollouts) checkpoints, resumes, and its
+    model loads as a recurrent victim that plays Hopper through the engine."""
+    import dataclasses
+
+    import gymnasium as gym
+    from sb3_contrib import RecurrentPPO
+
+    from rlgauntlet.training import recipes
+    from rlgauntlet.training.kit import build_env, build_model
+    from rlgauntlet.training.sb3_train import train_preset
+
+    preset = recipes.get_preset("hopper-lstm-ppo")
+    model = build_model(preset, build_env(preset, tmp_path / "probe", None, False), "cpu")
+    assert isinstance(model, RecurrentPPO) and model.n_steps == 2048 and model.batch_size == 64
+    assert model.policy.lstm_actor.hidden_size == 64 and model.policy.lstm_critic is not None
+    small = dataclasses.replace(preset, hyperparams={**preset.hyperparams, "n_steps": 64, "batch_size": 32,
+                                                     "n_epochs": 1})
+    monkeypatch.setitem(recipes.PRESETS, "hopper-lstm-ppo", small)
+    ckpt = train_preset("hopper-lstm-ppo", tmp_path / "run", total_timesteps=64, log=lambda line: None)
+    ckpt = train_preset("hopper-lstm-ppo", tmp_path / "run", total_timesteps=128, log=lambda line: None)
+    progress = (ckpt / "progress.json").read_text()
+    assert '"num_timesteps": 128' in progress
+    victim = load_victim(f"sb3:{ckpt / 'model.zip'}", vecnormalize=str(ckpt / "vecnormalize.pkl"))
+    assert isinstance(victim, SB3RecurrentVictim) and victim.budget_space == "normalized"
+    [record] = evaluate_episodes(lambda: gym.make("Hopper-v5"), victim, None, [0], 0, 1, True)
+    assert record.length >= 1
