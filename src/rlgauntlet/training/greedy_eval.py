@@ -28,13 +28,18 @@ from stable_baselines3.common.callbacks import BaseCallback
 def greedy_returns(model: Any, env: Any, seed: int) -> list[float]:
     """Play one greedy game in each env of the ``VecEnv`` ``env`` (env i from seed ``seed + i``)
     with ``model.predict(deterministic=True)``; return the games' full returns in env order,
-    read from the Monitor's ``episode`` record (unclipped, over all lives)."""
+    read from the Monitor's ``episode`` record (unclipped, over all lives). A recurrent model's
+    state is carried through each game."""
     env.seed(seed)
     obs = env.reset()
     returns: list[float | None] = [None] * env.num_envs
+    # a recurrent model (RecurrentPPO) carries its state through each game, reset at its start; the
+    # others ignore both arguments
+    state, starts = None, np.ones(env.num_envs, dtype=bool)
     while any(r is None for r in returns):
-        actions, _ = model.predict(obs, deterministic=True)
+        actions, state = model.predict(obs, state=state, episode_start=starts, deterministic=True)
         obs, _, dones, infos = env.step(actions)
+        starts = np.asarray(dones, dtype=bool)
         for i, (done, info) in enumerate(zip(dones, infos)):
             if done and returns[i] is None and "episode" in info:
                 returns[i] = float(info["episode"]["r"])

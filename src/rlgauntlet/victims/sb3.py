@@ -205,12 +205,16 @@ class SB3Victim(Victim):
         """
         algorithm = next((c.__name__.lower() for c in type(model).__mro__ if c.__name__.lower() in SB3_ALGORITHMS),
                          None)
+        recurrent = hasattr(model.policy, "lstm_actor")  # sb3-contrib's RecurrentPPO: a PPO with an LSTM
+        if recurrent:
+            algorithm = "ppo"
         if algorithm is None:
             raise UserError(f"{type(model).__name__} is not a Stable-Baselines3 algorithm ({', '.join(SB3_ALGORITHMS)})")
         vec_normalize = model.get_vec_normalize_env()
         stats = VecNormalizeStats.live(vec_normalize) if vec_normalize is not None else None
-        return cls(model.policy, algorithm, vecnormalize=stats, live=True,
-                   description={"source": "live", "algorithm": algorithm, "class": type(model).__name__})
+        victim_class = SB3RecurrentVictim if recurrent else cls
+        return victim_class(model.policy, algorithm, vecnormalize=stats, live=True,
+                            description={"source": "live", "algorithm": algorithm, "class": type(model).__name__})
 
     # -- input ---------------------------------------------------------------------------
     def preprocess(self, obs: np.ndarray) -> torch.Tensor:

@@ -236,6 +236,9 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
     recipe = agent_recipe(preset)
     if seed is not None:
         recipe = replace(recipe, seed=int(seed))
+    if preset.method == "pa_atla" and recipe.algo in ("recurrent_ppo", "sa_recurrent_ppo"):
+        raise UserError(f"{name}: PA-ATLA's actor needs the LSTM agent's gradient in its own training envs, whose "
+                        "memory the agent's rollout keeps to itself; train an LSTM agent with ATLA (an SA-RL adversary)")
     adversary_recipe = _adversary_recipe(preset, recipe)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)

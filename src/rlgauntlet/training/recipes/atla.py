@@ -59,15 +59,20 @@ class ATLAPreset:
     target_return: float | None = None
 
 
+#: the agents alternating training runs, and each one's algorithm with the SA regulariser
+REGULARISED = {"ppo": "sa_ppo", "recurrent_ppo": "sa_recurrent_ppo"}
+
+
 def agent_recipe(preset: ATLAPreset):
-    """The agent's recipe: the agent preset's, with the overrides, budget and SA regulariser."""
+    """The agent's recipe: the agent preset's, with the overrides, budget and SA regulariser
+    (SA-PPO for an MLP agent, the sequence regulariser for an LSTM one)."""
     base = PRESETS[preset.agent_preset]
-    if base.algo != "ppo":
-        raise UserError(f"{preset.name}: alternating training runs PPO agents; {base.name} is {base.algo}")
+    if base.algo not in REGULARISED:
+        raise UserError(f"{preset.name}: alternating training runs PPO agents (MLP or LSTM); {base.name} is {base.algo}")
     hyper = {**base.hyperparams, **preset.agent_overrides}
-    algo = "ppo"
+    algo = base.algo
     if preset.sa_kappa > 0:
-        algo = "sa_ppo"
+        algo = REGULARISED[base.algo]
         hyper.update(sa_kappa=preset.sa_kappa, sa_eps=preset.sa_eps if preset.sa_eps is not None else preset.eps)
     return dataclasses.replace(base, name=preset.name, algo=algo, hyperparams=hyper, total_timesteps=preset.total_agent_steps,
                    init_from=preset.init_from, stop_at_target=False, notes=preset.notes or base.notes,
@@ -121,6 +126,19 @@ ATLA_PRESETS: dict[str, ATLAPreset] = {p.name: p for p in (
                notes="the official Hopper PA-ATLA-PPO config, as far as SB3's PPO expresses it: agent entropy 0.01, "
                      "SA regulariser with 2 SGLD steps and its ε ramped over 75% of training, the adversary's "
                      "policy at 1e-2 and value at 1e-3"),
+    # the released ATLA-LSTM-SAPPO Hopper config (config_hopper_atla_lstm_sappo.json), as far as SB3 expresses
+    # it: the LSTM agent of hopper-lstm-ppo for 2441 iterations (5M steps) with the sequence SA regulariser
+    # (κ 0.3, 2 SGLD steps, ε ramped over 1831 iterations), against an SA-RL adversary at a constant ε 0.075
+    # ("adv_eps": "same" is the regulariser's final ε, not its ramp), Adam 1e-2 for its policy and value,
+    # clip 0.2, entropy 1e-3. Departure: the released adversary is an LSTM; ours is an MLP director on the
+    # observation (a recurrent director is the stronger-gauntlet work's)
+    ATLAPreset("hopper-atla-lstm-sappo", "hopper-lstm-ppo", "atla", eps=0.075, total_agent_steps=5_000_000,
+               sa_kappa=0.3, agent_overrides={"sa_steps": 2, "ramp_fraction": 1831 / 2441},
+               adversary={"learning_rate": 1e-2, "clip_range": 0.2, "ent_coef": 1e-3, "batch_size": 64},
+               checkpoint_every=10, target_return=_HOPPER_ROBUST_BAR,
+               notes="the released ATLA-LSTM-SAPPO Hopper config as far as SB3 and sb3-contrib express it: an LSTM "
+                     "agent (RecurrentPPO, 64 units) with the sequence SA regulariser against an SA-RL adversary at "
+                     "ε 0.075, 5M agent steps"),
 )}
 
 

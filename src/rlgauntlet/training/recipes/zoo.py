@@ -507,6 +507,18 @@ PRESETS["minatar-breakout-dqn-ensemble"] = dataclasses.replace(
     stop_at_target=False)
 
 
+#: the LSTM agent with the released config's SA regulariser (the ablation's "LSTM + SA-Reg" row):
+#: κ 0.3 at ε 0.075 (VecNormalize units), 2 SGLD steps, ε ramped over 1831 of 2441 iterations
+PRESETS["hopper-lstm-sappo"] = dataclasses.replace(
+    PRESETS["hopper-lstm-ppo"], name="hopper-lstm-sappo", algo="sa_recurrent_ppo",
+    hyperparams={**PRESETS["hopper-lstm-ppo"].hyperparams, "sa_eps": 0.075, "sa_kappa": 0.3, "sa_steps": 2,
+                 "ramp_fraction": 1831 / 2441},
+    target_return=ROBUST_BAR * PRESETS["hopper-ppo"].target_return,
+    notes="hopper-lstm-ppo with the released config's SA regulariser over whole sequences "
+          "(training.defences.sa_recurrent_ppo): κ 0.3, ε 0.075, 2 SGLD steps, ε ramped over 75% of training; "
+          "no adversary (the ablation's 'LSTM + SA-Reg' row)")
+
+
 def register_preset(preset: TrainPreset) -> TrainPreset:
     """Add a recipe (e.g. one whose ``algo`` is a registered subclass of an SB3 algorithm)."""
     if preset.name in PRESETS and PRESETS[preset.name] != preset:
