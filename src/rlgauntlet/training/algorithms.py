@@ -28,6 +28,7 @@ BUILT_IN: dict[str, str] = {
     "sa_ppo": "rlgauntlet.training.defences.sa_ppo:SAPPO",
     "ppo_split_lr": "rlgauntlet.training.defences.split_lr:SplitLRPPO",
     "sa_recurrent_ppo": "rlgauntlet.training.defences.sa_recurrent_ppo:SARecurrentPPO",
+    "wocar_ppo": "rlgauntlet.training.defences.wocar:WocaRPPO",
 }
 
 

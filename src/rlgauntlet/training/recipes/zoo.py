@@ -429,6 +429,23 @@ PRESETS["hopper-sa-ppo"] = TrainPreset(
 )
 
 
+#: WocaR-PPO on Hopper (umd-huang-lab/WocaR-RL's config_hopper_robust_q_ppo_sgld.json): hopper-ppo's PPO
+#: (its Adam 3e-4 annealed, 2048-step rollouts, 32 minibatches, 10 epochs), 976 iterations (2M steps), the SA
+#: regulariser κ 0.1 with 10 SGLD steps at ε 0.075 ramped over 732 iterations, and the worst-case Q (Adam 4e-4,
+#: 10 epochs, τ 0.001, PGD of 50 steps in the box of a 0.01 perturbation) weighted linearly up to 0.8
+PRESETS["hopper-wocar-ppo"] = TrainPreset(
+    name="hopper-wocar-ppo", env_id="Hopper-v5", algo="wocar_ppo", total_timesteps=976 * 2048, n_envs=1, seed=0,
+    normalize=True,
+    hyperparams={**PRESETS["hopper-ppo"].hyperparams, "sa_eps": HOPPER_EPS, "sa_kappa": 0.1, "sa_method": "sgld",
+                 "sa_steps": 10, "ramp_fraction": 732 / 976, "q_weight": 0.8, "q_lr": 4e-4, "q_epochs": 10,
+                 "q_tau": 0.001, "q_eps": 0.01, "q_pgd_steps": 50},
+    target_return=ROBUST_BAR * PRESETS["hopper-ppo"].target_return, checkpoint_every=50_000, stop_at_target=False,
+    source="umd-huang-lab/WocaR-RL (MIT), WocaR-PPO/src/config_hopper_robust_q_ppo_sgld.json",
+    notes="WocaR-PPO as the official robust_q_ppo mode trains it (training.defences.wocar). Departure: one Adam "
+          "rate for policy and value (the release: value 2.5e-4)",
+)
+
+
 def _minatar_dqn(game: str, target: float, target_note: str = "") -> TrainPreset:
     """The MinAtar paper's DQN (Young & Tian 2019, §4 and its code): its network
     (``victims.minatar_cnn``), replay of 100k transitions sampled in batches of 32 from the
