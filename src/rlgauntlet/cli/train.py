@@ -89,6 +89,7 @@ def attack_train(
     checkpoint_every: Optional[int] = typer.Option(None, min=1, help="director steps between resumable checkpoints (default: a tenth of --steps, at least 10000). Example: --checkpoint-every 20000"),
     setting: str = typer.Option("default", help="the director's PPO settings: default (one per env family) or official (MuJoCo: the official code's adversary for that env; docs/decisions.md). Example: --setting official"),
     select: str = typer.Option("last", help="the director the attacker uses: last (the end of training) or best (the checkpoint whose training episodes left the agent lowest). Example: --select best"),
+    recurrent: bool = typer.Option(False, "--recurrent", help="an LSTM director (sb3-contrib RecurrentPPO) that remembers the episode: for agents with a memory of their own. Example: --recurrent"),
     allow_pickle: bool = ALLOW_PICKLE,
     other_env: bool = OTHER_ENV,
 ) -> None:
@@ -110,7 +111,7 @@ def attack_train(
                               threads=threads, log=lambda s: console.print(s),
                               show_progress=console.is_terminal, sarsa_eps=sarsa_eps, sarsa_reg=sarsa_reg,
                               checkpoint_every=checkpoint_every, setting=setting,
-                              select=select)
+                              select=select, recurrent=recurrent)
     spec = f"robust_sarsa:q={run_dir},eps={eps}" if method == "robust-sarsa" else f"{method}:attacker={run_dir},eps={eps}"
     console.print(f"wrote {run_dir}; use it with --threat {spec}  (strength: {manifest['strength']['attacked_mean']:.1f})")
 

@@ -28,7 +28,7 @@ from pydantic import Field
 
 from rlgauntlet.common.seeding import BatchRNG
 from rlgauntlet.errors import UserError
-from rlgauntlet.threats.base import Threat, ThreatParams
+from rlgauntlet.threats.base import Memory, Threat, ThreatParams
 from rlgauntlet.threats.learned.actor import AttackActor
 from rlgauntlet.victims.base import Victim
 
@@ -177,8 +177,10 @@ class LearnedAttack(Threat):
             raise UserError(f"{self.name}: the attacker was trained on {self.manifest['env']}, not {env_id}; "
                             "give the env it was trained on")
 
-    def director_actions(self, x: torch.Tensor) -> torch.Tensor:
-        """The director's deterministic actions for clean inputs ``x`` (B, *input_shape)."""
+    def director_actions(self, x: torch.Tensor, memory: Memory | None = None) -> torch.Tensor:
+        """The director's deterministic actions for clean inputs ``x`` (B, *input_shape). A
+        recurrent director reads each row's memory of its episode from ``memory`` and moves it on
+        by this step's input."""
         with torch.no_grad():
             director = self.director
             shape = tuple(director.observation_space.shape)
@@ -186,7 +188,31 @@ class LearnedAttack(Threat):
                 raise UserError(f"{self.name}: the attacker observes inputs of shape {shape}, this agent's are "
                                 f"{tuple(x.shape[1:])}; train an attacker for this agent")
             z = x.to(director.device, director.dtype).reshape(x.shape[0], *director.observation_space.shape)
-            return director.actions(director.forward(z), deterministic=True)
+            if not director.recurrent:
+                return director.actions(director.forward(z), deterministic=True)
+            director.use_state([state["lstm"] for state in memory.states])
+            actions = director.actions(director.forward(z), deterministic=True)
+            for state, moved in zip(memory.states, director.advance_state(z)):
+                state["lstm"] = moved
+            return actions
+
+    def new_state(self) -> dict | None:
+        """A recurrent director's memory of the episode (its LSTM state at the start); None otherwise."""
+        return {"lstm": self.director.initial_state()} if self.director.recurrent else None
 
     def perturb(self, x: torch.Tensor, victim: Victim, rng: BatchRNG) -> torch.Tensor:
+        if self.director.recurrent:
+            raise UserError(f"{self.name}: this attacker's director is an LSTM and needs its memory of the episode; "
+                            "it runs in the rollout engine only")
         return self.actor.perturb(x, victim, self.director_actions(x), rng)
+
+    def apply(self, x: torch.Tensor, victim: Victim, rng: BatchRNG, memory: Memory,
+              scheduled: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.director.recurrent:
+            return super().apply(x, victim, rng, memory, scheduled)
+        actions = self.director_actions(x, memory)  # every step moves the director's memory, acted on or not
+        if not scheduled.any():
+            return x, scheduled
+        with torch.enable_grad():  # the PA-AD actor's gradient step on the victim
+            perturbed = self.actor.perturb(x, victim, actions, rng).detach()
+        return torch.where(scheduled.reshape(-1, *([1] * (x.ndim - 1))), perturbed, x), scheduled

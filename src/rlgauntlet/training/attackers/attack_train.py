@@ -95,8 +95,10 @@ def _with_classes(settings: dict[str, Any]) -> dict[str, Any]:
 
 
 def attacker_config(method: str, env_id: str, eps: float, seed: int, variant: str | None, victim: Victim,
-                    actor_steps: int = 1, lam: float = 1.0, loss: str = "hinge") -> dict:
-    """The settings that define an attacker (compared on resume, recorded in its manifest)."""
+                    actor_steps: int = 1, lam: float = 1.0, loss: str = "hinge", recurrent: bool = False) -> dict:
+    """The settings that define an attacker (compared on resume, recorded in its manifest);
+    ``recurrent``: the director is an LSTM policy (sb3-contrib's RecurrentPPO) with a memory of
+    the episode, recorded only when set, so that every earlier attacker's config is unchanged."""
     if method not in ("paad", "sarl"):
         raise UserError(f"unknown attack method {method!r}; choose paad or sarl")
     if method == "sarl":
@@ -108,9 +110,29 @@ def attacker_config(method: str, env_id: str, eps: float, seed: int, variant: st
         check_variant(variant, victim)
     if not eps > 0:
         raise UserError(f"--eps {eps}: an attacker needs a positive budget")
-    return {"method": method, "variant": variant, "env": env_id, "eps": float(eps), "seed": int(seed),
-            "budget_space": victim.budget_space,
-            "actor": {"steps": int(actor_steps), "lam": float(lam), "loss": loss} if method == "paad" else {}}
+    config = {"method": method, "variant": variant, "env": env_id, "eps": float(eps), "seed": int(seed),
+              "budget_space": victim.budget_space,
+              "actor": {"steps": int(actor_steps), "lam": float(lam), "loss": loss} if method == "paad" else {}}
+    if recurrent:
+        config["recurrent"] = True
+    return config
+
+
+#: a recurrent director's LSTM: the size of the released LSTM adversaries' (ATLA_robust_RL)
+DIRECTOR_LSTM_UNITS = 64
+
+
+def recurrent_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """A director's PPO settings as RecurrentPPO's: an LSTM policy of :data:`DIRECTOR_LSTM_UNITS`
+    before the same layers. One learning rate: RecurrentPPO has one optimizer."""
+    if "value_learning_rate" in settings:
+        raise UserError("a recurrent director trains its policy and value at one learning rate; use the default "
+                        "director setting (--setting default)")
+    kwargs = dict(settings.get("policy_kwargs") or {})
+    arch = kwargs.pop("net_arch", [64, 64])
+    kwargs.update(lstm_hidden_size=DIRECTOR_LSTM_UNITS, net_arch=dict(pi=list(arch), vf=list(arch))
+                  if isinstance(arch, list) else arch)
+    return {**settings, "policy": "MlpLstmPolicy", "policy_kwargs": kwargs}
 
 
 def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str | Path, device: str = "cpu",
@@ -129,11 +151,15 @@ def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str 
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     settings = dict(hyperparams or director_settings(config["env"]))
+    if config.get("recurrent"):
+        settings = recurrent_settings(settings)
     recorded = json.loads(json.dumps(settings))
     n_envs = settings.pop("n_envs")
     normalize_reward = settings.pop("normalize_reward", False)
     every = checkpoint_every or max(10_000, total_steps // 10)
     algo = "ppo_split_lr" if "value_learning_rate" in settings else "ppo"  # the critic at a rate of its own
+    if config.get("recurrent"):
+        algo = "recurrent_ppo"
     preset = TrainPreset(name=f"{config['method']}-attacker", env_id=config["env"], algo=algo,
                          total_timesteps=total_steps, n_envs=n_envs, seed=config["seed"],
                          hyperparams=_with_classes(settings),
