@@ -112,6 +112,16 @@ def ibp_shift_bound(victim: Victim, x: th.Tensor, eps: float) -> th.Tensor:
     return (logp.exp() * (logp - log_q_low.reshape(rows, n))).sum(dim=-1)
 
 
+def record_update(logger, policy_losses: list[float], value_losses: list[float], eps: float,
+                  regulariser: list[float]) -> None:
+    """An SA-regularised update's log: the mean losses, ε, and the regulariser when it ran."""
+    logger.record("train/policy_gradient_loss", np.mean(policy_losses))
+    logger.record("train/value_loss", np.mean(value_losses))
+    logger.record("sa/eps", eps)
+    if regulariser:
+        logger.record("sa/regulariser", np.mean(regulariser))
+
+
 class SAPPO(LiveVictimMixin, PPO):
     """PPO with the SA regulariser (see module docstring)."""
 
@@ -153,8 +163,4 @@ class SAPPO(LiveVictimMixin, PPO):
                 pg.append(policy_loss.item())
                 vf.append(terms.value_loss.item())
             self._n_updates += 1
-        self.logger.record("train/policy_gradient_loss", np.mean(pg))
-        self.logger.record("train/value_loss", np.mean(vf))
-        self.logger.record("sa/eps", eps)
-        if reg:
-            self.logger.record("sa/regulariser", np.mean(reg))
+        record_update(self.logger, pg, vf, eps, reg)

@@ -34,7 +34,7 @@ import torch as th
 from gymnasium import spaces
 from sb3_contrib import RecurrentPPO
 
-from rlgauntlet.training.defences.sa_ppo import SGLD_BETA
+from rlgauntlet.training.defences.sa_ppo import SGLD_BETA, record_update
 
 
 def sequence_shift(mean_of: Callable[[th.Tensor], th.Tensor], x: th.Tensor, x_adv: th.Tensor,
@@ -135,8 +135,4 @@ class SARecurrentPPO(RecurrentPPO):
                 pg.append(policy_loss.item())
                 vf.append(value_loss.item())
             self._n_updates += 1
-        self.logger.record("train/policy_gradient_loss", np.mean(pg))
-        self.logger.record("train/value_loss", np.mean(vf))
-        self.logger.record("sa/eps", eps)
-        if reg:
-            self.logger.record("sa/regulariser", np.mean(reg))
+        record_update(self.logger, pg, vf, eps, reg)
