@@ -262,7 +262,8 @@ def test_the_catalogue_names_every_release_once_with_its_hash_env_and_the_papers
     from rlgauntlet.published import catalogue, releases
 
     entries = releases()
-    assert len(entries) == 28 and len({e["name"] for e in entries}) == 28  # 6 ATLA methods × 4 envs + PA-ATLA × 4
+    # 6 ATLA methods × 4 envs, PA-ATLA × 4, WocaR-PPO × 4 and WocaR's earlier HalfCheetah file
+    assert len(entries) == 33 and len({e["name"] for e in entries}) == 33
     papers_eps = {"Hopper-v5": 0.075, "Walker2d-v4": 0.05, "HalfCheetah-v5": 0.15, "AntContactForces-v4": 0.15}
     for e in entries:
         assert e["repository"] in catalogue()["repositories"]
@@ -273,6 +274,8 @@ def test_the_catalogue_names_every_release_once_with_its_hash_env_and_the_papers
     readme = {e["name"]: e["readme"] for e in entries if e["readme"]}
     assert readme["ppo-hopper"] == {**readme["ppo-hopper"], "natural": 3167.3, "strongest_attack": 636.4}
     assert readme["atla-lstm-sappo-walker2d"]["strongest_attack"] == 3662.9
+    assert readme["wocar-ppo-hopper"] == {**readme["wocar-ppo-hopper"], "natural": 3624, "strongest_attack": 2642}
+    assert "wocar-ppo-2023-01-halfcheetah" not in readme  # the README's table is of the September 2023 files
 
 
 def test_a_published_name_resolves_to_the_users_clone_checked_by_sha256(tmp_path, monkeypatch):
@@ -301,7 +304,7 @@ def test_published_list_and_a_missing_clone_on_the_cli(tmp_path, cli_env):
     assert listed.returncode == 0, listed.stderr
     import json
 
-    assert len(json.loads(listed.stdout)["releases"]) == 28
+    assert len(json.loads(listed.stdout)["releases"]) == 33
     proc = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "evaluate", "--agent", "published:sa-ppo-hopper",
                            "--env", "Hopper-v5", "--episodes", "1"], capture_output=True, text=True,
                           env={**cli_env, "RLGAUNTLET_RELEASES": str(tmp_path)})
