@@ -78,6 +78,71 @@ class LiveAdversary(Threat):
         return self.actor.perturb(x, victim, actions, rng)
 
 
+class AdversaryPool(Threat):
+    """The agent's training threat with a pool of adversaries: each episode meets one member,
+    drawn at its first step from its own random stream and kept to its end: the learned adversary
+    (:class:`LiveAdversary`) with probability 1 − ``push_share``, else one of the constant push
+    directors (``threats.attacks.push``: a PA-AD director that never changes its mind, the
+    strongest attack the gauntlet finds on most Hopper agents), uniformly. Not registered: it
+    exists only inside a training run."""
+
+    name = "adversary_pool"
+    family = "learned"
+    budget_params = ("eps",)
+    white_box = True
+
+    class Params(ThreatParams):
+        eps: float
+
+    def __init__(self, learned: LiveAdversary, directions: list[list[int]], push_share: float) -> None:
+        if not 0.0 < push_share < 1.0:
+            raise ValueError(f"push_share {push_share}: give a share strictly between 0 and 1")
+        super().__init__(self.Params(eps=learned.actor.eps), spec=f"adversary_pool:eps={learned.actor.eps:g}")
+        directions = [list(d) for d in dict.fromkeys(tuple(d) for d in directions)]  # 1-d: the axes are the corners
+        self.learned, self.directions, self.push_share = learned, directions, push_share
+        self._pushes = self._push_threats(learned.actor.eps)
+
+    def _push_threats(self, eps: float) -> list[Threat]:
+        from rlgauntlet.threats import parse_threat
+        from rlgauntlet.threats.attacks.push import direction_param
+
+        return [parse_threat(f"push:direction={direction_param(d)},eps={eps:g}") for d in self.directions]
+
+    @property
+    def probabilities(self) -> list[float]:
+        """Each member's probability per episode: the learned adversary first, then each push."""
+        return [1.0 - self.push_share] + [self.push_share / len(self.directions)] * len(self.directions)
+
+    @property
+    def actor(self) -> AttackActor:
+        return self.learned.actor
+
+    @actor.setter
+    def actor(self, actor: AttackActor) -> None:
+        """A new budget (the ε ramp) for every member."""
+        self.learned.actor = actor
+        self._pushes = self._push_threats(actor.eps)
+
+    def new_state(self) -> dict:
+        return {"member": None}
+
+    def apply(self, x: torch.Tensor, victim: Victim, rng: BatchRNG, memory, scheduled: torch.Tensor
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+        draws = rng.uniform(()).reshape(-1).cpu()  # one draw per row and step: a row's stream never depends on others
+        edges = np.cumsum(self.probabilities)
+        for state, draw in zip(memory.states, draws.tolist()):
+            if state["member"] is None:  # the episode's first step
+                state["member"] = int(min(np.searchsorted(edges, draw, side="right"), len(edges) - 1))
+        members = torch.tensor([s["member"] for s in memory.states])
+        out = x.clone()
+        for index, threat in enumerate([self.learned, *self._pushes]):
+            rows = (members == index).to(scheduled.device) & scheduled
+            if rows.any():
+                with torch.enable_grad():
+                    out[rows] = threat.perturb(x[rows], victim, rng.subset(rows)).detach()
+        return out, scheduled
+
+
 def _global_schedule(model, total_steps: int) -> None:
     """Make ``model``'s schedules see progress over ``total_steps`` (the whole run) instead of
     over each short ``learn`` call."""
@@ -198,9 +263,12 @@ def adversary_actor(preset: ATLAPreset, agent: Victim) -> AttackActor:
 
 
 def _config(preset: ATLAPreset, seed: int) -> dict:
-    return {"preset": preset.name, "method": preset.method, "eps": preset.eps, "eps_ramp": preset.eps_ramp, "seed": seed,
-            "agent_preset": preset.agent_preset, "sa_kappa": preset.sa_kappa, "init_from": preset.init_from,
-            "total_agent_steps": preset.total_agent_steps}
+    config = {"preset": preset.name, "method": preset.method, "eps": preset.eps, "eps_ramp": preset.eps_ramp,
+              "seed": seed, "agent_preset": preset.agent_preset, "sa_kappa": preset.sa_kappa,
+              "init_from": preset.init_from, "total_agent_steps": preset.total_agent_steps}
+    if preset.push_share > 0:  # only then: every earlier run's config (and its resume) is unchanged
+        config["push_share"] = preset.push_share
+    return config
 
 
 def train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None = None, seed: int | None = None,
@@ -263,7 +331,13 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
     actor = adversary_actor(preset, live_agent)
     adversary_env = AttackVecEnv(adversary_base, live_agent, actor, seed=adversary_recipe.seed)
     adversary = build_model(adversary_recipe, adversary_env, device)
-    threat_env = ThreatVecEnv(agent_env, LiveAdversary(adversary, actor), seed=recipe.seed)
+    agent_threat: Threat = LiveAdversary(adversary, actor)
+    if preset.push_share > 0:
+        from rlgauntlet.threats.attacks.push import push_directions
+
+        agent_threat = AdversaryPool(agent_threat, push_directions(int(agent_env.action_space.shape[0])),
+                                     preset.push_share)
+    threat_env = ThreatVecEnv(agent_env, agent_threat, seed=recipe.seed)
     agent.set_env(threat_env)
     threat_env.attach(agent)
 
