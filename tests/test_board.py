@@ -212,3 +212,18 @@ def test_the_users_allow_pickle_reaches_every_agent_of_a_board(tmp_path):
     assert [p.spec.allow_pickle for p in plans] == [True, True]
     plans, _ = plan_board(board, tmp_path / "g.sqlite")
     assert [p.spec.allow_pickle for p in plans] == [False, False]
+
+
+def test_every_shipped_board_file_loads_and_names_catalogued_agents():
+    """The boards/ files (the published boards) parse, and every agent resolves to an env from its
+    catalogue entry without a clone: a typo in a name or a board key fails here, not hours into a run."""
+    from pathlib import Path
+
+    from rlgauntlet.gauntlet.board import agent_envs, load_board
+
+    files = sorted((Path(__file__).resolve().parents[1] / "boards").glob("*.yaml"))
+    assert len(files) >= 6
+    for path in files:
+        board = load_board(path)
+        for agent in board.agents:
+            assert agent_envs(agent, board), (path.name, agent.agent)
