@@ -40,7 +40,7 @@ zoo_app = typer.Typer(no_args_is_help=True, help="Reference agents trained by th
 app.add_typer(zoo_app, name="zoo")
 ood_app = typer.Typer(no_args_is_help=True, help="Out-of-distribution detection benchmark (shift grids, AUROC).")
 app.add_typer(ood_app, name="ood")
-published_app = typer.Typer(no_args_is_help=True, help="The field's published robust agents (SA-PPO, ATLA, PA-ATLA releases).")
+published_app = typer.Typer(no_args_is_help=True, help="The field's published robust agents (SA-PPO, ATLA, PA-ATLA, WocaR-PPO releases).")
 app.add_typer(published_app, name="published")
 
 console = Console(stderr=True)
