@@ -262,8 +262,10 @@ def test_the_catalogue_names_every_release_once_with_its_hash_env_and_the_papers
     from rlgauntlet.published import catalogue, releases
 
     entries = releases()
-    # 6 ATLA methods × 4 envs, PA-ATLA × 4, WocaR-PPO × 4 and WocaR's earlier HalfCheetah file
-    assert len(entries) == 33 and len({e["name"] for e in entries}) == 33
+    # 6 ATLA methods × 4 envs, PA-ATLA × 4, WocaR-PPO × 4 and WocaR's earlier HalfCheetah file, SA_PPO's 12
+    # Hopper and Walker2d files but the 4 that are ATLA's (listed once)
+    assert len(entries) == 41 and len({e["name"] for e in entries}) == 41
+    assert len({e["sha256"] for e in entries}) == 41  # no file twice
     papers_eps = {"Hopper-v5": 0.075, "Walker2d-v4": 0.05, "HalfCheetah-v5": 0.15, "AntContactForces-v4": 0.15}
     for e in entries:
         assert e["repository"] in catalogue()["repositories"]
@@ -276,6 +278,7 @@ def test_the_catalogue_names_every_release_once_with_its_hash_env_and_the_papers
     assert readme["atla-lstm-sappo-walker2d"]["strongest_attack"] == 3662.9
     assert readme["wocar-ppo-hopper"] == {**readme["wocar-ppo-hopper"], "natural": 3624, "strongest_attack": 2642}
     assert "wocar-ppo-2023-01-halfcheetah" not in readme  # the README's table is of the September 2023 files
+    assert readme["median-sa-ppo-sgld-hopper"]["strongest_attack"] == 1403.3 and "best-sa-ppo-sgld-hopper" not in readme
 
 
 def test_a_published_name_resolves_to_the_users_clone_checked_by_sha256(tmp_path, monkeypatch):
@@ -304,7 +307,7 @@ def test_published_list_and_a_missing_clone_on_the_cli(tmp_path, cli_env):
     assert listed.returncode == 0, listed.stderr
     import json
 
-    assert len(json.loads(listed.stdout)["releases"]) == 33
+    assert len(json.loads(listed.stdout)["releases"]) == 41
     proc = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "evaluate", "--agent", "published:sa-ppo-hopper",
                            "--env", "Hopper-v5", "--episodes", "1"], capture_output=True, text=True,
                           env={**cli_env, "RLGAUNTLET_RELEASES": str(tmp_path)})
