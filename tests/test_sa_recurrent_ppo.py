@@ -218,3 +218,31 @@ def test_greedy_games_carry_a_recurrent_models_state():
             total, start, done = total + float(reward), np.zeros(1, dtype=bool), terminated or truncated
         expected.append(total)
     np.testing.assert_allclose(games, expected, rtol=1e-5)
+
+
+def test_an_lstm_preset_refuses_an_mlp_agent_to_start_from(tmp_path, cli_env):
+    """Bad input: exit 2, one line naming both kinds, nothing written."""
+    import subprocess
+    import sys
+
+    run = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "train", "--preset", "hopper-lstm-ppo", "--init-from",
+                           "zoo:hopper-ppo", "--run-dir", str(run), "--steps", "2048", "--no-register"],
+                          capture_output=True, text=True, env=cli_env)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "memoryless (MLP) policy" in lines[0] and "an LSTM policy" in lines[0]
+    assert not run.exists()
+
+
+def test_an_lstm_atla_run_whose_adversary_checkpoint_is_gone_is_refused_on_resume(tiny_lstm_atla, tmp_path):
+    import shutil
+
+    from rlgauntlet.errors import UserError
+    from rlgauntlet.training.defences.atla import train_atla
+
+    ckpt = train_atla("tiny-lstm-atla", tmp_path / "run", deadline=0.0, log=lambda line: None)
+    shutil.rmtree(ckpt / "adversary")
+    with pytest.raises(UserError, match="adversary") as caught:
+        train_atla("tiny-lstm-atla", tmp_path / "run", log=lambda line: None)
+    assert "\n" not in str(caught.value)

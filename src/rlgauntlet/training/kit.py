@@ -86,6 +86,11 @@ def init_from_agent(model, env, agent: str, preset: TrainPreset, allow_pickle: b
 
     path, vecnormalize = agent_files(agent)
     _, state = read_sb3_zip(path)
+    wanted_lstm, given_lstm = hasattr(model.policy, "lstm_actor"), any(k.startswith("lstm_actor.") for k in state)
+    if wanted_lstm != given_lstm:
+        kinds = {True: "an LSTM policy", False: "a memoryless (MLP) policy"}
+        raise UserError(f"--init-from {agent}: it is {kinds[given_lstm]} and preset {preset.name} trains "
+                        f"{kinds[wanted_lstm]}; start from an agent of the same kind (or train from scratch)")
     try:
         model.policy.load_state_dict(with_target_networks(state, list(model.policy.state_dict())))
     except (RuntimeError, KeyError) as exc:
