@@ -246,3 +246,28 @@ def test_an_lstm_atla_run_whose_adversary_checkpoint_is_gone_is_refused_on_resum
     with pytest.raises(UserError, match="adversary") as caught:
         train_atla("tiny-lstm-atla", tmp_path / "run", log=lambda line: None)
     assert "\n" not in str(caught.value)
+
+
+def test_whole_sequences_give_the_policys_own_outputs_on_a_real_rollout():
+    """Known answer: RecurrentPPO's evaluate_actions on its own minibatches (episode starts inside,
+    Pendulum's 200-step episodes in a 512-step rollout) equals the same with the resets moved into
+    the initial states, and the fast inputs carry no start at all."""
+    from sb3_contrib import RecurrentPPO
+
+    from rlgauntlet.training.defences.sa_recurrent_ppo import whole_sequences
+
+    model = RecurrentPPO("MlpLstmPolicy", "Pendulum-v1", n_steps=512, batch_size=128, n_epochs=1, seed=4,
+                         policy_kwargs=dict(lstm_hidden_size=8, net_arch=dict(pi=[8], vf=[8])))
+    model.learn(512)
+    starts_seen = 0
+    for data in model.rollout_buffer.get(128):
+        starts_seen += int(data.episode_starts.sum())
+        states, starts = whole_sequences(data)
+        assert float(starts.abs().sum()) == 0.0
+        with th.no_grad():
+            slow = model.policy.evaluate_actions(data.observations, data.actions, data.lstm_states, data.episode_starts)
+            fast = model.policy.evaluate_actions(data.observations, data.actions, states, starts)
+        mask = data.mask > 1e-8
+        for a, b in zip(slow[:2], fast[:2]):
+            assert th.allclose(a.flatten()[mask], b.flatten()[mask], atol=1e-5)
+    assert starts_seen >= 2  # the minibatches did hold episode starts

@@ -33,8 +33,28 @@ import numpy as np
 import torch as th
 from gymnasium import spaces
 from sb3_contrib import RecurrentPPO
+from sb3_contrib.common.recurrent.type_aliases import RNNStates
 
 from rlgauntlet.training.defences.sa_ppo import SGLD_BETA, record_update
+
+
+def whole_sequences(data) -> tuple[RNNStates, th.Tensor]:
+    """The (LSTM states, episode starts) of a RecurrentPPO minibatch ``data`` with every reset moved
+    into the sequences' initial states. RecurrentPPO's buffer cuts its sequences at episode starts,
+    so a start can only be a sequence's first step; but any start sends the policy's
+    ``_process_sequence`` down a step-by-step Python loop (in the forward and in its backward),
+    where no start runs the whole sequence as one LSTM call. Zeroing the initial state of the
+    sequences that start an episode is what that loop's reset does, so the outputs are the same
+    (``tests/test_sa_recurrent_ppo.py`` checks it); a minibatch with a start inside a sequence is
+    returned unchanged."""
+    n_seq = data.lstm_states.pi[0].shape[1]
+    starts = data.episode_starts.reshape(n_seq, -1)
+    if bool((starts[:, 1:] != 0).any()):
+        return data.lstm_states, data.episode_starts
+    keep = (1.0 - starts[:, 0]).view(1, n_seq, 1)
+    pi, vf = data.lstm_states.pi, data.lstm_states.vf
+    states = RNNStates(pi=(pi[0] * keep, pi[1] * keep), vf=(vf[0] * keep, vf[1] * keep))
+    return states, th.zeros_like(data.episode_starts)
 
 
 def sequence_shift(mean_of: Callable[[th.Tensor], th.Tensor], x: th.Tensor, x_adv: th.Tensor,
@@ -90,9 +110,10 @@ class SARecurrentPPO(RecurrentPPO):
         """κ's term for one minibatch of sequences: the mean over its real (unpadded) steps of R at
         the sequence perturbation SGLD found, with gradients to the parameters."""
         policy = self.policy
+        states, starts = whole_sequences(data)
 
         def mean_of(obs: th.Tensor) -> th.Tensor:
-            distribution, _ = policy.get_distribution(obs, data.lstm_states.pi, data.episode_starts)
+            distribution, _ = policy.get_distribution(obs, states.pi, starts)
             return distribution.distribution.mean
 
         mask = (data.mask > 1e-8).to(data.observations.dtype)
@@ -113,8 +134,8 @@ class SARecurrentPPO(RecurrentPPO):
         for _ in range(self.n_epochs):
             for data in self.rollout_buffer.get(self.batch_size):
                 mask = data.mask > 1e-8
-                values, log_prob, entropy = self.policy.evaluate_actions(data.observations, data.actions,
-                                                                         data.lstm_states, data.episode_starts)
+                states, starts = whole_sequences(data)  # the same outputs, one LSTM call per minibatch
+                values, log_prob, entropy = self.policy.evaluate_actions(data.observations, data.actions, states, starts)
                 advantages = data.advantages
                 if self.normalize_advantage:
                     advantages = (advantages - advantages[mask].mean()) / (advantages[mask].std() + 1e-8)

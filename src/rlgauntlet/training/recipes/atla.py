@@ -65,7 +65,7 @@ class ATLAPreset:
 
 
 #: the agents alternating training runs, and each one's algorithm with the SA regulariser
-REGULARISED = {"ppo": "sa_ppo", "recurrent_ppo": "sa_recurrent_ppo"}
+REGULARISED = {"ppo": "sa_ppo", "recurrent_ppo": "sa_recurrent_ppo", "sa_recurrent_ppo": "sa_recurrent_ppo"}
 
 
 def agent_recipe(preset: ATLAPreset):

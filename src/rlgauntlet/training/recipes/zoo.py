@@ -169,7 +169,9 @@ PRESETS: dict[str, TrainPreset] = {
         TrainPreset(
             name="hopper-lstm-ppo",
             env_id="Hopper-v5",
-            algo="recurrent_ppo",
+            # RecurrentPPO trained by our loop with κ = 0 (no regulariser): the same loss, one LSTM call
+            # per minibatch instead of a step-by-step loop (training.defences.sa_recurrent_ppo.whole_sequences)
+            algo="sa_recurrent_ppo",
             total_timesteps=5_000_000,
             n_envs=1,
             seed=0,
@@ -187,6 +189,7 @@ PRESETS: dict[str, TrainPreset] = {
                 vf_coef=0.5,
                 max_grad_norm=0.5,
                 policy_kwargs=dict(lstm_hidden_size=64, n_lstm_layers=1, net_arch=dict(pi=[64], vf=[64])),
+                sa_kappa=0.0,
             ),
             target_return=2800.0,
             stop_at_target=False,
@@ -527,7 +530,7 @@ PRESETS["minatar-breakout-dqn-ensemble"] = dataclasses.replace(
 #: the LSTM agent with the released config's SA regulariser (the ablation's "LSTM + SA-Reg" row):
 #: κ 0.3 at ε 0.075 (VecNormalize units), 2 SGLD steps, ε ramped over 1831 of 2441 iterations
 PRESETS["hopper-lstm-sappo"] = dataclasses.replace(
-    PRESETS["hopper-lstm-ppo"], name="hopper-lstm-sappo", algo="sa_recurrent_ppo",
+    PRESETS["hopper-lstm-ppo"], name="hopper-lstm-sappo",
     hyperparams={**PRESETS["hopper-lstm-ppo"].hyperparams, "sa_eps": 0.075, "sa_kappa": 0.3, "sa_steps": 2,
                  "ramp_fraction": 1831 / 2441},
     target_return=ROBUST_BAR * PRESETS["hopper-ppo"].target_return,
