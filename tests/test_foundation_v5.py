@@ -39,8 +39,8 @@ def test_the_grammar_splits_each_form(text, source, name, algorithm, path):
 @pytest.mark.parametrize("text, message", [
     ("mystery", "has no source prefix"),
     ("hub:org/agent", "unknown agent source 'hub'"),
-    ("zoo:", "names no name after zoo:"),
-    ("sb3:  ", "names no path after sb3:"),
+    ("zoo:", "names no name after zoo:; give zoo:NAME \\(`rlgauntlet zoo list` names them\\)$"),
+    ("sb3:  ", "names no path after sb3:; give sb3:PATH$"),
     ("published:", "`rlgauntlet published list` names them"),
 ])
 def test_the_grammar_refuses_with_the_accepted_forms(text, message):

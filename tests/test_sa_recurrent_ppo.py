@@ -271,3 +271,34 @@ def test_whole_sequences_give_the_policys_own_outputs_on_a_real_rollout():
         for a, b in zip(slow[:2], fast[:2]):
             assert th.allclose(a.flatten()[mask], b.flatten()[mask], atol=1e-5)
     assert starts_seen >= 2  # the minibatches did hold episode starts
+
+
+def test_with_no_regulariser_an_update_is_recurrent_ppos_own():
+    """Known answer: with κ = 0, one update of our loop from the same weights, optimizer and rollout
+    equals sb3-contrib's RecurrentPPO.train (its clipped surrogate, entropy and value terms, masks,
+    advantage normalisation, gradient clip), up to float rounding. Plain SGD (Adam's normalised steps
+    would turn rounding differences of a near-zero gradient into visible ones) and a clip range of
+    0.0005 (the second update's ratios, within 0.2% of 1, leave it: the clip matters)."""
+    import copy
+
+    from sb3_contrib import RecurrentPPO
+    from stable_baselines3.common.logger import configure
+
+    kwargs = dict(n_steps=256, batch_size=64, n_epochs=4, seed=6, ent_coef=0.01, learning_rate=5e-2, clip_range=0.0005,
+                  policy_kwargs=dict(lstm_hidden_size=8, net_arch=dict(pi=[8], vf=[8]), optimizer_class=th.optim.SGD))
+    ours = SARecurrentPPO("MlpLstmPolicy", "Pendulum-v1", sa_kappa=0.0, **kwargs)
+    ours.learn(256)  # a rollout in the buffer (and one update already done: the ratios are off 1 now)
+    theirs = RecurrentPPO("MlpLstmPolicy", "Pendulum-v1", **kwargs)
+    theirs.policy.load_state_dict(ours.policy.state_dict())
+    theirs.policy.optimizer.load_state_dict(ours.policy.optimizer.state_dict())
+    theirs.rollout_buffer = copy.deepcopy(ours.rollout_buffer)
+    theirs._current_progress_remaining = ours._current_progress_remaining
+    theirs.set_logger(configure(None, []))
+    start = {k: v.clone() for k, v in ours.policy.state_dict().items()}
+    for model in (ours, theirs):
+        np.random.seed(11)  # the buffer's minibatch order
+        model.train()
+    moved = max(float((v - start[k]).abs().max()) for k, v in ours.policy.state_dict().items())
+    assert moved > 1e-3  # the update did something to compare
+    for name, value in ours.policy.state_dict().items():
+        assert th.allclose(value, theirs.policy.state_dict()[name], atol=1e-6), name

@@ -89,6 +89,8 @@ def test_the_rollouts_transitions_are_read_in_order(monkeypatch):
     real_fit = wocar.fit_worst_q
 
     def spy(q, q_target, optimizer, x, actions, rewards, next_x, not_done, *rest, **kwargs):
+        box, gamma, epochs, minibatches, tau, steps = rest
+        seen.update(settings=(gamma, epochs, minibatches, tau, steps))
         buffer = model.rollout_buffer
         seen.update(x=x, actions=actions, rewards=rewards, next_x=next_x, not_done=not_done,
                     obs=th.as_tensor(buffer.observations[:, 0].copy()), buffer_actions=th.as_tensor(buffer.actions[:, 0].copy()),
@@ -102,6 +104,8 @@ def test_the_rollouts_transitions_are_read_in_order(monkeypatch):
     assert th.allclose(seen["next_x"][-1], seen["last"])
     assert seen["not_done"].tolist() == [1.0] * 64  # Pendulum's 200-step episodes: none ends in the first 64
     assert th.allclose(seen["rewards"], seen["buffer_rewards"]) and th.allclose(seen["actions"], seen["buffer_actions"])
+    # γ, the epochs, 64 transitions in minibatches of 32, τ and the PGD steps of the preset
+    assert seen["settings"] == (model.gamma, model.q_epochs, 2, model.q_tau, model.q_pgd_steps)
 
 
 def test_a_training_step_fits_the_worst_case_q_then_carries_it_into_the_advantage(monkeypatch):
@@ -178,3 +182,59 @@ def test_an_episodes_end_stops_the_worst_case_bootstrap(monkeypatch):
     model.learn(256)
     [not_done] = seen
     assert [i for i, v in enumerate(not_done.tolist()) if v == 0.0] == [199]
+
+
+def test_the_worst_action_search_steps_by_signs_inside_the_box():
+    """Known answers the corner test cannot tell apart: a start outside the box is projected first;
+    a tiny gradient still moves a full step (signs, not the gradient's size); a quadratic Q whose
+    minimum is inside the box ends within one step of it."""
+    q = LinearQ([0.01, -0.01], 0.0)
+    lower, upper = th.tensor([[-0.3, -0.2]]), th.tensor([[0.1, 0.4]])
+    a = worst_actions(q, th.zeros(1, 3), lower, upper, start=th.tensor([[0.0, 0.0]]), steps=50)
+    assert th.allclose(a, th.tensor([[-0.3, 0.4]]))
+    outside = worst_actions(q, th.zeros(1, 3), lower, upper, start=th.tensor([[5.0, -5.0]]), steps=1)
+    assert th.allclose(outside, th.tensor([[-0.3, 0.4]]))  # projected, then one step of the whole box
+
+    class Bowl(nn.Module):
+        def forward(self, x, a):
+            return ((a - 0.3) ** 2).sum(-1, keepdim=True)
+
+    box = th.tensor([[-1.0]]), th.tensor([[1.0]])
+    found = worst_actions(Bowl(), th.zeros(1, 1), *box, start=th.zeros(1, 1), steps=50)
+    assert abs(float(found) - 0.3) <= 2.0 / 50 + 1e-6
+
+
+def test_the_worst_case_weight_ramps_linearly_and_is_capped():
+    model = _model(q_weight=0.8)
+    for remaining, expected in ((1.0, 0.0), (0.5, 0.4), (0.0, 0.8)):
+        model._current_progress_remaining = remaining
+        assert model.current_q_weight() == pytest.approx(expected)
+    model.q_weight = 1.5
+    model._current_progress_remaining = 0.0
+    assert model.current_q_weight() == 1.0
+
+
+def test_the_wocar_surrogate_is_ppos_clipped_objective_on_the_combined_advantage(monkeypatch):
+    """Known answer by hand: −mean(min(Â′·r, Â′·clip(r, 1 − c, 1 + c))) with r = exp(logp − old)."""
+    from rlgauntlet.training.defences import wocar
+    from rlgauntlet.training.live import PPOTerms
+
+    model = _model(q_weight=0.8)
+    model._current_progress_remaining = 0.5
+    actions = th.tensor([[0.1], [-0.2], [0.3], [0.0]])
+    plain_adv = th.tensor([1.0, -1.0, 0.5, -0.5])
+    monkeypatch.setattr(wocar.SAPPO, "_ppo_terms", lambda self, d, c: PPOTerms(
+        actions, plain_adv, th.zeros(4), None, th.zeros(()), th.zeros(())))
+
+    class Data:
+        observations = th.tensor([[0.1, 0.2, 0.3], [0.0, -0.1, 0.2], [0.5, 0.1, -0.3], [0.2, 0.2, 0.2]])
+        old_log_prob = th.zeros(4)
+
+    terms = WocaRPPO._ppo_terms(model, Data, 0.2)
+    logp = th.tensor([0.5, -0.5, 0.05, 0.0])
+    ratio = logp.exp()
+    adv = terms.advantages
+    expected = -th.min(adv * ratio, adv * ratio.clamp(0.8, 1.2)).mean()
+    assert float(terms.surrogate(logp)) == pytest.approx(float(expected), rel=1e-6)
+    worst = model.worst_q_target(Data.observations, actions).squeeze(-1).detach()
+    assert th.allclose(adv, plain_adv + 0.4 * (worst - worst.mean()) / (worst.std() + 1e-8), atol=1e-6)
