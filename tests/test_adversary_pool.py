@@ -69,7 +69,7 @@ def test_each_episode_meets_one_member_drawn_at_its_start_with_the_presets_frequ
     counts = np.bincount(first, minlength=5)
     for count, p in zip(counts, pool.probabilities):
         assert abs(count - episodes * p) <= 4 * math.sqrt(episodes * p * (1 - p))
-    learned = torch.tensor(first) == 0
+    learned = torch.tensor(first) == 0  # member indices (integers), not floats
     assert torch.allclose(out[learned], x[learned] + 0.1)  # the learned member's rows: its perturbation
     pushed = out[~learned] - x[~learned]
     assert (pushed.abs().amax(dim=1) <= 0.1 + 1e-9).all() and (pushed.abs().amax(dim=1) > 0).all()  # a push, in its ball

@@ -60,9 +60,9 @@ def test_every_source_of_the_grammar_is_one_the_resolver_loads():
 
 def test_a_run_record_names_the_agent_that_made_it():
     assert agent_of_description({"source": "zoo", "name": "pong-dqn"}) == "zoo:pong-dqn"
-    assert agent_of_description({"source": "pg", "path": "/r/x.model", "name": "ppo-hopper",
+    assert agent_of_description({"source": "pg", "path": "releases/x.model", "name": "ppo-hopper",
                                  "published": "huanzhang12/ATLA_robust_RL"}) == "published:ppo-hopper"
-    assert agent_of_description({"source": "pg", "path": "/r/x.model"}) == "pg:/r/x.model"
+    assert agent_of_description({"source": "pg", "path": "releases/x.model"}) == "pg:releases/x.model"
     assert agent_of_description({"source": "torch"}) is None
 
 

@@ -85,3 +85,16 @@ def test_a_recurrent_director_needs_the_engine_and_robust_sarsa_has_none(recurre
     with pytest.raises(UserError, match="--recurrent is for a director"):
         train_attacker("zoo:hopper-ppo", "Hopper-v5", "robust-sarsa", eps=0.075, steps=10, run_dir=tmp_path / "q",
                        recurrent=True)
+
+
+def test_a_recurrent_director_with_the_two_rate_official_setting_is_refused_in_one_line(tmp_path):
+    """--recurrent with --setting official (policy and value at rates of their own, which
+    RecurrentPPO's one optimizer cannot give): refused naming the fix, and the fix works."""
+    with pytest.raises(UserError, match="use the default director setting") as caught:
+        train_attacker("zoo:hopper-ppo", "Hopper-v5", "sarl", eps=0.075, steps=10, run_dir=tmp_path / "a",
+                       recurrent=True, setting="official", eval_episodes=0, log=lambda line: None)
+    assert "\n" not in str(caught.value)
+    from rlgauntlet.training.attackers.attack_train import director_settings, recurrent_settings
+
+    fixed = recurrent_settings(director_settings("Hopper-v5", "default"))
+    assert fixed["policy"] == "MlpLstmPolicy" and fixed["policy_kwargs"]["lstm_hidden_size"] == 64
