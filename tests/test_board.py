@@ -67,6 +67,40 @@ def test_a_board_gives_each_agent_the_result_of_its_own_gauntlet(small_protocol,
     assert sorted(r["method"] for r in ranked["boards"][0]["rows"]) == ["dqn", "ppo"]
 
 
+def test_a_board_transfers_each_agents_strongest_director_to_the_other_agents(monkeypatch, tmp_path):
+    """Transfer (gauntlet.transfer): each agent receives the other agent's trained director as a
+    member, named with its donor, raced and run in full on the reported seeds; its reported
+    return is the one the donor's director gives when evaluated on this agent on its own (same
+    seeds), and it joins the strongest-of. A board run again trains and runs nothing."""
+    from dataclasses import replace
+
+    from rlgauntlet.experiments.evaluate import evaluate
+    from rlgauntlet.gauntlet.board import Board, plan_board
+    from rlgauntlet.gauntlet.run import run_plans
+
+    monkeypatch.setitem(protocols_module.PROTOCOLS, "classic", replace(SMALL, transfer=True))
+    board = Board.model_validate({"envs": ["CartPole-v1"], "level": "quick",
+                                  "agents": [{"agent": "zoo:cartpole-dqn", "method": "dqn"},
+                                             {"agent": "zoo:cartpole-ppo", "method": "ppo"}]})
+    plans, methods = plan_board(board, tmp_path / "board" / "g.sqlite")
+    results = run_plans(plans, workers=2, methods=methods)
+    for result, plan, donor in zip(results, plans, reversed(plans)):
+        [member] = result["transfer"]["members"]
+        [task] = donor.tasks
+        assert member["donor"] == donor.spec.agent and member["donor_sha256"] == donor.sha != plan.sha
+        assert member["attack"] == f"paad:eps=0.1 (from {donor.spec.agent})" and task.folder in member["director"]
+        [worst] = result["worst_case"]
+        assert worst["members"][member["attack"]] == pytest.approx(member["return_mean"])
+        assert worst["return_mean"] == pytest.approx(min(worst["members"].values()))
+        alone = evaluate(plan.spec, "CartPole-v1", [member["director"]], episodes=plan.settings.episodes,
+                         seed=plan.seeds[0], impact=False)
+        assert alone.evaluations[-1]["return_mean"] == pytest.approx(member["return_mean"])
+    stages = []
+    again = run_plans(plans, workers=2, methods=methods, on_stage=lambda *a: stages.append(a))
+    assert all(done == total for _, done, total in stages if _ != "certification and checks"), stages
+    assert [r["transfer"] for r in again] == [r["transfer"] for r in results]
+
+
 def test_the_cli_runs_a_board_file_and_writes_each_result_and_the_leaderboard(small_protocol, tmp_path, cli_env):
     board = tmp_path / "board.yaml"
     board.write_text("name: cartpole\nlevel: quick\nagents:\n  - {agent: zoo:cartpole-dqn, method: dqn}\n")

@@ -435,6 +435,12 @@ def test_docs_state_every_protocols_version_and_grid():
         assert f"{', '.join(p.eps_grid)} ({p.headline_eps})" in row
         for family, (grid, headline) in p.env_budgets.items():  # an env's own budgets, in the same row
             assert f"{family}: {', '.join(grid)} ({headline})" in row, f"{p.tag}: {family}'s budgets"
+        for level, table in p.director_steps.items():  # a task's own director steps, in its level's cell
+            cell = row.split(" | ")[4 + list(p.levels).index(level)]
+            for steps in set(table.values()):
+                families = ", ".join(f for f, n in table.items() if n == steps)
+                written = f"{steps // 1_000_000}M" if steps % 1_000_000 == 0 else f"{steps // 1000}k"
+                assert f"({families}: {written})" in cell, f"{p.tag} {level}: the director steps of {families}"
 
 
 def test_an_env_with_budgets_of_its_own_gets_them_in_the_plan_and_on_the_board():
@@ -513,6 +519,7 @@ def test_the_worst_case_takes_every_attack_within_the_budget():
     worst case at 0.1; at 0.05 it does not count. Pooled means over two seeds."""
     from types import SimpleNamespace
 
+    from rlgauntlet.gauntlet.outcome import Outcome
     from rlgauntlet.gauntlet.plan import threat_eps
     from rlgauntlet.gauntlet.summary import summarise
 
@@ -531,13 +538,11 @@ def test_the_worst_case_takes_every_attack_within_the_budget():
         victim=SimpleNamespace(budget_space="normalized", description={}), spec=SimpleNamespace(agent="zoo:x"),
         sha="s", seeds=[0, 1], heuristics=["random:eps=0.05", "random:eps=0.1"],
         learned=["paad:attacker=/a,eps=0.075", "paad:attacker=/b,eps=0.075"], natural=["gaussian_noise:std=0.1"],
-        shifts=[], tasks=[], racing=False, exhaustive=False, authors=[],
+        shifts=[], tasks=[], racing=False, exhaustive=False, lstm_directors=False, authors=[], eps_of=threat_eps,
         skipped=[], labels={"random:eps=0.05": "random:eps=0.05", "random:eps=0.1": "random:eps=0.1",
                             "paad:attacker=/a,eps=0.075": "paad:eps=0.075", "paad:attacker=/b,eps=0.075": "paad:eps=0.075",
                             "gaussian_noise:std=0.1": "gaussian_noise:std=0.1"})
-    outcome = SimpleNamespace(plan=plan, adversarial=plan.heuristics + plan.learned,
-                              eps_of=threat_eps)  # what an outcome with nothing parsed answers
-    summary = summarise(outcome, reports, None)
+    summary = summarise(Outcome(plan), reports, None)  # an outcome with nothing parsed, raced or transferred
     worst = {w["eps"]: w for w in summary["worst_case"]}
     # the natural change keeps 2200 of 3000 pooled over both seeds: 1 − 2200/3000 of the return lost
     assert summary["natural"]["return_drop_mean"] == pytest.approx(1 - 2200 / 3000)
@@ -563,7 +568,7 @@ def test_an_agent_counts_once_on_the_leaderboard_under_its_latest_method(tmp_pat
     store.close()
     [board] = leaderboard([path])["boards"]
     assert [(r["method"], r["iqm"]) for r in board["rows"]] == [("hopper-ppo", 640.0)]
-    assert get_protocol("mujoco").headline_of(1) == "0.075" and get_protocol("mujoco").headline_of(5) is None
+    assert get_protocol("mujoco").headline_of(1) == "0.075" and get_protocol("mujoco").headline_of(6) is None
     assert get_protocol("classic").headline_of(0) is None
 
 
@@ -587,7 +592,7 @@ def test_the_mujoco_protocol_trains_each_director_with_both_settings_and_keeps_i
     from rlgauntlet.gauntlet import plan_gauntlet
 
     plan = plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", level="quick", store=tmp_path / "g.sqlite")
-    assert plan.protocol.tag == "mujoco@v4" and plan.skipped == []
+    assert plan.protocol.tag == "mujoco@v5" and plan.skipped == []
     assert [(t.method, t.setting, t.select) for t in plan.tasks] == [
         ("paad", "default", "best"), ("paad", "official", "best"), ("sarl", "default", "best"),
         ("sarl", "official", "best"), ("robust-sarsa", "default", "last")]
@@ -595,6 +600,37 @@ def test_the_mujoco_protocol_trains_each_director_with_both_settings_and_keeps_i
     assert sorted(plan.labels[s] for s in plan.learned) == [
         "paad:eps=0.075", "paad@official:eps=0.075", "robust_sarsa:eps=0.075", "sarl:eps=0.075",
         "sarl@official:eps=0.075"]
+
+
+def test_lstm_directors_for_an_agent_without_memory_only_when_asked_and_the_result_says_so(tmp_path):
+    from rlgauntlet.gauntlet import plan_gauntlet
+
+    plain = plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", level="quick", store=tmp_path / "g.sqlite")
+    asked = plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", level="quick", store=tmp_path / "g.sqlite",
+                          lstm_directors=True)
+    assert not any(t.recurrent for t in plain.tasks) and not plain.lstm_directors
+    assert [t.label for t in asked.tasks if t.recurrent] == ["paad@lstm:eps=0.075", "sarl@lstm:eps=0.075"]
+    assert asked.lstm_directors and [t for t in asked.tasks if not t.recurrent] == plain.tasks
+    # an image agent's LSTM director reads its frames through the same CNN
+    from rlgauntlet.training.attackers.attack_train import director_settings, recurrent_settings
+
+    assert recurrent_settings(director_settings("PongNoFrameskip-v4"))["policy"] == "CnnLstmPolicy"
+
+
+def test_the_standard_directors_train_longer_where_the_return_has_no_floor():
+    """mujoco v5: HalfCheetah and Ant (no floor to the return: an agent driven backwards keeps
+    losing) give every director 1M steps at the standard level; Hopper and Walker2d keep 200k,
+    and the quick and paper levels keep theirs."""
+    from rlgauntlet.gauntlet.protocols import NO_FLOOR_STEPS, get_protocol
+
+    mujoco = get_protocol("mujoco")
+    steps = {env: {name: level.attacker_steps for name, level in mujoco.for_env(env).levels.items()}
+             for env in ("Hopper-v5", "Walker2d-v4", "HalfCheetah-v5", "Ant-v5", "AntContactForces-v4")}
+    assert steps["Hopper-v5"] == steps["Walker2d-v4"] == {"quick": 50_000, "standard": 200_000, "paper": 2_000_000}
+    for env in ("HalfCheetah-v5", "Ant-v5", "AntContactForces-v4"):
+        assert steps[env] == {"quick": 50_000, "standard": 1_000_000, "paper": 2_000_000}, env
+    assert mujoco.describe()["director_steps"] == {"standard": NO_FLOOR_STEPS}
+    assert mujoco.for_env("HalfCheetah-v5").eps_grid == ("0.05", "0.1", "0.15", "0.2")  # its budgets kept too
 
 
 def test_continuous_agents_meet_every_constant_director_at_every_eps(tmp_path):

@@ -415,6 +415,13 @@ def test_what_cannot_handle_a_recurrent_agent_says_so_in_one_line(lstm_file, tmp
     plan = plan_gauntlet(f"pg:{path}", "Hopper-v5", level="quick", store=tmp_path / "g.sqlite")
     assert "robust-sarsa" not in {t.method for t in plan.tasks} and {t.method for t in plan.tasks} == {"paad", "sarl"}
     assert any("robust-sarsa" in row["spec"] and "recurrent" in row["reason"] for row in plan.skipped)
+    # mujoco v5: an LSTM director of each method beside the memoryless ones, a folder and a row of its own
+    lstm = [t for t in plan.tasks if t.recurrent]
+    assert [(t.method, t.setting, t.select) for t in lstm] == [("paad", "default", "best"), ("sarl", "default", "best")]
+    assert all(t.folder.endswith("steps") and "-best-lstm-" in t.folder for t in lstm)
+    assert len({t.folder for t in plan.tasks}) == len(plan.tasks) == 6
+    assert {plan.labels[s] for s in plan.learned} >= {"paad@lstm:eps=0.075", "sarl@lstm:eps=0.075"}
+    assert not plan.lstm_directors  # the protocol's own rule, not an option
 
 
 def test_an_attacker_trains_against_an_lstm_agent_with_a_state_per_env(lstm_file):

@@ -98,3 +98,37 @@ def test_a_recurrent_director_with_the_two_rate_official_setting_is_refused_in_o
 
     fixed = recurrent_settings(director_settings("Hopper-v5", "default"))
     assert fixed["policy"] == "MlpLstmPolicy" and fixed["policy_kwargs"]["lstm_hidden_size"] == 64
+
+
+def test_an_lstm_director_finds_the_attack_that_needs_memory_where_a_memoryless_one_cannot(tmp_path):
+    """Known answer (tests/memory_task.py): on the cue task the optimal attack takes the victim to
+    1 and any director without memory to 2 at best (its input after the cue is always 0). The
+    LSTM SA-RL director reaches the optimum; the memoryless one, trained the same way, stays at
+    its provable floor."""
+    from memory_task import CLEAN_RETURN, ENV_ID, MEMORYLESS_FLOOR, OPTIMAL_ATTACK, CueVictim, register_cue
+
+    from rlgauntlet.training.attackers.attack_train import attacker_config, learn_attacker
+
+    register_cue()
+    victim = CueVictim()
+    settings = dict(n_envs=8, policy="MlpPolicy", n_steps=32, batch_size=128, n_epochs=4, learning_rate=3e-3,
+                    gamma=0.99, gae_lambda=0.95, ent_coef=0.0, clip_range=0.2, policy_kwargs=dict(net_arch=[16]))
+    seeds = list(range(20))  # 10 of each cue
+    means = {}
+    for recurrent, steps in ((True, 12_000), (False, 4_000)):
+        folder = tmp_path / f"sarl-{recurrent}"
+        config = attacker_config("sarl", ENV_ID, 0.1, 0, None, victim, recurrent=recurrent)
+        learn_attacker(victim, config, steps, folder, hyperparams=settings, log=lambda line: None)
+        (folder / "manifest.json").write_text(json.dumps({
+            "method": "sarl", "variant": "sarl", "eps": 0.1, "env": ENV_ID, "budget_space": "raw",
+            "victim": {"sha256": victim.description["sha256"], "vecnormalize_sha256": None}, "input_shape": [1]}))
+        (folder / "checkpoint" / "model.zip").rename(folder / "attacker.zip")
+        threat = parse_threat(f"sarl:attacker={folder},eps=0.1")
+        assert threat.director.recurrent is recurrent
+        records = evaluate_episodes(lambda: gym.make(ENV_ID), victim, threat, seeds, 1, 4, True)
+        means[recurrent] = float(np.mean([r.episode_return for r in records]))
+        assert all(r.linf_max <= 0.1 + 1e-6 for r in records)
+    clean = evaluate_episodes(lambda: gym.make(ENV_ID), victim, None, seeds, 1, 4, True)
+    assert np.mean([r.episode_return for r in clean]) == CLEAN_RETURN
+    assert means[True] == pytest.approx(OPTIMAL_ATTACK)
+    assert means[False] >= MEMORYLESS_FLOOR

@@ -50,6 +50,7 @@ def gauntlet(
     address: Optional[str] = typer.Option(None, help="address of a running Ray cluster. Example: --address 10.0.0.5:6379"),
     method: Optional[str] = typer.Option(None, help="the name the leaderboard groups this agent under (several training seeds of one method). Example: --method sa-ppo"),
     exhaustive: bool = typer.Option(False, "--exhaustive", help="run every heuristic attack in full instead of racing them (slower; a check of the race). Example: --exhaustive"),
+    lstm_directors: bool = typer.Option(False, "--lstm-directors", help="also train LSTM directors (PA-AD, SA-RL with a memory of the episode) against an agent without one (the protocol trains them against recurrent agents). Example: --lstm-directors"),
     kind: Optional[str] = KIND,
     vecnormalize: Optional[Path] = VECNORMALIZE,
     input_space: Optional[str] = INPUT_SPACE,
@@ -85,7 +86,8 @@ def gauntlet(
             "--input-space": (input_space is not None, "input_space: (on each agent)"),
             "--precision": (precision is not None, "precision: (on each agent)"),
             "--device": (device is not None, "device: (on each agent)"),
-            "--other-env": (other_env, "other_env: true (on each agent)")})
+            "--other-env": (other_env, "other_env: true (on each agent)"),
+            "--lstm-directors": (lstm_directors, "lstm_directors: true (on each agent)")})
         if out_dir is None:
             raise UserError("--agents needs --out DIR (the store, one result per agent and the leaderboard go there)")
         _board(agents_file, out_dir, store, executor, workers, address, exhaustive, allow_pickle)
@@ -105,7 +107,7 @@ def gauntlet(
     check_output(html_path, "--out", protect=[store_path], kind=REPORT_KIND, given=out_dir)
     spec = agent_spec(agent, None, kind, vecnormalize, input_space, precision, device, allow_pickle, other_env)
     plan = plan_gauntlet(spec, env, protocol=chosen.name, level=level, seeds=seeds or None, store=store_path,
-                         exhaustive=exhaustive)
+                         exhaustive=exhaustive, lstm_directors=lstm_directors)
     KEPT["note"] = (f"finished episodes are kept in {store_path} and trained attackers (with their checkpoints) "
                     f"beside it; run the same command again to go on from there")
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

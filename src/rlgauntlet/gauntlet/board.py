@@ -44,6 +44,8 @@ class BoardAgent(FileAgentSpec):
     command: ClassVar[str] = "rlgauntlet gauntlet"
     method: str | None = Field(None, description="the leaderboard's label for this agent's method")
     envs: list[str] | None = Field(None, description="Gymnasium ids (default: the board's, or the agent's own)")
+    lstm_directors: bool = Field(False, description="also train LSTM directors against this agent (the protocol "
+                                 "trains them against recurrent agents)")
 
 
 class Board(BaseModel):
@@ -121,7 +123,8 @@ def plan_board(board: Board, store: str | Path, allow_pickle: bool = False, exha
             seen[key] = agent.method
             try:
                 check_board_keys(board, agent, env)
-                plans.append(plan_gauntlet(spec, env, board.protocol, board.level, board.seeds, store, exhaustive))
+                plans.append(plan_gauntlet(spec, env, board.protocol, board.level, board.seeds, store, exhaustive,
+                                           agent.lstm_directors))
             except UserError as exc:
                 raise UserError(f"board agent {agent.agent} on {env}: {exc}") from None
             methods.append(agent.method)

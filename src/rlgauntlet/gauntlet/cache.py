@@ -38,11 +38,12 @@ def agent_cache(store: Path, sha: str, env: str) -> Path:
 
 
 def attacker_folder(cache: Path, method: str, eps: str | None, setting: str, select: str, seed: int,
-                    protocol: str, version: int, steps: int) -> Path:
+                    protocol: str, version: int, steps: int, recurrent: bool = False) -> Path:
     """The folder of one learned attacker in an agent's ``cache``: every choice that makes it
-    another attacker is in its name (a Robust Sarsa Q function, ``eps`` None, serves every ε)."""
+    another attacker is in its name (a Robust Sarsa Q function, ``eps`` None, serves every ε;
+    an LSTM director is ``-lstm``)."""
     where = "q" if eps is None else f"eps{safe_name(eps)}"
-    how = "".join(f"-{x}" for x in (setting, select) if x not in ("default", "last"))
+    how = "".join(f"-{x}" for x in (setting, select) if x not in ("default", "last")) + ("-lstm" if recurrent else "")
     return cache / f"{method}-{where}{how}-seed{seed}-{protocol}-v{version}-{steps}steps"
 
 

@@ -28,6 +28,12 @@ class Outcome:
     plan: GauntletPlan
     race: RaceResult = NO_RACE
     learned: Mapping[str, Threat] = field(default_factory=lambda: MappingProxyType({}))  # spec -> trained attacker
+    #: a board's directors of other agents, received as members (:mod:`rlgauntlet.gauntlet.transfer`),
+    #: their parsed threats, those that did not fit this agent (with the reason) and their race
+    transfer: tuple = ()
+    transferred: Mapping[str, Threat] = field(default_factory=lambda: MappingProxyType({}))
+    transfer_skipped: tuple = ()
+    transfer_race: RaceResult = NO_RACE
 
     def raced(self, race: RaceResult) -> "Outcome":
         """This outcome with the race's result."""
@@ -38,10 +44,31 @@ class Outcome:
         they are trained: their specs name the trained folders)."""
         return replace(self, learned=MappingProxyType(self.plan.parse_learned()))
 
+    def with_transfer(self, members: list) -> "Outcome":
+        """This outcome with the transferred members (:class:`~rlgauntlet.gauntlet.transfer.TransferMember`)
+        that fit this agent, parsed and checked once; the others kept with the reason."""
+        from rlgauntlet.gauntlet.plan import fitting_specs
+
+        plan = self.plan
+        kept, skipped = fitting_specs([m.spec for m in members], plan.victim, plan.env, plan.preset)
+        fitting = dict(kept)
+        return replace(self, transfer=tuple(m for m in members if m.spec in fitting),
+                       transferred=MappingProxyType(fitting), transfer_skipped=tuple(skipped))
+
+    def transfer_groups(self) -> list[tuple[str, list[str]]]:
+        """The transferred members raced together: (ε, its members) per ε of the grid that has some."""
+        groups = ((e, [m.spec for m in self.transfer if m.eps == e]) for e in self.plan.protocol.eps_grid)
+        return [(e, g) for e, g in groups if g]
+
     def eps_of(self, spec: str) -> float | None:
-        """The budget of ``spec``, from its parsed threat (a trained attacker's included)."""
-        threat = self.learned.get(spec)
+        """The budget of ``spec``, from its parsed threat (a trained or transferred attacker's included)."""
+        threat = self.learned.get(spec, self.transferred.get(spec))
         return getattr(threat.params, "eps", None) if threat is not None else self.plan.eps_of(spec)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """spec -> how results name it: the plan's, and each transferred member's (its donor named)."""
+        return {**self.plan.labels, **{m.spec: m.label for m in self.transfer}}
 
     @property
     def finalists(self) -> list[str]:
@@ -49,9 +76,15 @@ class Outcome:
         return [s for s in self.plan.heuristics if s not in self.race.dropped]
 
     @property
+    def transfer_finalists(self) -> list[str]:
+        """The transferred members that run in full on the reported seeds (all without a race)."""
+        return [m.spec for m in self.transfer if m.spec not in self.transfer_race.dropped]
+
+    @property
     def adversarial(self) -> list[str]:
-        """Every adversarial spec with reported episodes: the finalists and the learned attackers."""
-        return self.finalists + self.plan.learned
+        """Every adversarial spec with reported episodes: the finalists, the learned attackers and
+        the transferred members' finalists."""
+        return self.finalists + self.plan.learned + self.transfer_finalists
 
     def strongest_groups(self) -> list[list[str]]:
         """One strongest-of group per ε of the grid: the adversarial specs of exactly that budget,
@@ -61,5 +94,5 @@ class Outcome:
         return [g for g in groups if len(g) >= 2]
 
     def cells(self, store: ResultsStore, specs: list[str]) -> list[CellSet]:
-        """The plan's cells of ``specs``, a trained attacker's included (:meth:`GauntletPlan.cells`)."""
-        return self.plan.cells(store, specs, self.learned)
+        """The plan's cells of ``specs``, a trained or transferred attacker's included (:meth:`GauntletPlan.cells`)."""
+        return self.plan.cells(store, specs, {**self.learned, **self.transferred})

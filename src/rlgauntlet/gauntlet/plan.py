@@ -44,6 +44,7 @@ class AttackerTask:
     setting: str = "default"  # the director's PPO settings (Robust Sarsa has none)
     select: str = "last"  # the director checkpoint the attacker is
     patience: int | None = None  # checkpoints without a new best before a director stops
+    recurrent: bool = False  # an LSTM director (a memory of the episode), for a victim with a memory
 
     @property
     def spec(self) -> str:
@@ -55,9 +56,10 @@ class AttackerTask:
 
     @property
     def name(self) -> str:
-        """The threat, and a director setting other than the default: the attackers of two
-        settings are two rows of the results, never pooled."""
-        return THREAT_OF_METHOD[self.method] + ("" if self.setting == "default" else f"@{self.setting}")
+        """The threat, a director setting other than the default and ``@lstm`` for an LSTM
+        director: the attackers of two settings are two rows of the results, never pooled."""
+        return (THREAT_OF_METHOD[self.method] + ("" if self.setting == "default" else f"@{self.setting}")
+                + ("@lstm" if self.recurrent else ""))
 
     @property
     def label(self) -> str:
@@ -143,6 +145,7 @@ class GauntletPlan:
     labels: dict[str, str]  # spec -> how results name it (a learned attacker's without its folder)
     parsed: Mapping[str, Threat] = field(default_factory=dict)  # spec -> its threat, parsed and checked once
     exhaustive: bool = False  # every heuristic member in full, no race (a check of the race)
+    lstm_directors: bool = False  # LSTM directors asked for an agent the protocol plans none for
     authors: list[str] = field(default_factory=list)  # a published agent's own released attacker, reported beside
 
     def __post_init__(self) -> None:
@@ -182,20 +185,22 @@ class GauntletPlan:
         return [open_cells(store, self.spec, self.env, self.preset, self.victim, threats, seed, self.settings.episodes,
                            deterministic=True, impact=True) for seed in self.seeds]
 
-    def selection_cells(self, store: ResultsStore, specs: list[str], episodes: int) -> CellSet:
+    def selection_cells(self, store: ResultsStore, specs: list[str], episodes: int,
+                        extra: Mapping[str, Threat] = MappingProxyType({})) -> CellSet:
         """The race's cells of ``specs``: ``episodes`` selection episodes each (env seeds from
         :data:`~rlgauntlet.gauntlet.race.SELECTION_SEED`), greedy, no clean or argmin cell,
-        stored as ``selection`` runs."""
+        stored as ``selection`` runs (a member the plan does not hold, a board's transferred
+        director, from ``extra``)."""
         from rlgauntlet.experiments.cells import open_cells
         from rlgauntlet.gauntlet.race import SELECTION_SEED
 
-        return open_cells(store, self.spec, self.env, self.preset, self.victim, self.threats(specs),
+        return open_cells(store, self.spec, self.env, self.preset, self.victim, self.threats(specs, extra),
                           SELECTION_SEED, episodes, deterministic=True, impact=False, clean=False, kind="selection")
 
-    def race_groups(self) -> list[list[str]]:
-        """The heuristic members raced together: those of each ε of the grid."""
-        groups = ([s for s in self.heuristics if self.eps_of(s) == eps_value(e)] for e in self.protocol.eps_grid)
-        return [g for g in groups if g]
+    def race_groups(self) -> list[tuple[str, list[str]]]:
+        """The heuristic members raced together: (ε, its members) for each ε of the grid that has some."""
+        groups = ((e, [s for s in self.heuristics if self.eps_of(s) == eps_value(e)]) for e in self.protocol.eps_grid)
+        return [(e, g) for e, g in groups if g]
 
     def parse_learned(self) -> dict[str, Threat]:
         """The learned attackers' threats, parsed and checked once (their specs name trained
@@ -225,11 +230,13 @@ def director_settings_for(protocol: Protocol, env: str, skipped: list[dict]) -> 
 
 def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None, level: str = "standard",
                   seeds: Sequence[int] | None = None, store: str | Path = "gauntlet.sqlite", exhaustive: bool = False,
-                  **load_options) -> GauntletPlan:
+                  lstm_directors: bool = False, **load_options) -> GauntletPlan:
     """Load the agent, pick the protocol and level, and list every evaluation and attacker the
     gauntlet runs (entries that do not fit the agent or env are kept in ``skipped`` with the
-    reason; ``exhaustive`` runs every heuristic member in full instead of racing them). Bad input
-    fails here, before any work, with a :class:`UserError`."""
+    reason; ``exhaustive`` runs every heuristic member in full instead of racing them;
+    ``lstm_directors`` adds an LSTM director of every director method for any agent, where the
+    protocol plans them for recurrent agents only). Bad input fails here, before any work, with a
+    :class:`UserError`."""
     from rlgauntlet.common.seeding import check_seeds
     from rlgauntlet.experiments.store import check_store_location
 
@@ -280,22 +287,28 @@ def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None,
 
     learned_eps = [chosen.headline_eps] if settings.learned_at == "headline" else list(chosen.eps_grid)
     cache = agent_cache(store_path, sha, env)
-    directors = [(setting, chosen.select) for setting in director_settings_for(chosen, env, skipped)]
+    directors = [(setting, chosen.select, False) for setting in director_settings_for(chosen, env, skipped)]
     tasks = []
     methods = list(chosen.learned_methods(victim.is_discrete))
     if victim.recurrent and "robust-sarsa" in methods:  # Q of a policy of the state alone
         methods.remove("robust-sarsa")
         skipped.append({"spec": "learned attacker robust-sarsa", "reason": "it learns Q of a policy of the state "
                         "alone, and this agent is recurrent (LSTM): its action also depends on its memory"})
+    # LSTM directors: the protocol's for a recurrent agent, every director method's with lstm_directors
+    own_lstm = [m for m in chosen.recurrent_directors if m in methods] if victim.recurrent else []
+    lstm = [m for m in methods if m != "robust-sarsa"] if lstm_directors else own_lstm
     cpu_spec = spec.model_copy(update={"device": "cpu"})  # Robust Sarsa's Q function trains on the CPU only
     for seed in seeds:
         for m in methods:
             for e in ([chosen.headline_eps] if m == "robust-sarsa" else learned_eps):
-                for setting, select in ([("default", "last")] if m == "robust-sarsa" else directors):
+                kinds = [("default", "last", False)] if m == "robust-sarsa" else \
+                    directors + ([("default", chosen.select, True)] if m in lstm else [])
+                for setting, select, recurrent in kinds:
                     folder = attacker_folder(cache, m, None if m == "robust-sarsa" else e, setting, select, seed,
-                                             chosen.name, chosen.version, settings.attacker_steps)
-                    tasks.append(AttackerTask(spec if m != "robust-sarsa" else cpu_spec, env, m, e, eps_value(e), seed, settings.attacker_steps,
-                                              str(folder), setting, select, chosen.attacker_patience))
+                                             chosen.name, chosen.version, settings.attacker_steps, recurrent)
+                    tasks.append(AttackerTask(spec if m != "robust-sarsa" else cpu_spec, env, m, e, eps_value(e), seed,
+                                              settings.attacker_steps, str(folder), setting, select,
+                                              chosen.attacker_patience, recurrent))
     # a Robust Sarsa Q function serves every ε: one training, one MinQ evaluation per learned ε
     labels = {s: s for s in heuristics + natural + shifts}
     learned_labels = {with_eps(t.spec.rsplit(",eps=", 1)[0], e): f"{t.name}:eps={e}" for t in tasks
@@ -307,7 +320,8 @@ def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None,
     authors = [s for s, _ in fitted_authors]
     labels.update({s: "authors' attacker" for s in authors})
     return GauntletPlan(chosen, level, spec, env, preset, victim, sha, seeds, store_path, heuristics, natural, shifts,
-                        skipped, tasks, learned, labels, dict(fitted), exhaustive, authors=authors)
+                        skipped, tasks, learned, labels, dict(fitted), exhaustive,
+                        lstm_directors=set(lstm) != set(own_lstm), authors=authors)
 
 
 def authors_attack(spec: AgentSpec, protocol: Protocol, env: str, victim, preset: str,

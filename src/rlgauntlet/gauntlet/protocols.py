@@ -80,6 +80,13 @@ def _no_shifts(env_id: str, extent: str) -> list[str]:
     return []
 
 
+#: the standard level's director steps on tasks whose return has no floor: an agent of HalfCheetah
+#: or Ant can be driven backwards without the episode ending, so a director keeps finding lower
+#: returns long after one of Hopper or Walker2d (whose episode ends when the agent falls) has
+#: converged; the patience rule still stops a director that stalls
+NO_FLOOR_STEPS: dict[str, int] = {"HalfCheetah": 1_000_000, "Ant": 1_000_000, "AntContactForces": 1_000_000}
+
+
 @dataclass(frozen=True)
 class Protocol:
     """One env family's evaluation protocol (see the module docstring)."""
@@ -121,11 +128,26 @@ class Protocol:
     #: grid, headline ε), the papers' budgets per env; from version ``env_budgets_since`` on
     env_budgets: dict[str, tuple[tuple[str, ...], str]] = field(default_factory=dict)
     env_budgets_since: int = 1
+    #: director training steps of their own for some env families, per level ({level: {family:
+    #: steps}}): a task whose return has no floor needs more (:data:`NO_FLOOR_STEPS`)
+    director_steps: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: the learned methods that are also trained as LSTM directors (a memory of the episode) for
+    #: every recurrent agent (``AttackerTask.recurrent``); any agent with ``--lstm-directors``
+    recurrent_directors: tuple[str, ...] = ()
+    #: on a board, each agent's strongest trained director is also a member (raced, no training)
+    #: of every other agent's gauntlet on the same env (:mod:`rlgauntlet.gauntlet.transfer`)
+    transfer: bool = False
 
     def for_env(self, env_id: str) -> "Protocol":
-        """This protocol with ``env_id``'s own ε grid and headline ε where it has them."""
-        budgets = self.env_budgets.get(env_id.split("-")[0])
-        return self if budgets is None else replace(self, eps_grid=budgets[0], headline_eps=budgets[1])
+        """This protocol with ``env_id``'s own ε grid, headline ε and director steps where it has them."""
+        family = env_id.split("-")[0]
+        budgets = self.env_budgets.get(family)
+        out = self if budgets is None else replace(self, eps_grid=budgets[0], headline_eps=budgets[1])
+        steps = {level: table[family] for level, table in self.director_steps.items() if family in table}
+        if steps:
+            out = replace(out, levels={name: replace(level, attacker_steps=steps.get(name, level.attacker_steps))
+                                       for name, level in self.levels.items()})
+        return out
 
     @property
     def tag(self) -> str:
@@ -161,6 +183,8 @@ class Protocol:
                 "attacker_patience": self.attacker_patience,
                 "env_budgets": {k: {"eps_grid": list(grid), "headline_eps": head}
                                 for k, (grid, head) in self.env_budgets.items()},
+                "director_steps": {k: dict(v) for k, v in self.director_steps.items()},
+                "recurrent_directors": list(self.recurrent_directors), "transfer": self.transfer,
                 "race": None if self.race is None else {"first_episodes": self.race.first, "z": self.race.z,
                                                         "finalists": self.race.finalists},
                 "natural_suite": self.natural, "certified": self.certify,
@@ -187,8 +211,13 @@ PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
         # v3: the constant directors (push), which no training reaches: on the robust-agent table
         # they took vanilla Hopper to 262 where the strongest trained director left 540.
         # v4: the race (as classic v2), and the papers' budget per env (SA-PPO, ATLA, PA-AD):
-        # Walker2d 0.05, HalfCheetah and Ant 0.15 (Hopper keeps 0.075)
-        name="mujoco", version=4, families=("mujoco",), push=True, env_budgets_since=4,
+        # Walker2d 0.05, HalfCheetah and Ant 0.15 (Hopper keeps 0.075).
+        # v5: LSTM directors for recurrent agents (a memoryless director cannot exploit a
+        # victim's memory: the authors' LSTM adversary took LSTM-PPO Hopper to 734 where v4 stopped
+        # at 924), the director budget by task (NO_FLOOR_STEPS: 200k-step directors stopped at
+        # -377 on PPO HalfCheetah where 1M steps reach -779, README -660), and transfer on a board
+        name="mujoco", version=5, families=("mujoco",), push=True, env_budgets_since=4,
+        director_steps={"standard": dict(NO_FLOOR_STEPS)}, recurrent_directors=("paad", "sarl"), transfer=True,
         env_budgets={"Walker2d": (("0.025", "0.05", "0.075", "0.1"), "0.05"),
                      "HalfCheetah": (("0.05", "0.1", "0.15", "0.2"), "0.15"),
                      "Ant": (("0.05", "0.1", "0.15", "0.2"), "0.15"),

@@ -13,8 +13,10 @@ Example:
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Sequence
+from types import MappingProxyType
+from typing import Callable, Mapping, Sequence
 
 from rlgauntlet.version import __version__
 from rlgauntlet.experiments.agents import AgentSpec
@@ -22,7 +24,9 @@ from rlgauntlet.gauntlet.cache import cache_file, cached
 from rlgauntlet.gauntlet.outcome import Outcome
 from rlgauntlet.gauntlet.plan import AttackerTask, GauntletPlan, eps_value, plan_gauntlet
 from rlgauntlet.gauntlet.race import RaceResult
-from rlgauntlet.gauntlet.summary import authors_stronger, record_result, summarise
+from rlgauntlet.threats.base import Threat
+from rlgauntlet.gauntlet.summary import authors_stronger, learned_means, record_result, summarise
+from rlgauntlet.gauntlet.transfer import transfer_members
 
 #: episodes per chunk (the unit of work an executor hands a worker), stepped side by side as one
 #: batch of envs: one batched forward per step (the episodes do not depend on it)
@@ -35,7 +39,7 @@ def train_attacker_task(task: AttackerTask) -> dict:
 
     manifest = train_attacker(task.agent, task.env, task.method, eps=task.eps_value, steps=task.steps, run_dir=task.folder,
                               seed=task.seed, eval_episodes=0, log=lambda line: None, setting=task.setting, select=task.select,
-                              patience=task.patience)
+                              patience=task.patience, recurrent=task.recurrent)
     return {"steps": manifest.get("steps"), "train_seconds": manifest.get("train_seconds")}
 
 
@@ -44,7 +48,7 @@ def run_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None, 
                  workers: int = 1, address: str | None = None, method: str | None = None,
                  on_stage: Callable[[str, int, int], None] | None = None,
                  on_advance: Callable[[int], None] | None = None, plan: GauntletPlan | None = None,
-                 exhaustive: bool = False, **load_options) -> dict:
+                 exhaustive: bool = False, lstm_directors: bool = False, **load_options) -> dict:
     """Run the protocol of ``env``'s family (or ``protocol``) at ``level`` on ``agent``.
 
     Args:
@@ -65,12 +69,14 @@ def run_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None, 
             CLI plans before it draws progress bars); the agent is then not loaded again.
         exhaustive: run every heuristic member in full instead of racing them (a check of the
             race: the worst case of both should agree within a standard error).
+        lstm_directors: train an LSTM director of every director method for this agent too (the
+            protocol plans them for recurrent agents).
     """
     from rlgauntlet.common.executors import check_executor
 
     check_executor(executor, workers, address)  # before the store is made or a run row is written
     if plan is None:
-        plan = plan_gauntlet(agent, env, protocol, level, seeds, store, exhaustive, **load_options)
+        plan = plan_gauntlet(agent, env, protocol, level, seeds, store, exhaustive, lstm_directors, **load_options)
     [out] = run_plans([plan], executor, workers, address, [method], on_stage, on_advance)
     return out
 
@@ -121,29 +127,35 @@ def run_plans(plans: list[GauntletPlan], executor: str = "local", workers: int =
                 run(pool, results, [chunk for cells in sets for chunk in cells.chunks(CHUNK_EPISODES, CHUNK_EPISODES)])
             return cell_sets
 
+        def race(races: list[tuple[int, "Race"]], name: str) -> dict[int, RaceResult]:
+            """Run the races round by round, every agent's round in one executor call; each one's result."""
+            results_of: dict[int, RaceResult] = {}
+            for _, member in races:
+                member.start()
+            while races:
+                rounds = []
+                for index, member in races:
+                    step = member.next_round()
+                    if step is not None:
+                        rounds.append((index, member, step))
+                    else:
+                        results_of[index] = member.result
+                if not rounds:
+                    break
+                stage(name, sum(r[2][1] for r in rounds), sum(r[2][2] for r in rounds))
+                per_store: dict[int, tuple[object, list]] = {}
+                for _, member, (chunks, _, _) in rounds:
+                    per_store.setdefault(id(member.store), (member.store, []))[1].extend(chunks)
+                for results, chunks in per_store.values():
+                    run(pool, results, chunks)
+                races = [(index, member) for index, member, _ in rounds]
+            return results_of
+
         # 1. the race of the heuristic members on selection episodes (every agent's round together),
         #    then the finalists and everything else that needs no training, before any attacker trains
-        races = [(index, Race(plan, results)) for index, (plan, results) in enumerate(zip(plans, store)) if plan.racing]
-        for _, race in races:
-            race.start()
-        while races:
-            rounds = []
-            for index, race in races:
-                step = race.next_round()
-                if step is not None:
-                    rounds.append((index, race, step))
-                else:
-                    outcomes[index] = outcomes[index].raced(race.result)
-            if not rounds:
-                break
-            total, done = sum(r[2][1] for r in rounds), sum(r[2][2] for r in rounds)
-            stage("race", total, done)
-            per_store: dict[int, tuple[object, list]] = {}  # every agent's round in one executor call
-            for _, race, (chunks, _, _) in rounds:
-                per_store.setdefault(id(race.store), (race.store, []))[1].extend(chunks)
-            for results, chunks in per_store.values():
-                run(pool, results, chunks)
-            races = [(index, race) for index, race, _ in rounds]
+        raced = race([(index, Race(plan, results)) for index, (plan, results) in enumerate(zip(plans, store))
+                      if plan.racing], "race")
+        outcomes = [outcome.raced(raced[index]) if index in raced else outcome for index, outcome in enumerate(outcomes)]
 
         def base(outcome: Outcome) -> list[str]:
             plan = outcome.plan
@@ -161,6 +173,19 @@ def run_plans(plans: list[GauntletPlan], executor: str = "local", workers: int =
         final = episodes(lambda outcome: base(outcome) + outcome.plan.learned)
         reports = [[cell_report(cells, results, outcome.strongest_groups()) for cells in sets]
                    for outcome, results, sets in zip(outcomes, store, final)]
+        # 4. on a board, each agent's strongest directors as members of the other agents' gauntlets
+        #    on the same env (gauntlet.transfer): raced as the heuristic members, the finalists in full
+        members = transfer_members(plans, [learned_means(o, r) for o, r in zip(outcomes, reports)])
+        if any(members):
+            outcomes = [outcome.with_transfer(m) for outcome, m in zip(outcomes, members)]
+            raced = race([(index, Race(o.plan, results, o.transfer_groups(), o.transferred))
+                          for index, (o, results) in enumerate(zip(outcomes, store)) if o.transfer and o.plan.racing],
+                         "transferred directors' race")
+            outcomes = [replace(o, transfer_race=raced[index]) if index in raced else o
+                        for index, o in enumerate(outcomes)]
+            final = episodes(lambda outcome: base(outcome) + outcome.plan.learned + outcome.transfer_finalists)
+            reports = [[cell_report(cells, results, outcome.strongest_groups()) for cells in sets]
+                       for outcome, results, sets in zip(outcomes, store, final)]
 
     stage("certification and checks", 2 * len(plans))
     outs = []
@@ -195,8 +220,13 @@ class Race:
     again, decides which members go on; None when the race is over, and :attr:`result` then holds
     what it decided. The plan is only read."""
 
-    def __init__(self, plan: GauntletPlan, store) -> None:
+    def __init__(self, plan: GauntletPlan, store, groups: list[tuple[str, list[str]]] | None = None,
+                 extra: Mapping[str, Threat] = MappingProxyType({})) -> None:
+        """``groups``: (ε, members) raced together, default the plan's heuristic members
+        (:meth:`GauntletPlan.race_groups`); ``extra``: the threats of members the plan does not hold."""
         self.plan, self.store = plan, store
+        self.groups = plan.race_groups() if groups is None else groups
+        self.extra = extra
         self.result: RaceResult | None = None
         self._rounds = None
 
@@ -211,15 +241,15 @@ class Race:
     def _run(self):
         plan, store = self.plan, self.store
         rule = plan.protocol.race
-        groups = plan.race_groups()
+        groups = [group for _, group in self.groups]
         alive = {spec: True for group in groups for spec in group}
         dropped: dict[str, str] = {}
         record = {spec: {"member": spec, "eps": eps, "episodes": 0, "dropped_after_round": None, "reason": None}
-                  for eps, group in zip(_group_eps(plan, groups), groups) for spec in group}
+                  for eps, group in self.groups for spec in group}
         rounds = rule.rounds(plan.settings.episodes)
         for round_index, episodes in enumerate(rounds):
             racing = [s for s in alive if alive[s]]
-            cells = plan.selection_cells(store, racing, episodes)
+            cells = plan.selection_cells(store, racing, episodes, self.extra)
             total = len(cells.cells) * episodes
             yield cells.chunks(CHUNK_EPISODES, CHUNK_EPISODES), total, total - cells.missing_episodes
             returns = {cell.spec: [r.episode_return for r in store.episodes(cells.run_ids[cell], limit=episodes)]
@@ -245,12 +275,6 @@ def run_race(plan: GauntletPlan, store, run_round: Callable[[list, int, int], ob
     while (step := race.next_round()) is not None:
         run_round(*step)
     return race.result
-
-
-def _group_eps(plan: GauntletPlan, groups: list[list[str]]) -> list[str]:
-    """The ε (as the protocol writes it) of each race group."""
-    by_value = {eps_value(e): e for e in plan.protocol.eps_grid}
-    return [by_value[plan.eps_of(group[0])] for group in groups]
 
 
 def certified_summary(plan: GauntletPlan) -> dict:

@@ -75,16 +75,24 @@ def shift_curves(rows: dict[str, dict]) -> dict[str, list[dict]]:
     return {k: sorted(v, key=lambda p: p["x"]) for k, v in curves.items()}
 
 
+def learned_means(outcome: Outcome, reports: list[dict]) -> dict[str, float]:
+    """The learned attackers' mean returns over every seed's reported episodes, by label."""
+    learned = {outcome.plan.labels[s] for s in outcome.plan.learned}
+    pooled = pool_episodes(reports, lambda s: outcome.plan.labels.get(s))
+    return {label: row["return_mean"] for label, row in pooled.items() if label in learned}
+
+
 def summarise(outcome: Outcome, reports: list[dict], method: str | None) -> dict:
     """The episodes' part of the result: clean, the worst case per ε, natural and shifts."""
     plan = outcome.plan
     victim = plan.victim
-    pooled = pool_episodes(reports, lambda s: "clean" if s == "clean" else plan.labels.get(s))
+    labels = outcome.labels
+    pooled = pool_episodes(reports, lambda s: "clean" if s == "clean" else labels.get(s))
     clean = pooled["clean"]
     worst_case = []
     for e in plan.protocol.eps_grid:
         # an attack within a smaller budget is an attack within this one too: the worst case never rises with ε
-        members = {plan.labels[s]: pooled[plan.labels[s]] for s in outcome.adversarial
+        members = {labels[s]: pooled[labels[s]] for s in outcome.adversarial
                    if outcome.eps_of(s) <= eps_value(e) + 1e-12}
         if not members:
             continue
@@ -112,7 +120,8 @@ def summarise(outcome: Outcome, reports: list[dict], method: str | None) -> dict
     shift_rows = {s: pooled[s] for s in plan.shifts + on_grid}  # the natural suite's shift is a grid point too
     return {
         "protocol": {"name": plan.protocol.name, "version": plan.protocol.version, "level": plan.level,
-                     **({"exhaustive": True} if plan.exhaustive else {})},
+                     **({"exhaustive": True} if plan.exhaustive else {}),
+                     **({"lstm_directors": True} if plan.lstm_directors else {})},
         "agent": {**victim.description, "spec": plan.spec.agent, "sha256": plan.sha, "method": method or plan.spec.agent},
         "env": {"id": plan.env, "preset": plan.preset},
         "budget_space": victim.budget_space, "budget_note": plan.protocol.budget_note,
@@ -125,11 +134,12 @@ def summarise(outcome: Outcome, reports: list[dict], method: str | None) -> dict
                               "impact against the argmin agent otherwise"},
         "shifts": {"rows": [{"spec": s, **r} for s, r in shift_rows.items()], "curves": shift_curves(shift_rows)},
         "learned_attackers": [{"method": t.method, "eps": t.eps, "seed": t.seed, "steps": t.steps, "folder": t.folder,
-                               "setting": t.setting, "select": t.select,
+                               "setting": t.setting, "select": t.select, **({"recurrent": True} if t.recurrent else {}),
                                **({"device": t.agent.device} if t.agent.device != "cpu" else {})}
                               for t in plan.tasks],
         "authors_attack": [{"spec": s, "eps": plan.protocol.headline_eps, **pooled[plan.labels[s]]} for s in plan.authors],
         "race": race_summary(outcome),
+        **({"transfer": transfer_summary(outcome, pooled)} if outcome.transfer or outcome.transfer_skipped else {}),
         "skipped": plan.skipped,
     }
 
@@ -177,11 +187,26 @@ def race_summary(outcome: Outcome) -> dict:
             "members": list(outcome.race.members)}
 
 
+def transfer_summary(outcome: Outcome, pooled: dict[str, dict]) -> dict:
+    """The board's directors this agent received (:mod:`rlgauntlet.gauntlet.transfer`): each
+    member with its donor, its race (selection episodes, the round that dropped it) and, for a
+    finalist, its reported return; the directors that did not fit this agent, with the reason."""
+    race = {row["member"]: row for row in outcome.transfer_race.members}
+    rows = []
+    for member in outcome.transfer:
+        row = {**member.describe(), "selection": race.get(member.spec)}
+        if member.label in pooled and member.spec in outcome.transfer_finalists:
+            row.update(return_mean=pooled[member.label]["return_mean"], return_sem=pooled[member.label]["return_sem"])
+        rows.append(row)
+    return {"members": rows, "finalists": len(outcome.transfer_finalists), "skipped": list(outcome.transfer_skipped)}
+
+
 def record_result(plan: GauntletPlan, out: dict) -> None:
     """Store the result as a ``gauntlet`` run: what the leaderboard ranks."""
     identity = {"protocol": plan.protocol.name, "version": plan.protocol.version, "level": plan.level,
                 "agent": plan.spec.agent, "sha256": plan.sha, "env": plan.env, "seeds": plan.seeds,
                 "method": out["agent"]["method"], **({"exhaustive": True} if plan.exhaustive else {}),
+                **({"lstm_directors": True} if plan.lstm_directors else {}),
                 "load_options": {k: v for k, v in plan.spec.load_options().items() if v not in (None, False, "auto")}}
     results = ResultsStore(plan.store)
     try:

@@ -39,6 +39,9 @@ ATTACKER_FILE = "attacker.zip"
 class LearnedParams(ThreatParams):
     attacker: str = Field(description="attacker folder written by `rlgauntlet attack-train` (or a folder of them, one per ε)")
     eps: float = Field(ge=0.0, description="budget; must equal the ε the attacker was trained for")
+    transfer: bool = Field(False, description="the attacker was trained against another agent of this env and is "
+                           "applied as it is (a transferred member of a board); its env, input shape and budget "
+                           "units must still be this agent's")
 
 
 def read_manifest(folder: Path) -> dict:
@@ -79,9 +82,14 @@ def find_attacker(path: str, eps: float, method: str) -> tuple[Path, dict]:
                     "`rlgauntlet attack-train`")
 
 
-def check_trained_for(name: str, manifest: dict, victim: Victim) -> None:
+def check_trained_for(name: str, manifest: dict, victim: Victim, transfer: bool = False) -> None:
     """Raise a :class:`UserError` unless ``victim`` is the agent (and VecNormalize file) the
-    attacker of ``manifest`` was trained against, in the same budget space."""
+    attacker of ``manifest`` was trained against, in the same budget space; with ``transfer``
+    (an attacker of another agent, applied as it is) only that its inputs are this agent's:
+    the same budget units and input shape."""
+    if transfer:
+        check_transferable(name, manifest, victim)
+        return
     trained = manifest["victim"]
     mine = victim.description.get("sha256")
     if trained.get("sha256") != mine:
@@ -96,6 +104,23 @@ def check_trained_for(name: str, manifest: dict, victim: Victim) -> None:
     if manifest.get("budget_space") != victim.budget_space:
         raise UserError(f"{name}: the attacker's inputs are in {manifest.get('budget_space')} units but this "
                         f"agent's are {victim.budget_space}; use the --input-space it was trained with")
+
+
+def check_transferable(name: str, manifest: dict, victim: Victim) -> None:
+    """Raise a :class:`UserError` unless the director of ``manifest`` reads inputs of ``victim``'s
+    units and shape: a director trained on another agent's normalized inputs would be fed raw
+    ones (or another size), a number that means nothing."""
+    if manifest.get("budget_space") != victim.budget_space:
+        raise UserError(f"{name}: a transferred attacker must read inputs in this agent's units; it was trained on "
+                        f"{manifest.get('budget_space')} inputs and this agent's are {victim.budget_space}: "
+                        "transfer it only between agents of one input space")
+    shape = manifest.get("input_shape")
+    if shape is not None:
+        mine = tuple(victim.preprocess(victim.observation_space.sample()[None]).shape[1:])
+        if tuple(shape) != mine:
+            raise UserError(f"{name}: a transferred attacker must read inputs of this agent's shape; it observes "
+                            f"{tuple(shape)} and this agent's inputs are {mine}: transfer it only between agents "
+                            "of one observation")
 
 
 def director_file(folder: Path, manifest: dict) -> Path:
@@ -170,7 +195,7 @@ class LearnedAttack(Threat):
 
     def check_victim(self, victim: Victim) -> None:
         super().check_victim(victim)
-        check_trained_for(self.name, self.manifest, victim)
+        check_trained_for(self.name, self.manifest, victim, self.params.transfer)
 
     def check_env(self, env: gym.Env, env_id: str) -> None:
         if self.manifest["env"] != env_id:

@@ -124,7 +124,8 @@ DIRECTOR_LSTM_UNITS = 64
 
 def recurrent_settings(settings: dict[str, Any]) -> dict[str, Any]:
     """A director's PPO settings as RecurrentPPO's: an LSTM policy of :data:`DIRECTOR_LSTM_UNITS`
-    before the same layers. One learning rate: RecurrentPPO has one optimizer."""
+    between the same feature extractor (an MLP's flattened input, an image director's CNN) and the
+    same layers. One learning rate: RecurrentPPO has one optimizer."""
     if "value_learning_rate" in settings:
         raise UserError("a recurrent director trains its policy and value at one learning rate; use the default "
                         "director setting (--setting default)")
@@ -132,7 +133,8 @@ def recurrent_settings(settings: dict[str, Any]) -> dict[str, Any]:
     arch = kwargs.pop("net_arch", [64, 64])
     kwargs.update(lstm_hidden_size=DIRECTOR_LSTM_UNITS, net_arch=dict(pi=list(arch), vf=list(arch))
                   if isinstance(arch, list) else arch)
-    return {**settings, "policy": "MlpLstmPolicy", "policy_kwargs": kwargs}
+    policy = {"MlpPolicy": "MlpLstmPolicy", "CnnPolicy": "CnnLstmPolicy"}[settings.get("policy", "MlpPolicy")]
+    return {**settings, "policy": policy, "policy_kwargs": kwargs}
 
 
 def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str | Path, device: str = "cpu",

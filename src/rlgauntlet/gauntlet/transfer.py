@@ -1,0 +1,87 @@
+"""Transfer within a board: each agent's strongest trained director becomes a member of every
+other agent's gauntlet on the same env, at no training cost, so that a board learns from itself.
+
+A director is trained against one agent (its *donor*); on another agent of the same env it is a
+fixed attack like any heuristic one: the PA-AD director still names a direction in action space
+(the actor's gradient step is taken on the receiving agent), SA-RL's still outputs the
+perturbation. Per donor and per ε at which it trained directors, the one whose reported episodes
+left the donor lowest is transferred (only directors: a Robust Sarsa Q function is the donor's
+policy's value). A donor never transfers to itself, nor to another entry with its file's sha256
+(the same agent: that would run an existing member again under a new name). The receiving agent's
+transferred members are raced on selection episodes as the heuristic ones are
+(:mod:`rlgauntlet.gauntlet.race`); the finalists run the level's episodes and join the strongest-of.
+
+A single agent's gauntlet has no donors: its result means what it always meant. A board's result
+names every transferred member it used (``transfer`` in ``gauntlet.json``).
+
+Example:
+    >>> member = TransferMember(spec="paad:attacker=/c/paad,eps=0.075,transfer=true", eps="0.075",
+    ...                         donor="zoo:hopper-ppo", donor_sha="ab" * 32, attack="paad:eps=0.075")
+    >>> member.label
+    'paad:eps=0.075 (from zoo:hopper-ppo)'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from rlgauntlet.gauntlet.plan import THREAT_OF_METHOD, AttackerTask, GauntletPlan, eps_value, with_eps
+
+
+@dataclass(frozen=True)
+class TransferMember:
+    """One donor's director as a member of another agent's gauntlet."""
+
+    spec: str  # the threat spec applied to the receiving agent
+    eps: str  # as the protocol writes it
+    donor: str  # the donor's agent spec
+    donor_sha: str
+    attack: str  # the director's label on its donor's result (e.g. paad@official:eps=0.075)
+
+    @property
+    def label(self) -> str:
+        """How the receiving agent's result names it."""
+        return f"{self.attack} (from {self.donor})"
+
+    def describe(self) -> dict:
+        return {"attack": self.label, "eps": self.eps, "donor": self.donor, "donor_sha256": self.donor_sha,
+                "director": self.spec}
+
+
+def strongest_directors(plan: GauntletPlan, means: dict[str, float]) -> list[AttackerTask]:
+    """``plan``'s strongest director at each ε it trained directors at: the lowest reported mean
+    return in ``means`` (label -> mean over every seed's episodes); ties to the plan's order."""
+    best: dict[str, tuple[float, AttackerTask]] = {}
+    for task in plan.tasks:
+        if task.method == "robust-sarsa" or task.label not in means:
+            continue
+        if task.eps not in best or means[task.label] < best[task.eps][0]:
+            best[task.eps] = (means[task.label], task)
+    return [task for _, task in best.values()]
+
+
+def transfer_members(plans: Sequence[GauntletPlan], means: Sequence[dict[str, float]]) -> list[list[TransferMember]]:
+    """For each plan, the transferred members it receives: every other plan's strongest
+    directors (:func:`strongest_directors`, from its ``means``) on the same env, protocol and
+    level, from a donor with another sha256, at an ε of the receiver's grid."""
+    from rlgauntlet.threats.spec import quote_value
+
+    donors = [strongest_directors(plan, m) if plan.protocol.transfer else [] for plan, m in zip(plans, means)]
+    out = []
+    for receiver in plans:
+        members = []
+        if receiver.protocol.transfer:
+            grid = {eps_value(e): e for e in receiver.protocol.eps_grid}
+            for donor, directors in zip(plans, donors):
+                if donor is receiver or donor.sha == receiver.sha or donor.env != receiver.env \
+                        or donor.protocol.tag != receiver.protocol.tag or donor.level != receiver.level:
+                    continue
+                for task in directors:
+                    eps = grid.get(task.eps_value)
+                    if eps is None:
+                        continue
+                    spec = with_eps(f"{THREAT_OF_METHOD[task.method]}:attacker={quote_value(task.folder)}", eps)
+                    members.append(TransferMember(spec + ",transfer=true", eps, donor.spec.agent, donor.sha, task.label))
+        out.append(members)
+    return out

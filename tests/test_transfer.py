@@ -1,0 +1,111 @@
+"""Transfer within a board (gauntlet.transfer): which directors each agent receives, by known
+answers on constructed plans, and a transferred director that cannot read this agent's inputs
+refused in one line before anything runs."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from types import SimpleNamespace
+
+import pytest
+
+from rlgauntlet.errors import UserError
+from rlgauntlet.experiments.agents import AgentSpec
+from rlgauntlet.gauntlet.plan import AttackerTask
+from rlgauntlet.gauntlet.protocols import get_protocol
+from rlgauntlet.gauntlet.transfer import strongest_directors, transfer_members
+
+MUJOCO = get_protocol("mujoco")
+
+
+def _task(agent: str, method: str, setting: str = "default", eps: str = "0.075", recurrent: bool = False) -> AttackerTask:
+    return AttackerTask(AgentSpec(agent=agent), "Hopper-v5", method, eps, float(eps), 0, 200_000,
+                        f"/cache/{agent}/{method}-{setting}-{eps}{'-lstm' if recurrent else ''}", setting, "best", 3,
+                        recurrent)
+
+
+def _plan(agent: str, sha: str, env: str = "Hopper-v5", protocol=MUJOCO, level: str = "standard"):
+    tasks = [_task(agent, "paad"), _task(agent, "paad", "official"), _task(agent, "sarl"),
+             _task(agent, "robust-sarsa")]
+    return SimpleNamespace(spec=AgentSpec(agent=agent), sha=sha, env=env, protocol=protocol.for_env(env),
+                           level=level, tasks=tasks)
+
+
+def test_each_donor_gives_its_strongest_director_and_never_its_robust_sarsa():
+    plan = _plan("zoo:a", "a" * 64)
+    means = {"paad:eps=0.075": 900.0, "paad@official:eps=0.075": 700.0, "sarl:eps=0.075": 800.0,
+             "robust_sarsa:eps=0.075": 100.0}  # the lowest, but a Q function of the donor's own policy
+    assert [t.label for t in strongest_directors(plan, means)] == ["paad@official:eps=0.075"]
+    tie = {**means, "paad:eps=0.075": 700.0}  # a tie goes to the plan's order
+    assert [t.label for t in strongest_directors(plan, tie)] == ["paad:eps=0.075"]
+    assert strongest_directors(plan, {}) == []  # nothing reported: nothing to give
+
+
+def test_members_go_to_every_other_agent_of_the_same_env_protocol_and_level_only():
+    a, b, c = _plan("zoo:a", "a" * 64), _plan("zoo:b", "b" * 64), _plan("zoo:c", "c" * 64)
+    same_file = _plan("published:a-copy", "a" * 64)  # the same agent under another name
+    other_env = _plan("zoo:w", "w" * 64, env="Walker2d-v4")
+    other_level = _plan("zoo:q", "q" * 64, level="quick")
+    plans = [a, b, c, same_file, other_env, other_level]
+    means = [{"paad:eps=0.075": 500.0 + i, "sarl:eps=0.075": 900.0, "paad@official:eps=0.075": 950.0}
+             for i in range(len(plans))]
+    means[4] = {"paad:eps=0.05": 1.0}  # Walker2d's own ε; its tasks say 0.075, so it reports none
+    members = transfer_members(plans, means)
+    donors = [[m.donor for m in received] for received in members]
+    assert donors[0] == ["zoo:b", "zoo:c"]  # never itself, never the same file under another name
+    assert donors[1] == ["zoo:a", "zoo:c", "published:a-copy"]
+    assert donors[3] == ["zoo:b", "zoo:c"]
+    assert donors[4] == [] and donors[5] == []  # another env, another level: nothing in either direction
+    member = members[1][0]
+    assert member.spec == 'paad:attacker="/cache/zoo:a/paad-default-0.075",eps=0.075,transfer=true'  # quoted: a colon
+    assert member.label == "paad:eps=0.075 (from zoo:a)" and member.eps == "0.075"
+    assert member.describe()["donor_sha256"] == "a" * 64
+
+
+def test_a_protocol_without_transfer_gives_nothing_and_an_lstm_director_transfers_as_it_is():
+    plain = replace(MUJOCO, transfer=False)
+    plans = [_plan("zoo:a", "a" * 64, protocol=plain), _plan("zoo:b", "b" * 64, protocol=plain)]
+    assert transfer_members(plans, [{"paad:eps=0.075": 1.0}] * 2) == [[], []]
+    a, b = _plan("zoo:a", "a" * 64), _plan("zoo:b", "b" * 64)
+    a.tasks.append(_task("zoo:a", "sarl", recurrent=True))
+    [[], [member]] = transfer_members([a, b], [{"sarl@lstm:eps=0.075": 10.0, "paad:eps=0.075": 20.0}, {}])
+    assert member.attack == "sarl@lstm:eps=0.075" and member.spec.startswith('sarl:attacker="/cache/zoo:a/sarl-default')
+
+
+@pytest.fixture(scope="module")
+def hopper_director(tmp_path_factory):
+    """A PA-AD director trained (a few steps) against the zoo's Hopper PPO agent."""
+    from rlgauntlet.experiments.attacker_job import train_attacker
+
+    folder = tmp_path_factory.mktemp("donor") / "paad"
+    train_attacker("zoo:hopper-ppo", "Hopper-v5", "paad", eps=0.075, steps=256, run_dir=folder, seed=0,
+                   eval_episodes=0, log=lambda line: None,
+                   hyperparams=dict(n_envs=2, policy="MlpPolicy", n_steps=64, batch_size=64, n_epochs=1,
+                                    learning_rate=3e-4, gamma=0.99, policy_kwargs=dict(net_arch=[16])))
+    return folder
+
+
+def test_a_transferred_director_reads_another_agents_inputs_only_where_they_are_alike(hopper_director, tmp_path):
+    from rlgauntlet.experiments.evaluations import checked_threats
+    from rlgauntlet.victims import load_victim
+
+    spec = f"paad:attacker={hopper_director},eps=0.075"
+    receiver = load_victim("zoo:hopper-sa-ppo")
+    with pytest.raises(UserError, match="train an attacker for this agent"):  # not transferred: its own agent only
+        checked_threats([spec], receiver, "Hopper-v5", "mujoco")
+    [threat] = checked_threats([spec + ",transfer=true"], receiver, "Hopper-v5", "mujoco")  # the same input space
+    with pytest.raises(UserError, match="trained on Hopper-v5, not Walker2d-v4") as caught:
+        checked_threats([spec + ",transfer=true"], load_victim("zoo:hopper-sa-ppo"), "Walker2d-v4", "mujoco")
+    assert "\n" not in str(caught.value)
+    manifest = json.loads((hopper_director / "manifest.json").read_text())
+    for change, message in (({"input_shape": [17]}, "observes (17,) and this agent's inputs are (11,)"),
+                            ({"budget_space": "raw"}, "trained on raw inputs and this agent's are normalized")):
+        other = tmp_path / f"changed-{len(message)}"
+        other.mkdir()
+        (other / "attacker.zip").write_bytes((hopper_director / "attacker.zip").read_bytes())
+        (other / "manifest.json").write_text(json.dumps({**manifest, **change, "director_sha256": None}))
+        with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")) as caught:
+            checked_threats([f"paad:attacker={other},eps=0.075,transfer=true"], receiver, "Hopper-v5", "mujoco")
+        assert "\n" not in str(caught.value) and "transfer it only between" in str(caught.value)
+    assert threat.params.transfer
