@@ -611,6 +611,12 @@ def test_lstm_directors_for_an_agent_without_memory_only_when_asked_and_the_resu
     assert not any(t.recurrent for t in plain.tasks) and not plain.lstm_directors
     assert [t.label for t in asked.tasks if t.recurrent] == ["paad@lstm:eps=0.075", "sarl@lstm:eps=0.075"]
     assert asked.lstm_directors and [t for t in asked.tasks if not t.recurrent] == plain.tasks
+    assert {t.steps for t in asked.tasks} == {50_000}  # quick: the level's steps for every director
+    standard = plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", store=tmp_path / "g.sqlite", lstm_directors=True)
+    steps = {t.label: t.steps for t in standard.tasks}
+    assert steps["paad@lstm:eps=0.075"] == steps["sarl@lstm:eps=0.075"] == 400_000  # slower to learn: 400k at least
+    assert steps["paad:eps=0.075"] == steps["paad@official:eps=0.075"] == 200_000
+    assert all(t.folder.endswith(f"-{t.steps}steps") for t in standard.tasks)
     # an image agent's LSTM director reads its frames through the same CNN
     from rlgauntlet.training.attackers.attack_train import director_settings, recurrent_settings
 

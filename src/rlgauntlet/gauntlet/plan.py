@@ -304,11 +304,12 @@ def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None,
                 kinds = [("default", "last", False)] if m == "robust-sarsa" else \
                     directors + ([("default", chosen.select, True)] if m in lstm else [])
                 for setting, select, recurrent in kinds:
+                    steps = max(settings.attacker_steps, chosen.recurrent_min_steps.get(level, 0)) if recurrent \
+                        else settings.attacker_steps
                     folder = attacker_folder(cache, m, None if m == "robust-sarsa" else e, setting, select, seed,
-                                             chosen.name, chosen.version, settings.attacker_steps, recurrent)
+                                             chosen.name, chosen.version, steps, recurrent)
                     tasks.append(AttackerTask(spec if m != "robust-sarsa" else cpu_spec, env, m, e, eps_value(e), seed,
-                                              settings.attacker_steps, str(folder), setting, select,
-                                              chosen.attacker_patience, recurrent))
+                                              steps, str(folder), setting, select, chosen.attacker_patience, recurrent))
     # a Robust Sarsa Q function serves every ε: one training, one MinQ evaluation per learned ε
     labels = {s: s for s in heuristics + natural + shifts}
     learned_labels = {with_eps(t.spec.rsplit(",eps=", 1)[0], e): f"{t.name}:eps={e}" for t in tasks

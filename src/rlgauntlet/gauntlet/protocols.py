@@ -134,6 +134,9 @@ class Protocol:
     #: the learned methods that are also trained as LSTM directors (a memory of the episode) for
     #: every recurrent agent (``AttackerTask.recurrent``); any agent with ``--lstm-directors``
     recurrent_directors: tuple[str, ...] = ()
+    #: the fewest training steps of an LSTM director per level (it learns slower than a
+    #: memoryless one: docs/protocols.md, "LSTM directors")
+    recurrent_min_steps: dict[str, int] = field(default_factory=dict)
     #: on a board, each agent's strongest trained director is also a member (raced, no training)
     #: of every other agent's gauntlet on the same env (:mod:`rlgauntlet.gauntlet.transfer`)
     transfer: bool = False
@@ -185,6 +188,7 @@ class Protocol:
                                 for k, (grid, head) in self.env_budgets.items()},
                 "director_steps": {k: dict(v) for k, v in self.director_steps.items()},
                 "recurrent_directors": list(self.recurrent_directors), "transfer": self.transfer,
+                "recurrent_min_steps": dict(self.recurrent_min_steps),
                 "race": None if self.race is None else {"first_episodes": self.race.first, "z": self.race.z,
                                                         "finalists": self.race.finalists},
                 "natural_suite": self.natural, "certified": self.certify,
@@ -218,6 +222,7 @@ PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
         # -377 on PPO HalfCheetah where 1M steps reach -779, README -660), and transfer on a board
         name="mujoco", version=5, families=("mujoco",), push=True, env_budgets_since=4,
         director_steps={"standard": dict(NO_FLOOR_STEPS)}, recurrent_directors=("paad", "sarl"), transfer=True,
+        recurrent_min_steps={"standard": 400_000},
         env_budgets={"Walker2d": (("0.025", "0.05", "0.075", "0.1"), "0.05"),
                      "HalfCheetah": (("0.05", "0.1", "0.15", "0.2"), "0.15"),
                      "Ant": (("0.05", "0.1", "0.15", "0.2"), "0.15"),
