@@ -212,7 +212,7 @@ def test_a_boards_seeds_are_the_plans_and_an_agents_own_envs_beat_the_boards(sma
 
 @pytest.mark.parametrize("option", [["--level", "paper"], ["--method", "x"], ["--precision", "float32"],
                                     ["--device", "cpu"], ["--kind", "q"], ["--vecnormalize", "v.pkl"],
-                                    ["--input-space", "raw"], ["--other-env"], ["--seeds", "1"]])
+                                    ["--input-space", "raw"], ["--other-env"], ["--seeds", "1"], ["--lstm-directors"]])
 def test_every_option_a_board_decides_is_refused_with_agents_naming_the_board_key(tmp_path, cli_env, option):
     path = tmp_path / "b.yaml"
     path.write_text("agents: [zoo:cartpole-dqn]\n")
@@ -222,6 +222,24 @@ def test_every_option_a_board_decides_is_refused_with_agents_naming_the_board_ke
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert f"{option[0]}: with --agents the board file decides it; set " in lines[0]
     assert not (tmp_path / "out").exists()
+
+
+def test_lstm_directors_on_a_board_are_a_key_of_the_agent_and_a_wrong_value_is_one_line(tmp_path):
+    """The fix --lstm-directors' refusal names (lstm_directors: true on the agent) plans the LSTM
+    directors for that agent only; a value that is not a boolean is refused naming the key."""
+    from rlgauntlet.gauntlet.board import load_board, plan_board
+
+    path = tmp_path / "b.yaml"
+    path.write_text("level: quick\nagents:\n  - {agent: zoo:cartpole-dqn, lstm_directors: true}\n"
+                    "  - zoo:cartpole-ppo\n")
+    (asked, plain), _ = plan_board(load_board(path), tmp_path / "g.sqlite")
+    assert asked.lstm_directors and [t.label for t in asked.tasks if t.recurrent] == ["paad@lstm:eps=0.1", "sarl@lstm:eps=0.1"]
+    assert not plain.lstm_directors and not any(t.recurrent for t in plain.tasks)
+    path.write_text("agents:\n  - {agent: zoo:cartpole-dqn, lstm_directors: sometimes}\n")
+    with pytest.raises(UserError, match="lstm_directors") as caught:
+        load_board(path)
+    assert "\n" not in str(caught.value)
+    assert not (tmp_path / "g.sqlite").exists()
 
 
 def test_board_seeds_that_reach_the_last_race_rounds_selection_episodes_are_refused(tmp_path):

@@ -21,7 +21,7 @@ MUJOCO = get_protocol("mujoco")
 
 def _task(agent: str, method: str, setting: str = "default", eps: str = "0.075", recurrent: bool = False) -> AttackerTask:
     return AttackerTask(AgentSpec(agent=agent), "Hopper-v5", method, eps, float(eps), 0, 200_000,
-                        f"/cache/{agent}/{method}-{setting}-{eps}{'-lstm' if recurrent else ''}", setting, "best", 3,
+                        f"cache/{agent}/{method}-{setting}-{eps}{'-lstm' if recurrent else ''}", setting, "best", 3,
                         recurrent)
 
 
@@ -58,7 +58,7 @@ def test_members_go_to_every_other_agent_of_the_same_env_protocol_and_level_only
     assert donors[3] == ["zoo:b", "zoo:c"]
     assert donors[4] == [] and donors[5] == []  # another env, another level: nothing in either direction
     member = members[1][0]
-    assert member.spec == 'paad:attacker="/cache/zoo:a/paad-default-0.075",eps=0.075,transfer=true'  # quoted: a colon
+    assert member.spec == 'paad:attacker="cache/zoo:a/paad-default-0.075",eps=0.075,transfer=true'  # quoted: a colon
     assert member.label == "paad:eps=0.075 (from zoo:a)" and member.eps == "0.075"
     assert member.describe()["donor_sha256"] == "a" * 64
 
@@ -70,7 +70,7 @@ def test_a_protocol_without_transfer_gives_nothing_and_an_lstm_director_transfer
     a, b = _plan("zoo:a", "a" * 64), _plan("zoo:b", "b" * 64)
     a.tasks.append(_task("zoo:a", "sarl", recurrent=True))
     [[], [member]] = transfer_members([a, b], [{"sarl@lstm:eps=0.075": 10.0, "paad:eps=0.075": 20.0}, {}])
-    assert member.attack == "sarl@lstm:eps=0.075" and member.spec.startswith('sarl:attacker="/cache/zoo:a/sarl-default')
+    assert member.attack == "sarl@lstm:eps=0.075" and member.spec.startswith('sarl:attacker="cache/zoo:a/sarl-default')
 
 
 @pytest.fixture(scope="module")

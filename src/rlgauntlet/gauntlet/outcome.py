@@ -12,13 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from rlgauntlet.experiments.cells import CellSet
 from rlgauntlet.experiments.store import ResultsStore
 from rlgauntlet.gauntlet.plan import GauntletPlan, eps_value
 from rlgauntlet.gauntlet.race import NO_RACE, RaceResult
 from rlgauntlet.threats.base import Threat
+
+if TYPE_CHECKING:
+    from rlgauntlet.gauntlet.transfer import TransferMember
 
 
 @dataclass(frozen=True)
@@ -30,9 +33,9 @@ class Outcome:
     learned: Mapping[str, Threat] = field(default_factory=lambda: MappingProxyType({}))  # spec -> trained attacker
     #: a board's directors of other agents, received as members (:mod:`rlgauntlet.gauntlet.transfer`),
     #: their parsed threats, those that did not fit this agent (with the reason) and their race
-    transfer: tuple = ()
+    transfer: tuple["TransferMember", ...] = ()
     transferred: Mapping[str, Threat] = field(default_factory=lambda: MappingProxyType({}))
-    transfer_skipped: tuple = ()
+    transfer_skipped: tuple[dict, ...] = ()
     transfer_race: RaceResult = NO_RACE
 
     def raced(self, race: RaceResult) -> "Outcome":
@@ -44,7 +47,7 @@ class Outcome:
         they are trained: their specs name the trained folders)."""
         return replace(self, learned=MappingProxyType(self.plan.parse_learned()))
 
-    def with_transfer(self, members: list) -> "Outcome":
+    def with_transfer(self, members: list["TransferMember"]) -> "Outcome":
         """This outcome with the transferred members (:class:`~rlgauntlet.gauntlet.transfer.TransferMember`)
         that fit this agent, parsed and checked once; the others kept with the reason."""
         from rlgauntlet.gauntlet.plan import fitting_specs

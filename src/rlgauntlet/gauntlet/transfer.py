@@ -15,7 +15,7 @@ A single agent's gauntlet has no donors: its result means what it always meant. 
 names every transferred member it used (``transfer`` in ``gauntlet.json``).
 
 Example:
-    >>> member = TransferMember(spec="paad:attacker=/c/paad,eps=0.075,transfer=true", eps="0.075",
+    >>> member = TransferMember(spec="paad:attacker=cache/paad,eps=0.075,transfer=true", eps="0.075",
     ...                         donor="zoo:hopper-ppo", donor_sha="ab" * 32, attack="paad:eps=0.075")
     >>> member.label
     'paad:eps=0.075 (from zoo:hopper-ppo)'
@@ -51,7 +51,9 @@ class TransferMember:
 
 def strongest_directors(plan: GauntletPlan, means: dict[str, float]) -> list[AttackerTask]:
     """``plan``'s strongest director at each ε it trained directors at: the lowest reported mean
-    return in ``means`` (label -> mean over every seed's episodes); ties to the plan's order."""
+    return in ``means`` (label -> mean over every seed's episodes); ties to the plan's order. A
+    plan of several seeds trains one director per seed under one label (their episodes pooled):
+    the first seed's is the one given."""
     best: dict[str, tuple[float, AttackerTask]] = {}
     for task in plan.tasks:
         if task.method == "robust-sarsa" or task.label not in means:
