@@ -29,30 +29,58 @@ BOARDS = ("published-hopper", "published-walker2d", "published-pa-atla", "publis
 OUT = HERE / "results" / "published_board.json"
 
 
-def worker_seconds(plan) -> float:
-    """What one agent's gauntlet cost in worker-seconds, read back from what it stored (so a board
-    resumed across sessions still counts every part): its evaluation and selection episodes,
-    each run's in the gauntlet's chunks (``CHUNK_EPISODES`` side by side, so a chunk costs its
-    longest episode), plus its attackers' training time in their manifests."""
+#: the learned attackers' threat names (their episodes are the learned stage's)
+LEARNED_THREATS = ("paad:", "sarl:", "robust_sarsa:")
+
+
+def stage_of(kind: str, spec: str) -> str:
+    """The gauntlet stage a stored run belongs to, by its kind and threat spec."""
+    if kind == "selection":
+        return "transfer race" if "transfer=true" in spec else "race"
+    if "transfer=true" in spec:
+        return "transferred episodes"
+    if spec.startswith(LEARNED_THREATS):
+        return "learned attackers' episodes"
+    if spec.startswith("released_attacker:"):
+        return "authors' attacker"
+    return "clean, finalists, natural and shifts"
+
+
+def stage_seconds(plan) -> dict[str, float]:
+    """What one agent's gauntlet cost in worker-seconds per stage, read back from what it stored
+    (so a board resumed across sessions still counts every part): its evaluation and selection
+    episodes, each run's in the gauntlet's chunks (``CHUNK_EPISODES`` side by side, so a chunk
+    costs its longest episode), and its attackers' training time in their manifests (LSTM
+    directors apart)."""
     from rlgauntlet.experiments.cells import chunk_seconds
     from rlgauntlet.experiments.store import store_of
     from rlgauntlet.gauntlet.cache import agent_cache
     from rlgauntlet.gauntlet.run import CHUNK_EPISODES
 
-    episodes = 0.0
+    stages: dict[str, float] = {}
     with store_of(plan.store) as store:
-        for run_id, meta in store.runs():
-            # evaluation and selection runs name the agent as a record (a gauntlet summary run
-            # names it as a string and holds the driver's wall time, not a worker's)
-            if not (isinstance(meta.get("agent"), dict) and meta["agent"].get("sha256") == plan.sha
-                    and meta.get("env", {}).get("id") == plan.env):
-                continue
-            records = sorted(store.episodes(run_id), key=lambda r: r.episode)
-            episodes += sum(chunk_seconds(records[i:i + CHUNK_EPISODES], CHUNK_EPISODES)
-                            for i in range(0, len(records), CHUNK_EPISODES))
-    training = sum(json.loads(m.read_text()).get("train_seconds") or 0
-                   for m in agent_cache(plan.store, plan.sha, plan.env).glob("*/manifest.json"))
-    return round(episodes + training, 1)
+        for kind in ("evaluation", "selection"):
+            for run_id, meta in store.runs(kind):
+                # evaluation and selection runs name the agent as a record (a gauntlet summary run
+                # names it as a string and holds the driver's wall time, not a worker's)
+                if not (isinstance(meta.get("agent"), dict) and meta["agent"].get("sha256") == plan.sha
+                        and meta.get("env", {}).get("id") == plan.env):
+                    continue
+                records = sorted(store.episodes(run_id), key=lambda r: r.episode)
+                stage = stage_of(kind, str(meta.get("spec", "")))
+                stages[stage] = stages.get(stage, 0.0) + sum(
+                    chunk_seconds(records[i:i + CHUNK_EPISODES], CHUNK_EPISODES)
+                    for i in range(0, len(records), CHUNK_EPISODES))
+    for path in agent_cache(plan.store, plan.sha, plan.env).glob("*/manifest.json"):
+        manifest = json.loads(path.read_text())
+        stage = "LSTM director training" if manifest.get("recurrent") else "attacker training"
+        stages[stage] = stages.get(stage, 0.0) + (manifest.get("train_seconds") or 0)
+    return {stage: round(value, 1) for stage, value in sorted(stages.items())}
+
+
+def worker_seconds(plan) -> float:
+    """What one agent's gauntlet cost in worker-seconds, every stage (:func:`stage_seconds`)."""
+    return round(sum(stage_seconds(plan).values()), 1)
 
 
 def progress_lines(board: str, every_s: float = 300.0):
@@ -105,7 +133,7 @@ def run_board(name: str, out: Path, executor: str, workers: int, address: str | 
                      "authors_attack": authors[0]["return_mean"] if authors else None,
                      "authors_attack_sem": authors[0]["return_sem"] if authors else None,
                      "warnings": sorted({w["check"] for w in result["warnings"]}),
-                     "paper": paper, "worker_seconds": worker_seconds(plan),
+                     "paper": paper, "worker_seconds": worker_seconds(plan), "stage_seconds": stage_seconds(plan),
                      # how the returns were scored: a release's actions reach the env unclipped, as
                      # its authors' evaluation sends them (boards run before 2026-11-28 clipped them)
                      "actions": "clipped" if plan.victim.clip_actions else "unclipped"})
