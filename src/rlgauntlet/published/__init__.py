@@ -71,12 +71,13 @@ def commit_of(repository: str) -> str | None:
     return catalogue().get("commits", {}).get(repository)
 
 
-def local_problem(entry: dict, which: str = "agent") -> tuple[str, str] | None:
+def local_problem(entry: dict, which: str = "agent", root: Path | None = None) -> tuple[str, str] | None:
     """Why the user's local copy of ``entry``'s file (``which="attacker"``: the authors' attacker)
-    cannot be used, as (short reason, the whole one-line message with its fix), or None when it can."""
+    under ``root`` (default :func:`releases_root`) cannot be used, as (short reason, the whole
+    one-line message with its fix), or None when it can."""
     from rlgauntlet.common.hashing import sha256_file
 
-    root = releases_root()
+    root = Path(root) if root is not None else releases_root()
     where = (f"RLGAUNTLET_RELEASES={os.environ['RLGAUNTLET_RELEASES']}" if os.environ.get("RLGAUNTLET_RELEASES")
              else f"{root} (the default clones folder)")
     if root.exists() and not root.is_dir():
@@ -115,3 +116,68 @@ def local_file(entry: dict, which: str = "agent") -> Path:
         raise UserError(problem[1])
     item = entry if which == "agent" else entry["attacker"]
     return releases_root() / entry["repository"].split("/")[1] / item["path"]
+
+
+def fetch_plan(root: Path | None = None) -> list[dict]:
+    """What ``rlgauntlet published fetch`` does for each repository of the catalogue, in its
+    order: ``repository``, ``url``, ``folder`` (under ``root``, default :func:`releases_root`), the
+    catalogue's ``commit``, ``state`` (``cloned``: the folder exists and is left as it is;
+    ``missing``: to clone; ``in the way``: a file or a folder that is not a git clone sits where
+    the clone goes) and the ``commands`` that make a missing clone (``git clone`` of the
+    repository, then ``git checkout`` of the catalogue's commit, whose files its sha256 describe).
+
+    Example:
+        >>> [row["repository"] for row in fetch_plan(Path("clones"))][:2]
+        ['huanzhang12/ATLA_robust_RL', 'umd-huang-lab/paad_adv_rl']
+    """
+    root = Path(root) if root is not None else releases_root()
+    rows = []
+    for repository, url in catalogue()["repositories"].items():
+        folder = root / repository.split("/")[1]
+        commit = commit_of(repository)
+        if folder.is_dir() and (folder / ".git").exists():
+            state = "cloned"
+        elif folder.exists():
+            state = "in the way"
+        else:
+            state = "missing"
+        commands = [["git", "clone", "--quiet", url, str(folder)]]
+        if commit:
+            commands.append(["git", "-c", "advice.detachedHead=false", "-C", str(folder), "checkout", "--quiet", commit])
+        rows.append({"repository": repository, "url": url, "folder": str(folder), "commit": commit, "state": state,
+                     "commands": commands})
+    return rows
+
+
+def fetch(root: Path | None = None, run=None) -> list[dict]:
+    """Clone every repository of the catalogue that ``root`` lacks (:func:`fetch_plan`), at the
+    catalogue's commit, then check every release file's sha256 (:func:`local_problem`). A clone
+    that exists is never touched (it is the user's); something else where a clone goes is refused
+    before anything runs. ``run`` runs one command (default ``subprocess.run``, checked). Returns
+    one row per release: ``name``, ``repository``, ``ok`` and, where not, ``problem``."""
+    import subprocess
+
+    plan = fetch_plan(root)
+    blocked = [row for row in plan if row["state"] == "in the way"]
+    if blocked:
+        raise UserError(f"{blocked[0]['folder']} is in the way of the clone of {blocked[0]['repository']}: it is not a "
+                        "git clone; move it away, or set RLGAUNTLET_RELEASES to another folder")
+    run = run or (lambda command: subprocess.run(command, check=True, capture_output=True, text=True))
+    for row in plan:
+        if row["state"] != "missing":
+            continue
+        Path(row["folder"]).parent.mkdir(parents=True, exist_ok=True)
+        for command in row["commands"]:
+            try:
+                run(command)
+            except (subprocess.CalledProcessError, OSError) as exc:
+                detail = (getattr(exc, "stderr", None) or str(exc)).strip().splitlines()
+                raise UserError(f"`{' '.join(command)}` failed ({detail[-1] if detail else type(exc).__name__}); the "
+                                f"clone of {row['repository']} is not complete: remove {row['folder']} and run "
+                                "`rlgauntlet published fetch --run` again") from None
+    checked = []
+    for entry in releases():
+        problem = local_problem(entry, root=root)
+        checked.append({"name": entry["name"], "repository": entry["repository"], "ok": problem is None,
+                        **({"problem": problem[1]} if problem else {})})
+    return checked
