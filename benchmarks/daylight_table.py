@@ -17,6 +17,7 @@ from pathlib import Path
 from _common import zoo_victim_or_exit
 
 from rlgauntlet.envs import make_env
+from rlgauntlet.experiments.daylight import CW_SPEC, PAPER
 from rlgauntlet.experiments.runs import run_evaluation
 from rlgauntlet.experiments.store import ResultsStore
 from rlgauntlet.metrics.impact import ARGMIN_LABEL, ArgminVictim, impact
@@ -26,16 +27,9 @@ HERE = Path(__file__).resolve().parent
 OUT = HERE / "results" / "daylight_table.json"
 ENV = "PongNoFrameskip-v4"
 
-#: (our spec, paper's impact, paper's LPIPS P_similarity) for Pong, Tables 1–6
-PAPER_PONG = {
-    "brightness_contrast:alpha=1.7,beta=40": (0.996, 0.245),
-    "median_blur:kernel=3": (1.0, 0.098),
-    "rotation:degrees=3": (0.99, 0.112),
-    "shift:ti=2,tj=1": (1.0, 0.217),
-    "jpeg:quality=10": (0.962, 0.029),
-    "perspective:norm=3": (0.996, 0.029),
-}
-PAPER_CW_PONG = (0.995, 0.608)
+#: (our spec, paper's impact, paper's LPIPS P_similarity) for Pong, Tables 1–6 (experiments.daylight.PAPER)
+PAPER_PONG = {row.spec: (row.impact, row.lpips) for row in PAPER["Pong"].values()}
+PAPER_CW_PONG = (PAPER["Pong"]["brightness_contrast"].cw_impact, PAPER["Pong"]["brightness_contrast"].cw_lpips)
 #: Table 7, Pong column (p = 0.06)
 PAPER_TIMING_PONG = {
     "shift:ti=2,tj=1": 0.114,
@@ -45,7 +39,6 @@ PAPER_TIMING_PONG = {
     "rotation:degrees=3": 0.079,
     "jpeg:quality=10": 0.017,
 }
-CW_SPEC = "cw:steps=20,search_steps=3,lr=0.05"
 
 
 def main() -> None:

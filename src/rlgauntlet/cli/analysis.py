@@ -157,3 +157,56 @@ def certify(
     if out is not None:
         write_json(out, result, kind="certification")
         console.print(f"wrote {out} (runs stored in {store})")
+
+
+@app.command()
+def daylight(
+    agent: str = typer.Option(..., help=agent_help("zoo:pong-ppo")),
+    env: str = typer.Option(..., help="Gymnasium id (the paper's games: BankHeist, Jamesbond, Pong, Riverraid, TimePilot). Example: --env PongNoFrameskip-v4"),
+    out: Path = typer.Option(..., help="folder for daylight.json and the tables (daylight.md, daylight.tex). Example: --out runs/daylight-pong"),
+    setting: List[str] = typer.Option([], "--setting", help="PERTURBATION=SPEC replacing the paper's setting (needed for every perturbation on a game the paper has no row for), repeatable. Example: --setting rotation=rotation:degrees=2"),
+    episodes: int = typer.Option(10, min=2, help="episodes per evaluation (clean, the argmin agent, C&W, each perturbation). Example: --episodes 20"),
+    seed: int = typer.Option(0, min=0, help="evaluation seed; episode k uses seed+k. Example: --seed 1"),
+    n_envs: int = typer.Option(8, "--n-envs", min=1, help="envs side by side. Example: --n-envs 8"),
+    cw: str = typer.Option("", help="the C&W attack's spec (default: the module's CW_SPEC). Example: --cw cw:steps=100,search_steps=6"),
+    lpips_weights: Optional[Path] = typer.Option(None, help="LPIPS (AlexNet) weights: the paper's distance beside SSIM/PSNR; nothing is downloaded. Example: --lpips-weights lpips_alex.pt"),
+    store: Optional[Path] = typer.Option(None, help="results store (default OUT/daylight.sqlite); a run again continues there. Example: --store runs/daylight.sqlite"),
+    preset: Optional[str] = PRESET, device: str = DEVICE, kind: Optional[str] = KIND,
+    precision: str = PRECISION, threads: Optional[int] = THREADS, allow_pickle: bool = ALLOW_PICKLE,
+    other_env: bool = OTHER_ENV,
+) -> None:
+    """The Daylight paper's Tables 1–6 on one agent: C&W beside brightness & contrast, median blur,
+    rotation, shifting, JPEG and perspective at the paper's settings for the game, impact ± its
+    standard error and the perceptual distance of each, the paper's rows beside ours.
+
+    Example: rlgauntlet daylight --agent zoo:pong-ppo --env PongNoFrameskip-v4 --out runs/daylight-pong
+    """
+    from rlgauntlet.common.outputs import check_output, write_text
+    from rlgauntlet.experiments.daylight import CW_SPEC, daylight_specs, run_daylight
+    from rlgauntlet.report.tables import daylight_latex, daylight_markdown
+
+    settings = {}
+    for item in setting:
+        name, sep, spec = item.partition("=")
+        if not sep or not spec:
+            raise UserError(f"--setting {item}: write PERTURBATION=SPEC, e.g. --setting rotation=rotation:degrees=2")
+        if name in settings:
+            raise UserError(f"--setting {name} is given twice; give each perturbation once")
+        settings[name] = spec
+    daylight_specs(env, settings)  # an unknown game without settings fails before anything is loaded
+    store_path = store or out / "daylight.sqlite"
+    paths = {name: out / name for name in ("daylight.json", "daylight.md", "daylight.tex")}
+    kinds = {"daylight.json": "daylight result", "daylight.md": "daylight tables", "daylight.tex": "daylight tables"}
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} is a file; give a folder (new, or one of an earlier daylight run)")
+    for name, path in paths.items():
+        check_output(path, "--out", protect=[store_path], kind=kinds[name], given=out)
+    KEPT["note"] = f"finished episodes are kept in {store_path}; run the same command again to go on from there"
+    described = agent_spec(agent, preset, kind, None, None, precision, device, allow_pickle, other_env)
+    result = run_daylight(described, env, settings, episodes=episodes, seed=seed, n_envs=n_envs, store=store_path,
+                          lpips_weights=lpips_weights, cw=cw or CW_SPEC, threads=threads,
+                          on_start=lambda label, total: console.print(f"  {label}: {total} episodes"))
+    write_json(paths["daylight.json"], result, kind=kinds["daylight.json"])
+    write_text(paths["daylight.md"], daylight_markdown(result), kind=kinds["daylight.md"], syntax="markdown")
+    write_text(paths["daylight.tex"], daylight_latex(result), kind=kinds["daylight.tex"], syntax="latex")
+    out_console.print(daylight_markdown(result), soft_wrap=True)

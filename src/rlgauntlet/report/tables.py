@@ -1,6 +1,8 @@
-"""The leaderboard as a table a paper can paste: Markdown or LaTeX (booktabs), one table per board
-(protocol version, level, env), its caption naming the protocol version and what the score is.
-Rendering only: the numbers are :func:`rlgauntlet.gauntlet.leaderboard.leaderboard`'s.
+"""Tables a paper can paste, Markdown or LaTeX (booktabs): the leaderboard, one table per board
+(protocol version, level, env), its caption naming the protocol version and what the score is;
+and the Daylight paper's Tables 1–6, ours beside the paper's rows. Rendering only: the numbers
+are :func:`rlgauntlet.gauntlet.leaderboard.leaderboard`'s and
+:func:`rlgauntlet.experiments.daylight.run_daylight`'s.
 
 Example:
     >>> board = {"boards": [{"protocol": "mujoco", "version": 4, "level": "standard", "env": "Hopper-v5",
@@ -59,7 +61,8 @@ def board_markdown(result: dict) -> str:
 
 #: LaTeX's special characters, each replaced in one pass (a backslash's replacement keeps its braces)
 LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
-         "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "ε": r"$\epsilon$", "–": "--"}
+         "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "ε": r"$\epsilon$", "–": "--",
+         "±": r"$\pm$", "−": "$-$", "°": r"$^\circ$"}
 
 
 def _latex_escape(text: str) -> str:
@@ -74,5 +77,69 @@ def board_latex(result: dict) -> str:
                  r"\toprule", " & ".join(_latex_escape(c) for c in COLUMNS) + r" \\", r"\midrule"]
         lines += [" & ".join(_latex_escape(c) for c in _cells(row)) + r" \\" for row in board["rows"]]
         lines += [r"\bottomrule", r"\end{tabular}", rf"\caption{{{_latex_escape(caption(board))}}}", r"\end{table}"]
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts) + "\n"
+
+
+def _impact(value: float | None, spread: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.3f}" if spread is None else f"{value:.3f} ± {spread:.3f}"
+
+
+def _distance(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
+def daylight_tables(result: dict) -> list[tuple[str, list[str], list[list[str]]]]:
+    """Tables 1–6 of a :func:`~rlgauntlet.experiments.daylight.run_daylight` result as (caption,
+    columns, rows): the paper's row (± as the paper prints it, P_similarity its LPIPS) above ours
+    (± one standard error over episodes; the distance LPIPS when measured, else 1 − SSIM, and
+    SSIM and PSNR always), the setting and whether the claim held."""
+    game = result.get("game") or result["env"]["id"]
+    cw = result["cw"]
+    out = []
+    for row in result["rows"]:
+        column = row["column"]
+        columns = ["", "C&W impact", f"{column} impact", "C&W distance", f"{column} distance", "distance",
+                   f"{column} SSIM / PSNR dB", "setting", "claim"]
+        rows = []
+        paper = row.get("paper")
+        if paper is not None:
+            rows.append([f"{game} (paper)", _impact(paper["cw_impact"], paper["cw_spread"]),
+                         _impact(paper["impact"], paper["spread"]), _distance(paper["cw_lpips"]),
+                         _distance(paper["lpips"]), "LPIPS", "–", paper["setting"], "–"])
+        cw_distance = cw["lpips"] if row["distance"] == "LPIPS" else (None if cw["ssim"] is None else 1 - cw["ssim"])
+        own = row["lpips"] if row["distance"] == "LPIPS" else (None if row["ssim"] is None else 1 - row["ssim"])
+        psnr = "–" if row["psnr"] is None else f"{row['psnr']:.1f}"
+        rows.append([f"{game} (here, {row['episodes']} episodes)", _impact(cw["impact"], cw["impact_se"]),
+                     _impact(row["impact"], row["impact_se"]), _distance(cw_distance), _distance(own),
+                     row["distance"], f"{_distance(row['ssim'])} / {psnr}", row["spec"], row["verdict"]])
+        caption = (f"Table {row['table']}: impacts of Carlini & Wagner and {column} with the perceptual distance "
+                   f"({'LPIPS' if row['distance'] == 'LPIPS' else 'here 1 − SSIM, the paper LPIPS'}); "
+                   f"C&W here: {cw['spec']}.")
+        out.append((caption, columns, rows))
+    return out
+
+
+def daylight_markdown(result: dict) -> str:
+    """:func:`daylight_tables` as Markdown, one table per perturbation under its caption."""
+    parts = []
+    for caption_text, columns, rows in daylight_tables(result):
+        lines = [f"**{_markdown_cell(caption_text)}**", "", "| " + " | ".join(columns) + " |",
+                 "|" + "|".join("---" for _ in columns) + "|"]
+        lines += ["| " + " | ".join(_markdown_cell(c) for c in row) + " |" for row in rows]
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts) + "\n"
+
+
+def daylight_latex(result: dict) -> str:
+    """:func:`daylight_tables` as LaTeX tables (booktabs rules)."""
+    parts = []
+    for caption_text, columns, rows in daylight_tables(result):
+        lines = [r"\begin{table}[t]", r"\centering", r"\small", r"\begin{tabular}{l" + "r" * (len(columns) - 3) + "ll}",
+                 r"\toprule", " & ".join(_latex_escape(c) for c in columns) + r" \\", r"\midrule"]
+        lines += [" & ".join(_latex_escape(c) for c in row) + r" \\" for row in rows]
+        lines += [r"\bottomrule", r"\end{tabular}", rf"\caption{{{_latex_escape(caption_text)}}}", r"\end{table}"]
         parts.append("\n".join(lines))
     return "\n\n".join(parts) + "\n"
