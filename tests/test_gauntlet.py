@@ -617,6 +617,10 @@ def test_lstm_directors_for_an_agent_without_memory_only_when_asked_and_the_resu
     assert steps["paad@lstm:eps=0.075"] == steps["sarl@lstm:eps=0.075"] == 400_000  # slower to learn: 400k at least
     assert steps["paad:eps=0.075"] == steps["paad@official:eps=0.075"] == 200_000
     assert all(t.folder.endswith(f"-{t.steps}steps") for t in standard.tasks)
+    # no early stop for an LSTM director (its plateau before it learns), the protocol's for the others
+    assert {t.label: t.patience for t in standard.tasks if t.method != "robust-sarsa"} == {
+        "paad:eps=0.075": 3, "paad@official:eps=0.075": 3, "sarl:eps=0.075": 3, "sarl@official:eps=0.075": 3,
+        "paad@lstm:eps=0.075": None, "sarl@lstm:eps=0.075": None}
     # an image agent's LSTM director reads its frames through the same CNN
     from rlgauntlet.training.attackers.attack_train import director_settings, recurrent_settings
 

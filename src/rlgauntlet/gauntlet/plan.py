@@ -308,8 +308,11 @@ def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None,
                         else settings.attacker_steps
                     folder = attacker_folder(cache, m, None if m == "robust-sarsa" else e, setting, select, seed,
                                              chosen.name, chosen.version, steps, recurrent)
+                    # an LSTM director trains its whole budget: its return plateaus for a third of it before it
+                    # learns to use its memory (docs/protocols.md), where the patience rule would stop it
+                    patience = None if recurrent else chosen.attacker_patience
                     tasks.append(AttackerTask(spec if m != "robust-sarsa" else cpu_spec, env, m, e, eps_value(e), seed,
-                                              steps, str(folder), setting, select, chosen.attacker_patience, recurrent))
+                                              steps, str(folder), setting, select, patience, recurrent))
     # a Robust Sarsa Q function serves every ε: one training, one MinQ evaluation per learned ε
     labels = {s: s for s in heuristics + natural + shifts}
     learned_labels = {with_eps(t.spec.rsplit(",eps=", 1)[0], e): f"{t.name}:eps={e}" for t in tasks

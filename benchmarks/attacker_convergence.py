@@ -1,0 +1,119 @@
+"""PA-AD against SA-RL: the attacked return against the attacker's training steps (the PA-AD
+paper's Figures 12 and 15: PA-AD converges faster), the same agent, budget, director settings
+and seeds for both, several seeds each.
+
+Each attacker trains in ``--points`` chunks in one resumable folder; after each chunk its director
+(the last checkpoint, greedy) is evaluated on ``--episodes`` episodes of seeds seed + k, the same
+for every point and method. Per method and seed it reports the curve, the final damage
+(clean − attacked at the last point) and the first steps at which the damage reached 50% and 90%
+of that final damage. Writes benchmarks/results/attacker_convergence_<env>_eps<ε>.json and a PNG chart beside it.
+
+Run: python benchmarks/attacker_convergence.py --agent zoo:cartpole-ppo --env CartPole-v1 --eps 0.05 \
+    --steps 50000 --points 10 --seeds 0 1 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from rlgauntlet.common.outputs import save_figure, write_json
+from rlgauntlet.experiments.attacker_job import train_attacker
+
+HERE = Path(__file__).resolve().parent
+
+
+def steps_to(fraction: float, steps: list[int], damage: list[float]) -> int | None:
+    """The first point from which the damage stays at or above ``fraction`` of the last point's
+    (a single early dip that the director then loses does not count); None: no damage at all.
+
+    Example:
+        >>> steps_to(0.5, [10, 20, 30, 40], [70.0, 0.0, 60.0, 100.0]), steps_to(0.9, [10, 20, 30, 40], [0.0, 60.0, 95.0, 100.0])
+        (30, 30)
+    """
+    final = damage[-1]
+    if final <= 0:
+        return None
+    reached = None
+    for s, d in zip(steps, damage):
+        if d >= fraction * final:
+            reached = s if reached is None else reached
+        else:
+            reached = None
+    return reached
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agent", default="zoo:cartpole-ppo")
+    parser.add_argument("--env", default="CartPole-v1")
+    parser.add_argument("--eps", type=float, default=0.05)
+    parser.add_argument("--steps", type=int, default=50_000)
+    parser.add_argument("--points", type=int, default=10)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--episodes", type=int, default=10)
+    parser.add_argument("--variant", default=None, help="PA-AD variant (default: the agent's)")
+    parser.add_argument("--runs", type=Path, default=Path("runs/convergence"))
+    args = parser.parse_args()
+    chunk = args.steps // args.points
+    name = args.env.split("/")[-1].split("-")[0].lower()
+    curves: dict[str, dict[int, dict]] = {}
+    clean = None
+    for method in ("paad", "sarl"):
+        for seed in args.seeds:
+            folder = args.runs / name / f"{method}-eps{args.eps:g}-seed{seed}"
+            if (folder / "manifest.json").exists():  # a curve needs the director at each point, not a later one
+                raise SystemExit(f"{folder} holds a trained attacker already; give another --runs")
+            points = []
+            for k in range(1, args.points + 1):
+                manifest = train_attacker(args.agent, args.env, method, eps=args.eps, steps=k * chunk, run_dir=folder,
+                                          seed=seed, eval_episodes=args.episodes, checkpoint_every=chunk,
+                                          variant=args.variant if method == "paad" else None, log=lambda line: None)
+                strength = manifest["strength"]
+                clean = strength["clean_mean"]
+                points.append({"steps": manifest["steps"], "attacked_mean": strength["attacked_mean"],
+                               "attacked_sem": float(np.std(strength["attacked_returns"], ddof=1)
+                                                       / np.sqrt(len(strength["attacked_returns"]))), "train_seconds": manifest["train_seconds"]})
+                print(f"{method} seed {seed}: {manifest['steps']} steps, attacked {strength['attacked_mean']:.1f}",
+                      flush=True)
+            steps = [p["steps"] for p in points]
+            damage = [clean - p["attacked_mean"] for p in points]
+            curves.setdefault(method, {})[seed] = {
+                "points": points, "final_damage": damage[-1], "steps_to_50": steps_to(0.5, steps, damage),
+                "steps_to_90": steps_to(0.9, steps, damage)}
+    summary = {}
+    for method, by_seed in curves.items():
+        finals = [c["points"][-1]["attacked_mean"] for c in by_seed.values()]
+        summary[method] = {"attacked_final_mean": float(np.mean(finals)),
+                           "steps_to_50": [c["steps_to_50"] for c in by_seed.values()],
+                           "steps_to_90": [c["steps_to_90"] for c in by_seed.values()]}
+    out = HERE / "results" / f"attacker_convergence_{name}_eps{args.eps:g}.json"
+    write_json(out, {"agent": args.agent, "env": args.env, "eps": args.eps, "steps": args.steps, "points": args.points,
+                     "episodes": args.episodes, "seeds": args.seeds, "clean": clean, "curves": curves,
+                     "summary": summary}, kind="benchmark")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for method, color in (("paad", "tab:red"), ("sarl", "tab:blue")):
+        runs = np.array([[p["attacked_mean"] for p in c["points"]] for c in curves[method].values()])
+        steps = [p["steps"] for p in next(iter(curves[method].values()))["points"]]
+        ax.plot(steps, runs.mean(axis=0), color=color, label=f"{'PA-AD' if method == 'paad' else 'SA-RL'} "
+                f"(mean of {len(runs)} seeds)")
+        ax.fill_between(steps, runs.min(axis=0), runs.max(axis=0), color=color, alpha=0.2)
+    ax.axhline(clean, color="grey", linestyle="--", label="clean")
+    ax.set_xlabel("attacker training steps")
+    ax.set_ylabel(f"victim return under attack ({args.episodes} episodes)")
+    ax.set_title(f"{args.agent} on {args.env}, ε = {args.eps:g}")
+    ax.legend()
+    save_figure(fig, out.with_suffix(".png"), kind="benchmark", dpi=120, bbox_inches="tight")
+    print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()
