@@ -6,7 +6,7 @@ Each attacker trains in ``--points`` chunks in one resumable folder; after each 
 (the last checkpoint, greedy) is evaluated on ``--episodes`` episodes of seeds seed + k, the same
 for every point and method. Per method and seed it reports the curve, the final damage
 (clean − attacked at the last point) and the first steps at which the damage reached 50% and 90%
-of that final damage. Writes benchmarks/results/attacker_convergence_<env>_eps<ε>.json and a PNG chart beside it.
+of that final damage. Writes benchmarks/results/attacker_convergence_<env>_eps<ε>_<steps>k.json and a PNG chart beside it.
 
 Run: python benchmarks/attacker_convergence.py --agent zoo:cartpole-ppo --env CartPole-v1 --eps 0.05 \
     --steps 50000 --points 10 --seeds 0 1 2
@@ -56,8 +56,13 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--episodes", type=int, default=10)
     parser.add_argument("--variant", default=None, help="PA-AD variant (default: the agent's)")
-    parser.add_argument("--runs", type=Path, default=Path("runs/convergence"))
+    parser.add_argument("--runs", type=Path, default=None,
+                        help="a new folder for the attackers (default: a temporary one); a curve needs fresh runs")
     args = parser.parse_args()
+    if args.runs is None:
+        import tempfile
+
+        args.runs = Path(tempfile.mkdtemp(prefix="attacker-convergence-"))
     chunk = args.steps // args.points
     name = args.env.split("/")[-1].split("-")[0].lower()
     curves: dict[str, dict[int, dict]] = {}
@@ -90,7 +95,7 @@ def main() -> None:
         summary[method] = {"attacked_final_mean": float(np.mean(finals)),
                            "steps_to_50": [c["steps_to_50"] for c in by_seed.values()],
                            "steps_to_90": [c["steps_to_90"] for c in by_seed.values()]}
-    out = HERE / "results" / f"attacker_convergence_{name}_eps{args.eps:g}.json"
+    out = HERE / "results" / f"attacker_convergence_{name}_eps{args.eps:g}_{args.steps // 1000}k.json"
     write_json(out, {"agent": args.agent, "env": args.env, "eps": args.eps, "steps": args.steps, "points": args.points,
                      "episodes": args.episodes, "seeds": args.seeds, "clean": clean, "curves": curves,
                      "summary": summary}, kind="benchmark")

@@ -126,9 +126,16 @@ def test_the_cli_refuses_bad_settings_and_never_replaces_a_foreign_file(tmp_path
         proc = run(*args)
         lines = [line for line in proc.stderr.splitlines() if line.strip()]
         assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
+    settings = [arg for name, spec in MINATAR_SETTINGS.items() for arg in ("--setting", f"{name}={spec}")]
+    for agent, env, message in (("zoo:cartpole-dqn", "CartPole-v1", "transforms images, but the agent's input is raw"),
+                                ("zoo:pendulum-td3", "Pendulum-v1", "cw changes a discrete action")):
+        proc = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "daylight", "--agent", agent, "--env", env,
+                               "--out", str(tmp_path / "v"), *settings], capture_output=True, text=True, env=cli_env)
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
+        assert not (tmp_path / "v").exists()  # refused before anything was written
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "daylight.md").write_text("my notes\n")
-    settings = [arg for name, spec in MINATAR_SETTINGS.items() for arg in ("--setting", f"{name}={spec}")]
     proc = run("--out", str(tmp_path / "b"), *settings, "--episodes", "2", "--cw", CHEAP_CW)
     assert proc.returncode == 2 and "was not written by rlgauntlet" in proc.stderr
     assert (tmp_path / "b" / "daylight.md").read_text() == "my notes\n" and not (tmp_path / "a").exists()
