@@ -53,7 +53,7 @@ def test_impact_and_its_standard_error_by_the_formula():
     value, se = impact_with_se(20.0, returns, -21.0)
     assert value == pytest.approx((20.0 - np.mean(returns)) / 41.0)
     assert se == pytest.approx(np.std(returns, ddof=1) / math.sqrt(4) / 41.0)
-    assert impact_with_se(5.0, [5.0], 5.0)[0] != impact_with_se(5.0, [5.0], 5.0)[0]  # no range: NaN, never a number
+    assert impact_with_se(5.0, [5.0, 4.0], 5.0) == (None, None)  # no range between the scores: no number made up
 
 
 def test_the_claim_needs_comparable_impact_and_a_lower_distance():
@@ -61,6 +61,7 @@ def test_the_claim_needs_comparable_impact_and_a_lower_distance():
     assert verdict(cw, {"impact": 0.88, "impact_se": 0.01, "ssim": 0.9, "lpips": None}) == "held"
     assert verdict(cw, {"impact": 0.8, "impact_se": 0.01, "ssim": 0.9, "lpips": None}).startswith("not held: impact")
     assert verdict(cw, {"impact": 0.95, "impact_se": 0.01, "ssim": 0.6, "lpips": None}).startswith("not held: 1 − SSIM")
+    assert verdict({**cw, "impact": None}, {"impact": None, "impact_se": None, "ssim": 0.9}).startswith("no impact")
     # LPIPS, where measured, decides (here against the SSIM's verdict)
     assert verdict({**cw, "lpips": 0.1}, {"impact": 0.95, "impact_se": 0.0, "ssim": 0.9, "lpips": 0.2}).startswith(
         "not held: LPIPS")

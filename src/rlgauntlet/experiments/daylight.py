@@ -133,21 +133,23 @@ def daylight_specs(env_id: str, settings: Mapping[str, str] | None = None) -> di
     return {name: settings.get(name, PAPER[game][name].spec) for name in PERTURBATIONS}
 
 
-def impact_with_se(clean: float, returns: list[float], floor: float) -> tuple[float, float | None]:
+def impact_with_se(clean: float, returns: list[float], floor: float) -> tuple[float | None, float | None]:
     """Daylight's impact of perturbed ``returns`` between the clean score and ``floor`` (the
-    argmin agent's), and its standard error over episodes (the two scores taken as given).
+    argmin agent's; :func:`rlgauntlet.metrics.impact.impact`), and its standard error over
+    episodes (the two scores taken as given); (None, None) where clean equals the floor.
 
     Example:
         >>> impact_with_se(20.0, [0.0, 10.0], -20.0)
-        (0.625, 0.125)
+        (0.375, 0.125)
     """
-    span = clean - floor
-    if span == 0:
-        return math.nan, None
-    n = len(returns)
-    mean = sum(returns) / n
-    sem = math.sqrt(sum((r - mean) ** 2 for r in returns) / (n - 1) / n) if n > 1 else None
-    return (clean - mean) / span, None if sem is None else sem / abs(span)
+    from rlgauntlet.metrics.impact import impact
+
+    value = impact(clean, sum(returns) / len(returns), floor)
+    if value is None or len(returns) < 2:
+        return value, None
+    mean = sum(returns) / len(returns)
+    sem = math.sqrt(sum((r - mean) ** 2 for r in returns) / (len(returns) - 1) / len(returns))
+    return value, sem / abs(clean - floor)
 
 
 def distance_of(row: dict) -> tuple[str, float | None]:
@@ -166,6 +168,8 @@ def verdict(cw: dict, natural: dict) -> str:
         >>> verdict({"impact": 0.9, "impact_se": 0.05, "ssim": 0.7}, {"impact": 0.85, "impact_se": 0.02, "ssim": 0.9})
         'held'
     """
+    if cw["impact"] is None or natural["impact"] is None:
+        return "no impact: the clean agent scores what the argmin agent scores"
     noise = 2.0 * math.hypot(cw.get("impact_se") or 0.0, natural.get("impact_se") or 0.0)
     name, ours = distance_of(natural)
     _, theirs = distance_of(cw)
