@@ -45,6 +45,7 @@ BASE = {
     "zoo export": ["cartpole-ppo"],
     "gauntlet": ["--agent", "zoo:cartpole-dqn", "--env", "CartPole-v1", "--level", "quick", "--out", "{tmp}/g"],
     "leaderboard": [],
+    "daylight": ["--agent", "zoo:pong-ppo", "--env", "PongNoFrameskip-v4", "--episodes", "2"],
 }
 #: commands whose store must already exist (they read it): given a real one, made by the test
 READS_STORE = ("plot", "report", "leaderboard")
@@ -111,7 +112,8 @@ WORK = ("rlgauntlet.experiments.spectrum:spectrum", "rlgauntlet.experiments.cali
         "rlgauntlet.experiments.sweep:preview_sweep", "rlgauntlet.training.zoo_training:train",
         "rlgauntlet.training.zoo_training:train_seeds", "rlgauntlet.experiments.attacker_job:train_attacker",
         "rlgauntlet.training.attackers.dynamics:learn_dynamics", "rlgauntlet.training.export:export_sb3",
-        "rlgauntlet.gauntlet.leaderboard:leaderboard", "rlgauntlet.gauntlet.run:run_plans")
+        "rlgauntlet.gauntlet.leaderboard:leaderboard", "rlgauntlet.gauntlet.run:run_plans",
+        "rlgauntlet.experiments.daylight:run_daylight")
 
 
 def _no_work(patch) -> None:

@@ -163,7 +163,7 @@ def certify(
 def daylight(
     agent: str = typer.Option(..., help=agent_help("zoo:pong-ppo")),
     env: str = typer.Option(..., help="Gymnasium id (the paper's games: BankHeist, Jamesbond, Pong, Riverraid, TimePilot). Example: --env PongNoFrameskip-v4"),
-    out: Path = typer.Option(..., help="folder for daylight.json and the tables (daylight.md, daylight.tex). Example: --out runs/daylight-pong"),
+    out_dir: Path = typer.Option(..., "--out", help="folder for daylight.json and the tables (daylight.md, daylight.tex). Example: --out runs/daylight-pong"),
     setting: List[str] = typer.Option([], "--setting", help="PERTURBATION=SPEC replacing the paper's setting (needed for every perturbation on a game the paper has no row for), repeatable. Example: --setting rotation=rotation:degrees=2"),
     episodes: int = typer.Option(10, min=2, help="episodes per evaluation (clean, the argmin agent, C&W, each perturbation). Example: --episodes 20"),
     seed: int = typer.Option(0, min=0, help="evaluation seed; episode k uses seed+k. Example: --seed 1"),
@@ -194,13 +194,13 @@ def daylight(
             raise UserError(f"--setting {name} is given twice; give each perturbation once")
         settings[name] = spec
     daylight_specs(env, settings)  # an unknown game without settings fails before anything is loaded
-    store_path = store or out / "daylight.sqlite"
-    paths = {name: out / name for name in ("daylight.json", "daylight.md", "daylight.tex")}
+    store_path = store or out_dir / "daylight.sqlite"
+    paths = {name: out_dir / name for name in ("daylight.json", "daylight.md", "daylight.tex")}
     kinds = {"daylight.json": "daylight result", "daylight.md": "daylight tables", "daylight.tex": "daylight tables"}
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out} is a file; give a folder (new, or one of an earlier daylight run)")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"--out {out_dir} is a file; give a folder (new, or one of an earlier daylight run)")
     for name, path in paths.items():
-        check_output(path, "--out", protect=[store_path], kind=kinds[name], given=out)
+        check_output(path, "--out", protect=[store_path], kind=kinds[name], given=out_dir)
     KEPT["note"] = f"finished episodes are kept in {store_path}; run the same command again to go on from there"
     described = agent_spec(agent, preset, kind, None, None, precision, device, allow_pickle, other_env)
     result = run_daylight(described, env, settings, episodes=episodes, seed=seed, n_envs=n_envs, store=store_path,
