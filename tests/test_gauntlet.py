@@ -627,20 +627,30 @@ def test_lstm_directors_for_an_agent_without_memory_only_when_asked_and_the_resu
     assert recurrent_settings(director_settings("PongNoFrameskip-v4"))["policy"] == "CnnLstmPolicy"
 
 
-def test_the_standard_directors_train_longer_where_the_return_has_no_floor():
+def test_the_standard_directors_train_longer_where_the_return_has_no_floor(tmp_path, monkeypatch):
     """mujoco v5: HalfCheetah and Ant (no floor to the return: an agent driven backwards keeps
     losing) give every director 1M steps at the standard level; Hopper and Walker2d keep 200k,
-    and the quick and paper levels keep theirs."""
+    the quick and paper levels keep theirs, and Robust Sarsa (no director) the level's."""
+    from dataclasses import replace
+
+    from rlgauntlet.gauntlet import plan_gauntlet
+    from rlgauntlet.gauntlet import protocols as protocols_module
     from rlgauntlet.gauntlet.protocols import NO_FLOOR_STEPS, get_protocol
 
     mujoco = get_protocol("mujoco")
-    steps = {env: {name: level.attacker_steps for name, level in mujoco.for_env(env).levels.items()}
+    steps = {env: {level: mujoco.director_steps_of(level, env) for level in mujoco.levels}
              for env in ("Hopper-v5", "Walker2d-v4", "HalfCheetah-v5", "Ant-v5", "AntContactForces-v4")}
     assert steps["Hopper-v5"] == steps["Walker2d-v4"] == {"quick": 50_000, "standard": 200_000, "paper": 2_000_000}
     for env in ("HalfCheetah-v5", "Ant-v5", "AntContactForces-v4"):
         assert steps[env] == {"quick": 50_000, "standard": 1_000_000, "paper": 2_000_000}, env
+    assert mujoco.director_steps_of("standard", "Hopper-v5", recurrent=True) == 400_000
+    assert mujoco.director_steps_of("standard", "HalfCheetah-v5", recurrent=True) == 1_000_000
     assert mujoco.describe()["director_steps"] == {"standard": NO_FLOOR_STEPS}
-    assert mujoco.for_env("HalfCheetah-v5").eps_grid == ("0.05", "0.1", "0.15", "0.2")  # its budgets kept too
+    # through a plan: a table entry for Hopper's quick level reaches every director, not Robust Sarsa
+    monkeypatch.setitem(protocols_module.PROTOCOLS, "mujoco", replace(mujoco, director_steps={"quick": {"Hopper": 70_000}}))
+    plan = plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", level="quick", store=tmp_path / "g.sqlite")
+    assert {t.method: t.steps for t in plan.tasks} == {"paad": 70_000, "sarl": 70_000, "robust-sarsa": 50_000}
+    assert all(t.folder.endswith(f"-{t.steps}steps") for t in plan.tasks)
 
 
 def test_continuous_agents_meet_every_constant_director_at_every_eps(tmp_path):

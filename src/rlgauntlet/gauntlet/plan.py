@@ -304,8 +304,8 @@ def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None,
                 kinds = [("default", "last", False)] if m == "robust-sarsa" else \
                     directors + ([("default", chosen.select, True)] if m in lstm else [])
                 for setting, select, recurrent in kinds:
-                    steps = max(settings.attacker_steps, chosen.recurrent_min_steps.get(level, 0)) if recurrent \
-                        else settings.attacker_steps
+                    steps = settings.attacker_steps if m == "robust-sarsa" else \
+                        chosen.director_steps_of(level, env, recurrent)
                     folder = attacker_folder(cache, m, None if m == "robust-sarsa" else e, setting, select, seed,
                                              chosen.name, chosen.version, steps, recurrent)
                     # an LSTM director trains its whole budget: its return plateaus for a third of it before it

@@ -142,15 +142,16 @@ class Protocol:
     transfer: bool = False
 
     def for_env(self, env_id: str) -> "Protocol":
-        """This protocol with ``env_id``'s own ε grid, headline ε and director steps where it has them."""
-        family = env_id.split("-")[0]
-        budgets = self.env_budgets.get(family)
-        out = self if budgets is None else replace(self, eps_grid=budgets[0], headline_eps=budgets[1])
-        steps = {level: table[family] for level, table in self.director_steps.items() if family in table}
-        if steps:
-            out = replace(out, levels={name: replace(level, attacker_steps=steps.get(name, level.attacker_steps))
-                                       for name, level in self.levels.items()})
-        return out
+        """This protocol with ``env_id``'s own ε grid and headline ε where it has them."""
+        budgets = self.env_budgets.get(env_id.split("-")[0])
+        return self if budgets is None else replace(self, eps_grid=budgets[0], headline_eps=budgets[1])
+
+    def director_steps_of(self, level: str, env_id: str, recurrent: bool = False) -> int:
+        """A director's training steps at ``level`` on ``env_id``: the task's own where the protocol
+        gives one (:attr:`director_steps`), else the level's; an LSTM director's at least
+        :attr:`recurrent_min_steps`. (Robust Sarsa, no director, trains the level's steps.)"""
+        steps = self.director_steps.get(level, {}).get(env_id.split("-")[0], self.level(level).attacker_steps)
+        return max(steps, self.recurrent_min_steps.get(level, 0)) if recurrent else steps
 
     @property
     def tag(self) -> str:
