@@ -25,7 +25,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 BOARDS = ("published-hopper", "published-walker2d", "published-pa-atla", "published-halfcheetah-ant",
-          "published-readme-halfcheetah-ant", "published-wocar", "published-sa-ppo")
+          "published-readme-halfcheetah-ant", "published-wocar", "published-sa-ppo", "published-sa-dqn")
 OUT = HERE / "results" / "published_board.json"
 
 
@@ -163,20 +163,20 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _missing_clones() -> str | None:
-    """Why the releases cannot be read here (a clone missing), or None."""
+def _missing_clones(boards: list[str]) -> str | None:
+    """Why a released agent of ``boards`` cannot be read here (a clone or a file missing, or
+    another version of it), or None."""
     from rlgauntlet.errors import UserError
-    from rlgauntlet.published import local_file, releases
+    from rlgauntlet.gauntlet.board import load_board
+    from rlgauntlet.published import local_file, release
 
-    seen = set()
-    for entry in releases():
-        if entry["repository"] in seen:
-            continue
-        seen.add(entry["repository"])
-        try:
-            local_file(entry)
-        except UserError as exc:
-            return str(exc)
+    for name in boards:
+        for agent in load_board(HERE.parent / "boards" / f"{name}.yaml").agents:
+            if agent.agent.startswith("published:"):
+                try:
+                    local_file(release(agent.agent.split(":", 1)[1]))
+                except UserError as exc:
+                    return f"{name}: {exc}"
     return None
 
 
@@ -197,7 +197,7 @@ def main() -> None:
                 print(f"{name}: {results[name]['agents']} agents in {results[name]['seconds']} s")
                 print(table(results[name]["rows"]))
         return
-    missing = _missing_clones()
+    missing = _missing_clones(args.boards)
     if missing:  # the weights are the user's local copies, never downloaded: nothing to run here
         print(f"published_board: skipped, {missing}")
         return

@@ -263,16 +263,22 @@ def test_the_catalogue_names_every_release_once_with_its_hash_env_and_the_papers
 
     entries = releases()
     # 6 ATLA methods × 4 envs, PA-ATLA × 4, WocaR-PPO × 4 and WocaR's earlier HalfCheetah file, SA_PPO's 12
-    # Hopper and Walker2d files but the 4 that are ATLA's (listed once)
-    assert len(entries) == 41 and len({e["name"] for e in entries}) == 41
-    assert len({e["sha256"] for e in entries}) == 41  # no file twice
-    papers_eps = {"Hopper-v5": 0.075, "Walker2d-v4": 0.05, "HalfCheetah-v5": 0.15, "AntContactForces-v4": 0.15}
+    # Hopper and Walker2d files but the 4 that are ATLA's (listed once); SA-DQN's 3 and WocaR-DQN's 1 per game × 2
+    assert len(entries) == 49 and len({e["name"] for e in entries}) == 49
+    # no file twice: a sha256, or (SA-DQN's files, only their repository's tree readable) the tree's git blob id
+    assert len({e["sha256"] or e["git_blob"] for e in entries}) == 49
+    papers_eps = {"Hopper-v5": 0.075, "Walker2d-v4": 0.05, "HalfCheetah-v5": 0.15, "AntContactForces-v4": 0.15,
+                  "SADQN/Pong-v0": 1 / 255, "SADQN/Freeway-v0": 1 / 255}
     for e in entries:
         assert e["repository"] in catalogue()["repositories"]
-        assert len(e["sha256"]) == 64 and int(e["sha256"], 16) >= 0
-        assert papers_eps[e["env"]] == e["eps"]
-        assert e["name"].endswith(e["env"].split("-")[0].lower().replace("contactforces", ""))
-        check_env_id(e["env"])  # a Gymnasium id, registered (the Ant one by rlgauntlet)
+        if e.get("format") == "sa_dqn":
+            assert e["sha256"] is None and len(e["git_blob"]) == 40 and int(e["git_blob"], 16) >= 0
+        else:
+            assert len(e["sha256"]) == 64 and int(e["sha256"], 16) >= 0
+        assert papers_eps[e["env"]] == pytest.approx(e["eps"], rel=1e-6)
+        task = e["env"].rpartition("/")[2].split("-")[0]
+        assert e["name"].endswith(task.lower().replace("contactforces", ""))
+        check_env_id(e["env"])  # a Gymnasium id, registered (the Ant and SA-DQN ones by rlgauntlet)
     readme = {e["name"]: e["readme"] for e in entries if e["readme"]}
     assert readme["ppo-hopper"] == {**readme["ppo-hopper"], "natural": 3167.3, "strongest_attack": 636.4}
     assert readme["atla-lstm-sappo-walker2d"]["strongest_attack"] == 3662.9
@@ -307,7 +313,7 @@ def test_published_list_and_a_missing_clone_on_the_cli(tmp_path, cli_env):
     assert listed.returncode == 0, listed.stderr
     import json
 
-    assert len(json.loads(listed.stdout)["releases"]) == 41
+    assert len(json.loads(listed.stdout)["releases"]) == 49
     proc = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "evaluate", "--agent", "published:sa-ppo-hopper",
                            "--env", "Hopper-v5", "--episodes", "1"], capture_output=True, text=True,
                           env={**cli_env, "RLGAUNTLET_RELEASES": str(tmp_path)})

@@ -8,6 +8,8 @@ expect:
   axis, exactly what ``make_atari_env`` + ``VecFrameStack(4)`` produce;
 * ``classic`` (CartPole, Acrobot, MountainCar, Pendulum, ...) and ``mujoco`` (``*-v5``):
   the env as registered;
+* ``sa_dqn`` (``SADQN/GAME-v0``): SA-DQN's own Atari frames (one grey 84×84 frame, its crop,
+  its restricted actions: :mod:`rlgauntlet.envs.sa_dqn`), for the released SA-DQN agents;
 * ``dmc`` (``dm_control/DOMAIN-TASK-v0``, the DeepMind Control Suite through shimmy, extra
   ``[dmc]``): the observation dict flattened in the space's key order by
   :class:`FlattenDictObservation`, which records where each key lies (``observation_layout``);
@@ -42,8 +44,8 @@ import numpy as np
 
 from rlgauntlet.errors import UserError
 
-Preset = Literal["atari", "classic", "mujoco", "dmc", "minatar", "none"]
-PRESETS: tuple[str, ...] = ("atari", "classic", "mujoco", "dmc", "minatar", "none")
+Preset = Literal["atari", "classic", "mujoco", "dmc", "minatar", "sa_dqn", "none"]
+PRESETS: tuple[str, ...] = ("atari", "classic", "mujoco", "dmc", "minatar", "sa_dqn", "none")
 DMC_PREFIX = "dm_control/"
 
 CLASSIC_IDS = {
@@ -120,6 +122,8 @@ def resolve_preset(env_id: str, override: str | None = None) -> Preset:
         return "dmc"
     if env_id.startswith("MinAtar/"):
         return "minatar"
+    if env_id.startswith("SADQN/"):
+        return "sa_dqn"
     if env_id in CLASSIC_IDS:
         return "classic"
     if env_id.split("-")[0] in MUJOCO_PREFIXES:
@@ -295,6 +299,10 @@ def _register_family(env_id: str) -> None:
         from rlgauntlet.envs.minatar import register_minatar
 
         register_minatar()
+    if env_id.startswith("SADQN/"):
+        from rlgauntlet.envs.sa_dqn import register_sa_dqn
+
+        register_sa_dqn()
     if env_id == ANT_CONTACT_FORCES and env_id not in gym.registry:
         gym.register(ANT_CONTACT_FORCES, entry_point="gymnasium.envs.mujoco.ant_v4:AntEnv", max_episode_steps=1000,
                      reward_threshold=6000.0, kwargs={"use_contact_forces": True})
@@ -411,6 +419,10 @@ def make_env(env_id: str, preset: str | None = None) -> gym.Env:
             raise UserError(f"--preset minatar needs a MinAtar env, and {env_id} is not one; "
                             "drop --preset or give e.g. MinAtar/Breakout-v1")
         env = MinAtarImage(env)
+    elif kind == "sa_dqn" and not env_id.startswith("SADQN/"):
+        env.close()
+        raise UserError(f"--preset sa_dqn is SA-DQN's own Atari frames, made by its ids (SADQN/Pong-v0, ...), and "
+                        f"{env_id} is not one; drop --preset and give e.g. SADQN/Pong-v0")
     return env
 
 

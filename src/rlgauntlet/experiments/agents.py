@@ -41,7 +41,7 @@ class AgentSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     agent: str = Field(description=AGENT_FORMS)
-    preset: str | None = Field(None, description="env preset override: atari, classic, mujoco, dm_control, none")
+    preset: str | None = Field(None, description="env preset override: atari, classic, mujoco, dmc, minatar, sa_dqn, none")
     kind: str | None = Field(None, description="TorchScript output kind: q, categorical, gaussian, deterministic")
     vecnormalize: str | None = Field(None, description="SB3 VecNormalize statistics saved with the agent")
     input_space: str | None = Field(None, description="TorchScript input unit: pixel01, normalized, raw")
@@ -59,7 +59,7 @@ class AgentSpec(BaseModel):
 
     @property
     def source(self) -> str:
-        """``zoo``, ``sb3``, ``torchscript``, ``pg`` or ``published``."""
+        """``zoo``, ``sb3``, ``torchscript``, ``pg``, ``sadqn`` or ``published``."""
         return self.ref.source
 
     def catalogue_env(self) -> str | None:

@@ -239,7 +239,7 @@ PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
                 "paper": Level(50, 2_000_000, "grid", "full", (0, 1, 2))}),
     Protocol(
         # v2: the race (as classic v2)
-        name="pixel", version=2, families=("atari", "minatar"),
+        name="pixel", version=2, families=("atari", "minatar", "sa_dqn"),
         summary="image observations: Atari (ale-py) and MinAtar",
         eps_grid=("1/255", "3/255"), headline_eps="1/255",
         budget_note="pixel01: pixel intensities scaled to [0, 1], as in the RADIAL and PA-AD papers",

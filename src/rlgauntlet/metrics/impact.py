@@ -23,7 +23,7 @@ from rlgauntlet.victims.base import DelegatingVictim, PolicyOutput, Victim
 ARGMIN_LABEL = "argmin_agent"
 
 #: fixed minimum scores for the generalized impact (the paper's defaults)
-MIN_SCORES = {"PongNoFrameskip-v4": -21.0}
+MIN_SCORES = {"PongNoFrameskip-v4": -21.0, "SADQN/Pong-v0": -21.0}
 
 
 def default_min_score(env_id: str, preset: str) -> float | None:
@@ -31,7 +31,7 @@ def default_min_score(env_id: str, preset: str) -> float | None:
     (give ``--min-score`` for non-Atari envs)."""
     if env_id in MIN_SCORES:
         return MIN_SCORES[env_id]
-    return 0.0 if preset == "atari" else None
+    return 0.0 if preset in ("atari", "sa_dqn") else None
 
 
 def impact(score_max: float, score_adv: float, score_min: float | None) -> float | None:

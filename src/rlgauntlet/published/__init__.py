@@ -1,12 +1,15 @@
-"""The catalogue of the field's published robust agents: the SA-PPO / ATLA / PA-ATLA MuJoCo
+"""The catalogue of the field's published robust agents: the SA-PPO / ATLA / PA-ATLA / WocaR MuJoCo
 releases, in the policy_gradients format (``pg:PATH.model``, read as data by
-:mod:`rlgauntlet.victims.pg_release`).
+:mod:`rlgauntlet.victims.pg_release`), and SA-DQN's Atari Q-networks (``"format": "sa_dqn"``,
+read by :mod:`rlgauntlet.victims.sa_dqn` on SA-DQN's own frames, ``SADQN/GAME-v0``).
 
 ``releases.json`` lists every known release file: its name here (``METHOD-ENV``, e.g.
 ``sa-ppo-hopper``), the repository and path, the sha256 of the released file, the method, the
 policy (mlp or lstm), the gym task it was trained on and the Gymnasium task it runs on here, the
 paper's ε for that env, the authors' attacker released beside it (path and sha256), and the
-README's natural and strongest-attack returns where the README prints them.
+README's natural and strongest-attack returns where the README prints them. A file is identified by
+its sha256, or, where the file itself could not be read when it was catalogued (git's snapshot
+kept only its repository's tree), by the git blob id that tree records (``git_blob``).
 
 The weights are never part of rlgauntlet (the repositories carry no license): ``published:NAME``
 resolves to the user's local clone, found under ``$RLGAUNTLET_RELEASES`` (a folder holding one
@@ -75,7 +78,7 @@ def local_problem(entry: dict, which: str = "agent", root: Path | None = None) -
     """Why the user's local copy of ``entry``'s file (``which="attacker"``: the authors' attacker)
     under ``root`` (default :func:`releases_root`) cannot be used, as (short reason, the whole
     one-line message with its fix), or None when it can."""
-    from rlgauntlet.common.hashing import sha256_file
+    from rlgauntlet.common.hashing import git_blob_id, sha256_file
 
     root = Path(root) if root is not None else releases_root()
     where = (f"RLGAUNTLET_RELEASES={os.environ['RLGAUNTLET_RELEASES']}" if os.environ.get("RLGAUNTLET_RELEASES")
@@ -101,9 +104,12 @@ def local_problem(entry: dict, which: str = "agent", root: Path | None = None) -
                if commit else f"`git -C {clone} checkout -- {item['path']}` restores it")
     if not path.is_file():
         return "file missing", f"{path} is missing from your clone of {repository}; {restore}"
-    found = sha256_file(path)
-    if found != item["sha256"]:
-        return "another version", (f"{path} has sha256 {found[:12]}…, the catalogue's release has {item['sha256'][:12]}…: "
+    if item.get("sha256"):
+        kind, want, found = "sha256", item["sha256"], sha256_file(path)
+    else:  # a release only its repository's tree describes (the file was not readable here)
+        kind, want, found = "git blob id", item["git_blob"], git_blob_id(path)
+    if found != want:
+        return "another version", (f"{path} has {kind} {found[:12]}…, the catalogue's release has {want[:12]}…: "
                                    f"another version of the file, or edited; {restore} (discarding local edits to it)")
     return None
 

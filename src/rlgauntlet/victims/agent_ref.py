@@ -9,6 +9,8 @@ An agent is named ``SOURCE:REST``. The sources and what follows the colon:
 ``torchscript:PATH``      a TorchScript archive (with ``--kind`` and, for non-image input,
                           ``--input-space``)
 ``pg:PATH.model``         a policy_gradients release file (SA-PPO lineage), read as data
+``sadqn:PATH.model``      an SA-DQN Atari Q-network (its state dict), read as data, on its own
+                          frames (``--env SADQN/Pong-v0``)
 ``published:NAME``        a catalogued release in the user's local clone (``rlgauntlet
                           published list``)
 ========================  ============================================================
@@ -32,7 +34,7 @@ from rlgauntlet.errors import UserError
 
 #: each source, and what follows its colon
 AGENT_SOURCES = {"zoo": "NAME", "sb3": "PATH.zip[:ALGO]", "torchscript": "PATH", "pg": "PATH.model",
-                 "published": "NAME"}
+                 "sadqn": "PATH.model", "published": "NAME"}
 #: the accepted forms, as every help text and error says them
 AGENT_FORMS = " | ".join(f"{source}:{rest}" for source, rest in AGENT_SOURCES.items())
 #: the Stable-Baselines3 algorithms an ``sb3:`` agent may name after its path
@@ -74,7 +76,7 @@ class AgentRef:
 
     @property
     def path(self) -> Path | None:
-        """The agent file of a file source (``sb3:``, ``torchscript:``, ``pg:``); None for a
+        """The agent file of a file source (``sb3:``, ``torchscript:``, ``pg:``, ``sadqn:``); None for a
         catalogue name."""
         return Path(self.path_text) if self.path_text else None
 

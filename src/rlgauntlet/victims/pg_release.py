@@ -239,9 +239,10 @@ def _env_class(env_record: object) -> str | None:
     return None
 
 
-def _refuse_torchscript(path: Path) -> None:
+def refuse_torchscript(path: Path, what: str = "a policy_gradients release file") -> None:
     """A TorchScript archive is refused before torch sees it: ``torch.load`` hands such a file to
-    ``torch.jit.load``, which runs its code; the allow-listed unpickler must be the only reader."""
+    ``torch.jit.load``, which runs its code; the allow-listed unpickler must be the only reader.
+    ``what``: the kind of file the caller expected, named in the message."""
     try:
         if not zipfile.is_zipfile(path):
             return
@@ -250,7 +251,7 @@ def _refuse_torchscript(path: Path) -> None:
     except (OSError, zipfile.BadZipFile):
         return  # torch.load says what it is not
     if any(name.rpartition("/")[2] in ("constants.pkl", "code") or "/code/" in name for name in names):
-        raise UserError(f"{path} is a TorchScript archive, not a policy_gradients release file; load it as "
+        raise UserError(f"{path} is a TorchScript archive, not {what}; load it as "
                         f"torchscript:{path} with --kind (it was not opened)")
 
 
@@ -264,7 +265,7 @@ def read_release(path: str | Path, role: str = "agent") -> ReleaseFile:
         fix = ("give a policy_gradients release file (pg:PATH.model)" if role == "agent" else
                "give path=FILE of an attack .model file released beside the agent (`rlgauntlet published list`)")
         raise UserError(f"{role} file {path} {what}; {fix}")
-    _refuse_torchscript(path)
+    refuse_torchscript(path)
     try:
         data = torch.load(path, map_location="cpu", weights_only=False, pickle_module=_pickle_module(path))
     except UserError:

@@ -62,10 +62,10 @@ def load_victim(
         raise UserError(f"unknown input space {input_space!r}; choose pixel01, normalized or raw")
     ref = parse_agent(agent)
     source, rest = ref.source, ref.rest
-    if source in ("zoo", "sb3", "pg", "published"):
+    if source in ("zoo", "sb3", "pg", "sadqn", "published"):
         given = [name for name, value in (("--kind", kind), ("--input-space", input_space)) if value is not None]
         if given:
-            raise UserError(f"{' and '.join(given)} describe TorchScript agents; an SB3, zoo or pg agent declares its "
+            raise UserError(f"{' and '.join(given)} describe TorchScript agents; an SB3, zoo, pg or sadqn agent declares its "
                             f"own output and input: drop {' and '.join(given)}")
     if source == "pg":
         from rlgauntlet.victims.pg_release import load_pg
@@ -73,16 +73,28 @@ def load_victim(
         if vecnormalize is not None:
             raise UserError("a pg: agent carries its own state filter; drop --vecnormalize")
         return load_pg(rest, observation_space, action_space, device=device, precision=precision)
-    if source == "published":
-        from rlgauntlet.published import local_file, release
-        from rlgauntlet.victims.pg_release import load_pg
+    if source == "sadqn":
+        from rlgauntlet.victims.sa_dqn import load_sa_dqn
 
         if vecnormalize is not None:
-            raise UserError("a published agent carries its own state filter; drop --vecnormalize")
+            raise UserError("an sadqn: agent sees pixels scaled to [0, 1], never normalised observations; drop "
+                            "--vecnormalize")
+        return load_sa_dqn(rest, observation_space, action_space, device=device, precision=precision)
+    if source == "published":
+        from rlgauntlet.published import local_file, release
+
+        if vecnormalize is not None:
+            raise UserError("a published agent carries its own input processing; drop --vecnormalize")
         entry = release(rest)
-        victim = load_pg(local_file(entry), observation_space, action_space, device=device, precision=precision)
-        victim.description = {**victim.description, "source": "pg", "name": rest, "published": entry["repository"],
+        if entry.get("format") == "sa_dqn":
+            from rlgauntlet.victims.sa_dqn import load_sa_dqn as load
+        else:
+            from rlgauntlet.victims.pg_release import load_pg as load
+        victim = load(local_file(entry), observation_space, action_space, device=device, precision=precision)
+        victim.description = {**victim.description, "name": rest, "published": entry["repository"],
                               "method": entry["method"], "mapped_env": entry["env"]}
+        if entry.get("format") == "sa_dqn":  # the file names no game: the catalogue does
+            victim.trained_for = (entry["env"].rpartition("/")[2].split("-v")[0],)
         return victim
     if source == "zoo":
         from rlgauntlet.zoo import zoo_entry, zoo_file

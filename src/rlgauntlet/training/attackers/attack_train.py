@@ -46,6 +46,10 @@ ATTACKER_HYPERPARAMS: dict[str, dict[str, Any]] = {
     "atari": dict(n_envs=8, policy="CnnPolicy", n_steps=128, batch_size=256, n_epochs=4, learning_rate=5e-4,
                   gamma=0.99, gae_lambda=0.95, ent_coef=0.01, clip_range=0.1,
                   policy_kwargs=dict(normalize_images=False, features_extractor_kwargs=dict(features_dim=128))),
+    # SA-DQN's own frames (one grey 84×84 frame): the Atari director as it is
+    "sa_dqn": dict(n_envs=8, policy="CnnPolicy", n_steps=128, batch_size=256, n_epochs=4, learning_rate=5e-4,
+                   gamma=0.99, gae_lambda=0.95, ent_coef=0.01, clip_range=0.1,
+                   policy_kwargs=dict(normalize_images=False, features_extractor_kwargs=dict(features_dim=128))),
     # the Atari director's PPO on the MinAtar paper's network (one 3×3 conv, 128 units): the
     # Nature CNN's 8×8 stride-4 kernel does not fit a 10×10 frame
     "minatar": dict(n_envs=8, policy="CnnPolicy", n_steps=128, batch_size=256, n_epochs=4, learning_rate=5e-4,
