@@ -263,10 +263,11 @@ def test_the_catalogue_names_every_release_once_with_its_hash_env_and_the_papers
 
     entries = releases()
     # 6 ATLA methods × 4 envs, PA-ATLA × 4, WocaR-PPO × 4 and WocaR's earlier HalfCheetah file, SA_PPO's 12
-    # Hopper and Walker2d files but the 4 that are ATLA's (listed once); SA-DQN's 3 and WocaR-DQN's 1 per game × 2
-    assert len(entries) == 49 and len({e["name"] for e in entries}) == 49
+    # Hopper and Walker2d files but the 4 that are ATLA's (listed once), RADIAL-PPO's 3; SA-DQN's 3 and WocaR-DQN's
+    # 1 per game × 2
+    assert len(entries) == 52 and len({e["name"] for e in entries}) == 52
     # no file twice: a sha256, or (SA-DQN's files, only their repository's tree readable) the tree's git blob id
-    assert len({e["sha256"] or e["git_blob"] for e in entries}) == 49
+    assert len({e["sha256"] or e["git_blob"] for e in entries}) == 52
     papers_eps = {"Hopper-v5": 0.075, "Walker2d-v4": 0.05, "HalfCheetah-v5": 0.15, "AntContactForces-v4": 0.15,
                   "SADQN/Pong-v0": 1 / 255, "SADQN/Freeway-v0": 1 / 255}
     for e in entries:
@@ -313,7 +314,7 @@ def test_published_list_and_a_missing_clone_on_the_cli(tmp_path, cli_env):
     assert listed.returncode == 0, listed.stderr
     import json
 
-    assert len(json.loads(listed.stdout)["releases"]) == 49
+    assert len(json.loads(listed.stdout)["releases"]) == 52
     proc = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "evaluate", "--agent", "published:sa-ppo-hopper",
                            "--env", "Hopper-v5", "--episodes", "1"], capture_output=True, text=True,
                           env={**cli_env, "RLGAUNTLET_RELEASES": str(tmp_path)})
