@@ -14,6 +14,8 @@ table docs/reproduction.md carries.
 Run: python benchmarks/published_board.py [--boards published-hopper ...] [--out runs/published] [--workers 2]
      [--executor ray --address HOST:PORT]
      python benchmarks/published_board.py --table   (the tables of the finished boards, nothing run)
+     python benchmarks/published_board.py --ship [--store S ...]   (the board's results, numbers only, into
+         the package: src/rlgauntlet/published/results/mujoco-vN.json, for `leaderboard --with-published`)
 """
 
 from __future__ import annotations
@@ -181,6 +183,22 @@ def _missing_clones(boards: list[str]) -> str | None:
     return None
 
 
+def ship_results(stores: list[Path], boards: list[str]) -> None:
+    """The published board's results under the current ``mujoco`` version, numbers only, into the
+    package (``rlgauntlet.published.SHIPPED``), for ``rlgauntlet leaderboard --with-published``."""
+    from rlgauntlet.common.outputs import write_json
+    from rlgauntlet.gauntlet.leaderboard import ship
+    from rlgauntlet.gauntlet.protocols import PROTOCOLS
+    from rlgauntlet.published import SHIPPED
+
+    protocol = PROTOCOLS["mujoco"]
+    data = ship(stores, protocol.name, protocol.version, board=", ".join(boards))
+    SHIPPED.mkdir(exist_ok=True)
+    path = SHIPPED / f"{protocol.name}-v{protocol.version}.json"
+    write_json(path, data, kind="published results")
+    print(f"wrote {len(data['entries'])} agents' results to {path}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--boards", nargs="+", default=list(BOARDS), choices=BOARDS)
@@ -190,7 +208,14 @@ def main() -> None:
     parser.add_argument("--address", default=None)
     parser.add_argument("--table", action="store_true",
                         help=f"print the tables of the boards already in {OUT.name}, run nothing")
+    parser.add_argument("--ship", action="store_true",
+                        help="write the finished boards' results into the package (leaderboard --with-published)")
+    parser.add_argument("--store", type=Path, nargs="+", default=None,
+                        help="with --ship: the stores to read (default OUT/gauntlet.sqlite)")
     args = parser.parse_args()
+    if args.ship:
+        ship_results(args.store or [args.out / "gauntlet.sqlite"], args.boards)
+        return
     if args.table:
         results = json.loads(OUT.read_text()) if OUT.exists() else {}
         for name in args.boards:

@@ -206,9 +206,10 @@ def _board(path: Path, out_dir: Path, store: Optional[Path], executor: str, work
 
 @app.command()
 def leaderboard(
-    store: List[Path] = typer.Option(..., help="results stores holding gauntlet results, repeatable. Example: --store a.sqlite --store b.sqlite"),
+    store: List[Path] = typer.Option([], help="results stores holding gauntlet results, repeatable (optional with --with-published: the field alone). Example: --store a.sqlite --store b.sqlite"),
     out: Path = typer.Option(..., help="the page (.html) or table (.md, .tex); the JSON goes beside it (same name, .json). Example: --out board.html"),
     format: str = typer.Option("html", "--format", help="html (a page with charts), markdown or latex (a table a paper can paste, the protocol version in its caption). Example: --format latex"),
+    with_published: bool = typer.Option(False, "--with-published", help="rank your agents among the field: the published board's results (every catalogued release and the zoo's agents, numbers shipped with rlgauntlet) join your stores' under the same protocol version. Example: --with-published"),
 ) -> None:
     """Rank every agent the gauntlet evaluated by its worst case: one board per protocol version,
     level and env; IQM and 95% bootstrap intervals over a method's agents; P(X > Y) per pair.
@@ -230,7 +231,10 @@ def leaderboard(
     json_path = out.with_suffix(".json")
     check_output(out, protect=store, kind=kind)
     check_output(json_path, protect=store, kind=JSON_KIND, given=out)
-    board = rank(list(store))
+    if not store and not with_published:
+        raise UserError("give --store FILE (a results store the gauntlet wrote), or --with-published for the field's "
+                        "results alone")
+    board = rank(list(store), published=with_published)
     if format == "html":
         render_leaderboard(board, out)
     else:

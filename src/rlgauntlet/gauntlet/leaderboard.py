@@ -9,6 +9,12 @@ and a 95% stratified-bootstrap interval, and each pair of methods gets the proba
 run of one scores above a run of the other (:mod:`rlgauntlet.metrics.aggregates`). Clean return,
 natural impact and certified figures stand beside the score, as means over the method's agents.
 
+With ``published=True`` the field joins the user's results: the published board's results
+(every released agent of the catalogue and the zoo's, under one protocol version) ship with the
+package as numbers (:func:`rlgauntlet.published.shipped_results`, written by :func:`ship`), so a
+user's agent is ranked among them without re-running the field. An agent the user ran as well
+(same sha256, version, level and env) counts once, with the user's result.
+
 Example:
     >>> board = leaderboard(["a.sqlite", "b.sqlite"])                    # doctest: +SKIP
     >>> [r["method"] for r in board["boards"][0]["rows"]]                 # doctest: +SKIP
@@ -89,10 +95,79 @@ def gauntlet_entries(paths: list[str | Path]) -> list[dict]:
                                 "natural_impact": _value(metrics, NATURAL_IMPACT),
                                 "acr": _value(metrics, acr_metric(headline)) if headline else None,
                                 "gwc": _value(metrics, gwc_metric(headline)) if headline else None,
-                                "warnings": int(_value(metrics, WARNINGS) or 0)}
+                                "warnings": int(_value(metrics, WARNINGS) or 0),
+                                "report": _report_of(path, meta)}
         finally:
             store.close()
     return list(entries.values())
+
+
+#: what a shipped entry keeps of a gauntlet entry (numbers and identity; no store, no path)
+SHIPPED_FIELDS = ("protocol", "version", "level", "env", "agent", "sha256", "method", "headline_eps", "score",
+                  "unscored_reason", "clean", "natural_impact", "acr", "gwc", "warnings")
+#: where a shipped entry says it comes from, in place of a store's name
+SHIPPED_STORE = "published board (shipped)"
+
+
+def ship(paths: list[str | Path], protocol: str, version: int, board: str) -> dict:
+    """The shipped form of the published board's results in the stores at ``paths`` under
+    ``protocol`` v``version`` (what :func:`rlgauntlet.published.shipped_results` reads): the
+    catalogue's and the zoo's agents only (a local file's path means nothing elsewhere), numbers
+    only. ``board``: what it was computed from, recorded in the file."""
+    from rlgauntlet.published import SHIPPED_FORMAT
+
+    kept = [{k: e[k] for k in SHIPPED_FIELDS} for e in gauntlet_entries(paths)
+            if e["protocol"] == protocol and e["version"] == version
+            and str(e["agent"]).startswith(("published:", "zoo:"))]
+    if not kept:
+        raise UserError(f"the stores hold no result of a published or zoo agent under {protocol} v{version}; run the "
+                        "published board first (benchmarks/published_board.py)")
+    kept.sort(key=lambda e: (e["env"], str(e["method"]), e["agent"]))
+    return {"format": SHIPPED_FORMAT, "protocol": protocol, "version": version, "board": board,
+            "rlgauntlet_version": __version__, "entries": kept}
+
+
+def with_published(entries: list[dict]) -> list[dict]:
+    """``entries`` and the shipped results of the protocol versions they are under (all shipped
+    versions when ``entries`` is empty); an agent in both counts once, with the user's result.
+    A :class:`UserError` when no shipped result is under any of those versions."""
+    from rlgauntlet.published import shipped_results, shipped_versions
+
+    available = shipped_versions()
+    wanted = sorted({(e["protocol"], e["version"]) for e in entries}, key=str) if entries else available
+    shipped = [(pv, shipped_results(*pv)) for pv in wanted if pv in available]
+    if not shipped:
+        have = ", ".join(f"{p} v{v}" for p, v in available) or "none"
+        yours = ", ".join(f"{p} v{v}" for p, v in wanted)
+        raise UserError(f"--with-published: this rlgauntlet ships the published board's results for {have}, and your "
+                        f"stores hold results under {yours}; drop --with-published, or run the gauntlet under a "
+                        "protocol version that ships (a newer rlgauntlet may ship yours)")
+    own = {(e["protocol"], e["version"], e["level"], e["env"], e["sha256"]) for e in entries}
+    merged = list(entries)
+    for _, data in shipped:
+        for e in data["entries"]:
+            if (e["protocol"], e["version"], e["level"], e["env"], e["sha256"]) not in own:
+                merged.append({**e, "store": SHIPPED_STORE, "run_id": None, "shipped": True})
+    return merged
+
+
+def _report_of(store: Path, meta: dict) -> str | None:
+    """The report the gauntlet wrote beside ``store`` for this result: a board's
+    ``results/AGENT-ENV.json``, or a single agent's ``report.html`` when the ``gauntlet.json``
+    beside it is this agent's (a store may hold several agents' results); None otherwise."""
+    import json
+
+    from rlgauntlet.gauntlet.cache import safe_name
+
+    board_result = store.parent / "results" / f"{safe_name(str(meta.get('agent')))}-{safe_name(str(meta.get('env')))}.json"
+    if board_result.is_file():
+        return str(board_result)
+    page, result = store.parent / "report.html", store.parent / "gauntlet.json"
+    try:
+        same = json.loads(result.read_text())["agent"]["sha256"] == meta.get("sha256")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return str(page) if same and page.is_file() else None
 
 
 def papers_numbers(agent: str) -> dict | None:
@@ -108,9 +183,29 @@ def papers_numbers(agent: str) -> dict | None:
         return None
 
 
-def leaderboard(paths: list[str | Path], seed: int = 0) -> dict:
-    """The boards of every gauntlet result in the stores at ``paths`` (see the module docstring)."""
+def source_link(entry: dict) -> str | None:
+    """Where a published agent comes from, for a reader: its released file in its repository at
+    the catalogued commit; None for any other agent."""
+    from rlgauntlet.published import catalogue, commit_of, release
+    from rlgauntlet.victims.agent_ref import parse_agent
+
+    try:
+        ref = parse_agent(str(entry["agent"]))
+        if ref.source == "published":
+            item = release(ref.name)
+            url = catalogue()["repositories"][item["repository"]]
+            return f"{url}/blob/{commit_of(item['repository']) or 'HEAD'}/{item['path']}"
+    except UserError:  # a name an older catalogue knew
+        return None
+    return None
+
+
+def leaderboard(paths: list[str | Path], seed: int = 0, published: bool = False) -> dict:
+    """The boards of every gauntlet result in the stores at ``paths``, with the shipped results of
+    the published board when ``published`` (see the module docstring)."""
     entries = gauntlet_entries(paths)
+    if published:
+        entries = with_published(entries)
     if not entries:
         raise UserError("the stores hold no gauntlet result; run `rlgauntlet gauntlet --store FILE` first")
     if all(e["score"] is None for e in entries):
@@ -142,7 +237,8 @@ def leaderboard(paths: list[str | Path], seed: int = 0) -> dict:
                          "warnings": sum(a["warnings"] for a in agents),
                          "members": [{"agent": a["agent"], "sha256": a["sha256"], "score": a["score"],
                                       "clean": a["clean"], "store": a["store"], "run_id": a["run_id"],
-                                      "paper": papers_numbers(a["agent"])} for a in agents]})
+                                      "shipped": bool(a.get("shipped")), "paper": papers_numbers(a["agent"]),
+                                      "source": source_link(a), "report": a.get("report")} for a in agents]})
         rows.sort(key=lambda r: -r["iqm"])
         for rank, r in enumerate(rows, 1):
             r["rank"] = rank

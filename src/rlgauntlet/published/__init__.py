@@ -35,6 +35,11 @@ from pathlib import Path
 from rlgauntlet.errors import UserError
 
 CATALOGUE = Path(__file__).with_name("releases.json")
+#: the published board's results shipped with the package, one file per protocol version
+#: (``{protocol}-v{version}.json``): numbers only, never weights (see :func:`shipped_results`)
+SHIPPED = Path(__file__).with_name("results")
+#: the shipped results' format (a file of another format is refused by name)
+SHIPPED_FORMAT = 1
 DEFAULT_ROOT = Path("~/rlgauntlet-releases")
 
 
@@ -187,3 +192,27 @@ def fetch(root: Path | None = None, run=None) -> list[dict]:
         checked.append({"name": entry["name"], "repository": entry["repository"], "ok": problem is None,
                         **({"problem": problem[1]} if problem else {})})
     return checked
+
+
+def shipped_versions() -> list[tuple[str, int]]:
+    """The (protocol, version) pairs whose published-board results ship with this package."""
+    found = []
+    for path in sorted(SHIPPED.glob("*-v*.json")):
+        name, _, version = path.stem.rpartition("-v")
+        if name and version.isdigit():
+            found.append((name, int(version)))
+    return found
+
+
+def shipped_results(protocol: str, version: int) -> dict | None:
+    """The published board's results under ``protocol`` v``version`` as shipped (``entries``: one
+    per agent, with its identity, its scores and the leaderboard's metrics; ``generated``: when
+    and from which board), or None when none ship for that version."""
+    path = SHIPPED / f"{protocol}-v{version}.json"
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    if data.get("format") != SHIPPED_FORMAT or data.get("protocol") != protocol or data.get("version") != version:
+        raise UserError(f"{path.name}, shipped with this rlgauntlet, is not the results of {protocol} v{version} in "
+                        f"format {SHIPPED_FORMAT}; reinstall rlgauntlet")
+    return data

@@ -32,6 +32,23 @@ def paper_chart(board: dict) -> str | None:
     return published_uri(rows, f"{board['env']}: here (filled) and in the papers (hollow), ε {board['headline_eps']}")
 
 
+def agent_rows(board: dict, page_folder: Path) -> list[dict]:
+    """One board's agents, best worst case first: method, agent, natural and worst case here, the
+    paper's two numbers, whether the row is the shipped field's, and its links (the report the
+    gauntlet wrote, relative to the page; a release's file in its repository)."""
+    import os
+
+    rows = []
+    for row in board["rows"]:
+        for m in row["members"]:
+            report = m.get("report")
+            rows.append({"method": row["method"], "agent": m["agent"], "clean": m["clean"], "score": m["score"],
+                         "paper_natural": (m.get("paper") or {}).get("natural"),
+                         "paper_attacked": (m.get("paper") or {}).get("strongest_attack"), "shipped": m.get("shipped", False), "source": m.get("source"),
+                         "report": os.path.relpath(report, page_folder) if report else None})
+    return sorted(rows, key=lambda r: -r["score"])
+
+
 def render_leaderboard(board: dict, out: str | Path) -> Path:
     """Write ``board`` (a :func:`~rlgauntlet.gauntlet.leaderboard.leaderboard` result) as one
     self-contained HTML page, marked as a ``leaderboard page``; returns the path written."""
@@ -41,7 +58,8 @@ def render_leaderboard(board: dict, out: str | Path) -> Path:
     out = check_output(Path(out), kind=PAGE_KIND)
     html = template_environment().get_template("leaderboard.html.j2").render(
         version=__version__, rendered=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        output_kind=PAGE_KIND, paper_charts=[paper_chart(b) for b in board["boards"]], **board)
+        output_kind=PAGE_KIND, paper_charts=[paper_chart(b) for b in board["boards"]],
+        agent_rows=[agent_rows(b, out.parent) for b in board["boards"]], **board)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(html)
     return out

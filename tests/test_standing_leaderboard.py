@@ -1,0 +1,173 @@
+"""The standing leaderboard: the published board's results ship with the package (numbers only),
+and ``leaderboard --with-published`` ranks a user's agent among them without re-running the field."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rlgauntlet.errors import UserError
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+def _store(path: Path, runs: list[dict]) -> Path:
+    """A results store holding gauntlet results: each ``runs`` item's identity and its worst case
+    and clean return (the metrics the leaderboard ranks by)."""
+    from rlgauntlet.experiments.store import ResultsStore, run_key
+
+    store = ResultsStore(path)
+    for r in runs:
+        meta = {"protocol": "mujoco", "version": r.get("version", 5), "level": "standard", "env": r["env"],
+                "agent": r["agent"], "sha256": r["sha256"], "method": r["method"]}
+        run = store.create_run(run_key(meta), meta, kind="gauntlet")
+        store.add_metric(run, f"worst_case@{r['eps']}", r["score"])
+        store.add_metric(run, "clean_return", r["clean"])
+    store.close()
+    return path
+
+
+FIELD = [{"env": "Hopper-v5", "eps": "0.075", "agent": "published:sa-ppo-hopper", "sha256": "a" * 64,
+          "method": "SA-PPO (released)", "score": 1024.0, "clean": 3700.0},
+         {"env": "Hopper-v5", "eps": "0.075", "agent": "published:ppo-hopper", "sha256": "b" * 64,
+          "method": "PPO (released)", "score": 400.0, "clean": 3100.0},
+         {"env": "Hopper-v5", "eps": "0.075", "agent": "sb3:/home/me/local.zip", "sha256": "c" * 64,
+          "method": "a local file", "score": 10.0, "clean": 10.0},
+         {"env": "Walker2d-v4", "eps": "0.05", "agent": "zoo:walker-ppo", "sha256": "d" * 64,
+          "method": "PPO (zoo)", "score": 900.0, "clean": 4000.0},
+         {"env": "Hopper-v5", "eps": "0.075", "agent": "published:ppo-hopper", "sha256": "b" * 64, "version": 4,
+          "method": "PPO (released)", "score": 123.0, "clean": 3100.0}]
+
+
+@pytest.fixture()
+def shipped(tmp_path, monkeypatch):
+    """The field's results written by :func:`ship` from a board's store into a stand-in for the
+    package's results folder."""
+    import rlgauntlet.published as published
+    from rlgauntlet.gauntlet.leaderboard import ship
+
+    data = ship([_store(tmp_path / "board.sqlite", FIELD)], "mujoco", 5, board="test board")
+    folder = tmp_path / "shipped"
+    folder.mkdir()
+    (folder / "mujoco-v5.json").write_text(json.dumps(data))
+    monkeypatch.setattr(published, "SHIPPED", folder)
+    return data
+
+
+def test_ship_keeps_numbers_of_catalogued_agents_of_one_version(shipped):
+    agents = sorted(e["agent"] for e in shipped["entries"])
+    # the local file (a path meaning nothing elsewhere) and the v4 result are left out
+    assert agents == ["published:ppo-hopper", "published:sa-ppo-hopper", "zoo:walker-ppo"]
+    assert all(set(e) == {"protocol", "version", "level", "env", "agent", "sha256", "method", "headline_eps",
+                          "score", "unscored_reason", "clean", "natural_impact", "acr", "gwc", "warnings"}
+               for e in shipped["entries"])
+    ppo = next(e for e in shipped["entries"] if e["agent"] == "published:ppo-hopper")
+    assert ppo["score"] == 400.0 and ppo["headline_eps"] == "0.075"  # v5's number, not v4's 123
+
+
+def test_a_users_agent_is_ranked_among_the_field(shipped, tmp_path):
+    from rlgauntlet.gauntlet.leaderboard import leaderboard
+
+    mine = _store(tmp_path / "mine.sqlite", [{"env": "Hopper-v5", "eps": "0.075", "agent": "sb3:my.zip",
+                                              "sha256": "e" * 64, "method": "mine", "score": 700.0, "clean": 3000.0}])
+    boards = leaderboard([mine], published=True)["boards"]
+    hopper = next(b for b in boards if b["env"] == "Hopper-v5")
+    assert [r["method"] for r in hopper["rows"]] == ["SA-PPO (released)", "mine", "PPO (released)"]
+    members = {m["agent"]: m for r in hopper["rows"] for m in r["members"]}
+    assert members["sb3:my.zip"]["shipped"] is False and members["published:ppo-hopper"]["shipped"] is True
+    assert members["published:ppo-hopper"]["paper"]["strongest_attack"] == 636.4  # the README's, from the catalogue
+    assert members["published:ppo-hopper"]["source"].startswith("https://github.com/huanzhang12/ATLA_robust_RL/blob/")
+    # the whole field of the user's protocol version joins, every env of it
+    assert [b["env"] for b in boards] == ["Hopper-v5", "Walker2d-v4"]
+    assert [b["env"] for b in leaderboard([], published=True)["boards"]] == ["Hopper-v5", "Walker2d-v4"]
+
+
+def test_an_agent_the_user_ran_too_counts_once_with_the_users_result(shipped, tmp_path):
+    from rlgauntlet.gauntlet.leaderboard import leaderboard
+
+    rerun = _store(tmp_path / "rerun.sqlite", [{**FIELD[1], "score": 350.0}])
+    hopper = leaderboard([rerun], published=True)["boards"][0]
+    ppo = next(r for r in hopper["rows"] if r["method"] == "PPO (released)")
+    assert ppo["scores"] == [350.0] and ppo["members"][0]["shipped"] is False
+
+
+def test_with_published_under_a_version_with_no_shipped_results_is_one_line(shipped, tmp_path, cli_env):
+    old = _store(tmp_path / "old.sqlite", [FIELD[4]])
+    from rlgauntlet.gauntlet.leaderboard import leaderboard
+
+    with pytest.raises(UserError, match=r"ships the published board's results for mujoco v5, and your stores hold "
+                                        r"results under mujoco v4"):
+        leaderboard([old], published=True)
+    proc = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "leaderboard", "--store", str(old), "--out",
+                           str(tmp_path / "out" / "b.html"), "--with-published"], capture_output=True, text=True,
+                          env=cli_env)  # the package's own results: none under v4 either
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and "--with-published" in lines[0], proc.stderr
+    assert not (tmp_path / "out").exists()
+    none = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "leaderboard", "--out", str(tmp_path / "b.html")],
+                          capture_output=True, text=True, env=cli_env)
+    assert none.returncode == 2 and "--with-published for the field" in none.stderr
+
+
+def test_a_shipped_file_of_another_format_is_refused(tmp_path, monkeypatch):
+    import rlgauntlet.published as published
+
+    (tmp_path / "mujoco-v5.json").write_text(json.dumps({"format": 99, "protocol": "mujoco", "version": 5}))
+    monkeypatch.setattr(published, "SHIPPED", tmp_path)
+    assert published.shipped_versions() == [("mujoco", 5)]
+    with pytest.raises(UserError, match="reinstall rlgauntlet"):
+        published.shipped_results("mujoco", 5)
+
+
+def test_the_package_ships_results_of_its_own_mujoco_version():
+    """What ships is readable, of the current protocol version, and names only catalogued or zoo agents."""
+    from rlgauntlet.gauntlet.protocols import PROTOCOLS
+    from rlgauntlet.published import shipped_results, shipped_versions
+
+    mujoco = PROTOCOLS["mujoco"]
+    assert ("mujoco", mujoco.version) in shipped_versions()
+    data = shipped_results("mujoco", mujoco.version)
+    assert data["entries"] and all(e["agent"].startswith(("published:", "zoo:")) for e in data["entries"])
+    assert all(e["headline_eps"] == mujoco.headline_of(mujoco.version, e["env"]) for e in data["entries"])
+
+
+def test_the_page_marks_the_fields_rows_and_links_each_row(shipped, tmp_path):
+    from rlgauntlet.gauntlet.leaderboard import leaderboard
+    from rlgauntlet.report.leaderboard import render_leaderboard
+
+    run = tmp_path / "run"
+    run.mkdir()
+    mine = _store(run / "gauntlet.sqlite", [{"env": "Hopper-v5", "eps": "0.075", "agent": "sb3:my.zip",
+                                             "sha256": "e" * 64, "method": "mine", "score": 700.0, "clean": 3000.0}])
+    (run / "gauntlet.json").write_text(json.dumps({"agent": {"sha256": "e" * 64}}))
+    (run / "report.html").write_text("<html></html>")
+    page = render_leaderboard(leaderboard([mine], published=True), tmp_path / "pages" / "board.html")
+    html = page.read_text()
+    assert html.count('data-shipped="yes"') == 3 and html.count('data-shipped="no"') == 1  # Walker2d's zoo row too
+    assert '<a href="../run/report.html">sb3:my.zip</a>' in html  # relative to the page
+    assert "https://github.com/huanzhang12/ATLA_robust_RL/blob/" in html
+
+
+@pytest.mark.slow
+def test_the_standing_leaderboard_in_headless_chromium(shipped, tmp_path):
+    playwright = pytest.importorskip("playwright.sync_api", reason="pip install 'rlgauntlet[browser]'")
+    if not Path(CHROMIUM).exists():
+        pytest.skip("no Chromium: apt-get install chromium (make test-slow does)")
+    test_the_page_marks_the_fields_rows_and_links_each_row(shipped, tmp_path)
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page()
+            page.goto((tmp_path / "pages" / "board.html").resolve().as_uri())
+            rows = page.evaluate("[...document.querySelectorAll('table.agents tr[data-agent]')]"
+                                 ".map(r => [r.dataset.agent, r.dataset.shipped, r.getBoundingClientRect().height > 0])")
+            link = page.evaluate("document.querySelector('a[href=\"../run/report.html\"]').href")
+        finally:
+            browser.close()
+    assert [r[0] for r in rows] == ["published:sa-ppo-hopper", "sb3:my.zip", "published:ppo-hopper"]
+    assert all(visible for *_, visible in rows) and link.endswith("/run/report.html")
