@@ -25,6 +25,7 @@ CHEAP_CW = "cw:steps=5,search_steps=2,lr=0.05"
 def test_the_papers_settings_per_game_and_what_replaces_them():
     assert game_of("PongNoFrameskip-v4") == "Pong" and game_of("RiverraidNoFrameskip-v4") == "RiverRaid"
     assert game_of("JamesbondNoFrameskip-v4") == "JamesBond" and game_of("CartPole-v1") is None
+    assert game_of("SADQN/Pong-v0") == "Pong" and game_of("ALE/Pong-v5") == "Pong" and game_of("MinAtar/Breakout-v1") is None
     pong = daylight_specs("PongNoFrameskip-v4")
     assert list(pong) == list(PERTURBATIONS)  # the paper's table order
     assert pong == {"brightness_contrast": "brightness_contrast:alpha=1.7,beta=40", "median_blur": "median_blur:kernel=3",

@@ -236,3 +236,27 @@ def test_a_published_sa_dqn_release_is_checked_by_its_git_blob_id(tmp_path, monk
 
     with pytest.raises(UserError, match="give --env SADQN/Pong-v0"):
         check_trained_task(victim, "SADQN/Freeway-v0")
+
+
+@pytest.mark.parametrize("dueling", [True, False])
+def test_interval_bounds_through_the_network_are_sound_and_exact_at_eps_zero(tmp_path, dueling):
+    """IBP through the transposition, the CNN and (dueling) the folded heads: every sampled input of
+    the ε-box scores inside the bounds, and at ε 0 the bounds are the Q-values themselves."""
+    from rlgauntlet.bounds.ibp import ibp
+    from rlgauntlet.victims.sa_dqn import load_sa_dqn
+
+    torch.manual_seed(5)
+    net = AuthorsDueling(4) if dueling else authors_plain(4)
+    torch.save(net.state_dict(), tmp_path / "n.model")
+    victim = load_sa_dqn(tmp_path / "n.model", *_spaces(4))
+    x = torch.rand(2, 1, 84, 84)
+    q = victim.forward(x).q
+    low0, up0 = ibp(victim, x, eps=0.0)
+    assert torch.allclose(low0, q, atol=1e-4) and torch.allclose(up0, q, atol=1e-4)
+    eps = 1 / 255
+    lower, upper = ibp(victim, x, eps=eps)
+    assert (upper - lower).min() > 0
+    for _ in range(20):
+        corner = (x + eps * torch.sign(torch.randn_like(x))).clamp(0, 1)
+        q_corner = victim.forward(corner).q
+        assert (q_corner >= lower - 1e-4).all() and (q_corner <= upper + 1e-4).all()

@@ -3,8 +3,8 @@
 For every input in the box [lower, upper] the output of a chain of layers lies in the box
 IBP returns. Affine layers map the box's centre μ and radius r to layer(μ) and |W|·r (the
 same linear map or convolution with |W| and no bias, so one bounded pass costs about two
-forward passes); monotone element-wise layers (ReLU, Tanh, Sigmoid) and Flatten map the two
-corners. The input box is the ℓ∞ ε-ball around x intersected with the victim's valid input
+forward passes); monotone element-wise layers (ReLU, Tanh, Sigmoid), Flatten and the axis swap
+map the two corners. The input box is the ℓ∞ ε-ball around x intersected with the victim's valid input
 range (pixels in [0, 1]; none for raw inputs). Everything is differentiable, so training
 losses (RADIAL) can use the bounds.
 
@@ -25,11 +25,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from rlgauntlet.errors import UserError
-from rlgauntlet.victims.base import Affine, Victim, flatten_chain
+from rlgauntlet.victims.base import Affine, SwapLastAxes, Victim, flatten_chain
 
 MONOTONE = (nn.ReLU, nn.Tanh, nn.Sigmoid, nn.LeakyReLU, nn.ELU)
 #: the layers IBP can bound
-IBP_LAYERS = (nn.Linear, nn.Conv2d, nn.Flatten, nn.Identity, Affine) + MONOTONE
+IBP_LAYERS = (nn.Linear, nn.Conv2d, nn.Flatten, nn.Identity, SwapLastAxes, Affine) + MONOTONE
 
 
 def input_box(x: torch.Tensor, eps: float | torch.Tensor,
@@ -52,7 +52,7 @@ def _bound_layer(layer: nn.Module, lower: torch.Tensor, upper: torch.Tensor) -> 
         else:
             mid, rad = layer(centre), radius * layer.scale.abs()
         return mid - rad, mid + rad
-    if isinstance(layer, MONOTONE + (nn.Flatten, nn.Identity)):
+    if isinstance(layer, MONOTONE + (nn.Flatten, nn.Identity, SwapLastAxes)):
         return layer(lower), layer(upper)
     raise UserError(f"interval bounds cannot pass a {type(layer).__name__} layer; IBP handles "
                     f"{', '.join(sorted({c.__name__ for c in IBP_LAYERS}))}")

@@ -105,8 +105,9 @@ GAME_IDS = {"BankHeist": "BankHeist", "JamesBond": "Jamesbond", "Pong": "Pong", 
 
 
 def game_of(env_id: str) -> str | None:
-    """The paper's game an env id plays (``RiverraidNoFrameskip-v4`` -> ``RiverRaid``), or None."""
-    base = env_id.split("NoFrameskip")[0].split("-")[0].removeprefix("ALE/").lower()
+    """The paper's game an env id plays (``RiverraidNoFrameskip-v4`` -> ``RiverRaid``; SA-DQN's
+    ``SADQN/Pong-v0`` -> ``Pong``), or None."""
+    base = env_id.rpartition("/")[2].split("NoFrameskip")[0].split("-")[0].lower()
     return next((game for game, name in GAME_IDS.items() if name.lower() == base), None)
 
 

@@ -315,6 +315,14 @@ class Affine(nn.Module):
         return x * self.scale + self.offset
 
 
+class SwapLastAxes(nn.Module):
+    """Transpose an image batch's last two axes (B, C, H, W) -> (B, C, W, H): a permutation of the
+    input, so interval bounds pass through it exactly (each corner permuted)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.transpose(-1, -2)
+
+
 def flatten_chain(*modules: nn.Module) -> list[nn.Module]:
     """Flatten nested ``nn.Sequential`` containers into one list of layers."""
     out: list[nn.Module] = []

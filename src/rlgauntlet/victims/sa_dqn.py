@@ -19,7 +19,9 @@ The env is SA-DQN's own frames (:mod:`rlgauntlet.envs.sa_dqn`, ``SADQN/GAME-v0``
 comes rows first and the network sees it transposed, as the authors' ``ImageToPyTorch``
 (``np.swapaxes(obs, 2, 0)``) gave it; the transposition is the first step of :meth:`forward`,
 so ``x`` stays the image (perturbations act on it as on any Atari frame; an ℓ∞ budget does not
-care). Budgets are ``pixel01``, as the paper's ε = 1/255.
+care). Budgets are ``pixel01``, as the paper's ε = 1/255. Both networks run as one chain of
+layers (the dueling heads folded into it exactly: :func:`_heads`), so IBP bounds them
+(``rlgauntlet certify``).
 
 Example:
     >>> victim = load_sa_dqn("Pong-natural.model", env.observation_space, env.action_space)  # doctest: +SKIP
@@ -35,7 +37,7 @@ import torch
 import torch.nn as nn
 
 from rlgauntlet.errors import UserError
-from rlgauntlet.victims.base import PolicyOutput, Victim, as_tensor, choose_dtype
+from rlgauntlet.victims.base import PolicyOutput, SwapLastAxes, Victim, as_tensor, choose_dtype, flatten_chain
 from rlgauntlet.victims.pg_release import refuse_torchscript
 
 #: prefixes a saved state dict may carry before the network's own names (a whole model saved as
@@ -44,8 +46,8 @@ KEY_PREFIXES = ("features.", "model.")
 CNN = ("0", "2", "4")
 
 
-def _conv_trunk(weights: dict[str, torch.Tensor], prefix: str) -> nn.Sequential:
-    """The Nature CNN of ``models.py`` from ``{prefix}0/2/4`` weights."""
+def _conv_trunk(weights: dict[str, torch.Tensor], prefix: str) -> list[nn.Module]:
+    """The Nature CNN of ``models.py`` from ``{prefix}0/2/4`` weights, then the flattening."""
     layers: list[nn.Module] = []
     for index, stride in zip(CNN, (4, 2, 1)):
         w, b = weights[f"{prefix}{index}.weight"], weights[f"{prefix}{index}.bias"]
@@ -54,34 +56,35 @@ def _conv_trunk(weights: dict[str, torch.Tensor], prefix: str) -> nn.Sequential:
             conv.weight.copy_(w)
             conv.bias.copy_(b)
         layers += [conv, nn.ReLU()]
-    return nn.Sequential(*layers, nn.Flatten())
+    return layers + [nn.Flatten()]
 
 
-def _head(weights: dict[str, torch.Tensor], first: str, second: str) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    for name in (first, second):
-        w, b = weights[f"{name}.weight"], weights[f"{name}.bias"]
-        linear = nn.Linear(w.shape[1], w.shape[0])
-        with torch.no_grad():
-            linear.weight.copy_(w)
-            linear.bias.copy_(b)
-        layers += [linear, nn.ReLU()]
-    return nn.Sequential(*layers[:-1])
+def _linear(weight: torch.Tensor, bias: torch.Tensor) -> nn.Linear:
+    linear = nn.Linear(weight.shape[1], weight.shape[0])
+    with torch.no_grad():
+        linear.weight.copy_(weight)
+        linear.bias.copy_(bias)
+    return linear
 
 
-class DuelingQ(nn.Module):
-    """``DuelingCnnDQN``: ``Q = V + A − mean(A)`` over a shared CNN."""
-
-    def __init__(self, weights: dict[str, torch.Tensor]) -> None:
-        super().__init__()
-        self.cnn = _conv_trunk(weights, "cnn.")
-        self.advantage = _head(weights, "advantage.0", "advantage.2")
-        self.value = _head(weights, "value.0", "value.2")
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        features = self.cnn(x)
-        advantage = self.advantage(features)
-        return self.value(features) + advantage - advantage.mean(dim=1, keepdim=True)
+def _heads(weights: dict[str, torch.Tensor], network: str) -> list[nn.Module]:
+    """The layers after the CNN as one chain: ``CnnDQN``'s head as it is; ``DuelingCnnDQN``'s two
+    heads as one wider hidden layer (advantage units, then value units: both read the same
+    features) and one output layer that also does ``V + A − mean(A)``, since that is linear in
+    the two heads' outputs: ``W = [(I − J/n)·W_A | 1·W_V]``, ``b = (I − J/n)·b_A + b_V``. The same
+    function, computed as a chain, so that interval bounds pass through it (tighter than
+    bounding the heads apart: the mean's subtraction is inside the one linear map)."""
+    if network == "CnnDQN":
+        return [_linear(weights["7.weight"], weights["7.bias"]), nn.ReLU(), _linear(weights["9.weight"], weights["9.bias"])]
+    hidden_w = torch.cat([weights["advantage.0.weight"], weights["value.0.weight"]])
+    hidden_b = torch.cat([weights["advantage.0.bias"], weights["value.0.bias"]])
+    w_a, b_a = weights["advantage.2.weight"].double(), weights["advantage.2.bias"].double()
+    w_v, b_v = weights["value.2.weight"].double(), weights["value.2.bias"].double()
+    n = w_a.shape[0]
+    centring = torch.eye(n, dtype=torch.float64) - torch.full((n, n), 1.0 / n, dtype=torch.float64)
+    out_w = torch.cat([centring @ w_a, w_v.expand(n, -1)], dim=1)
+    out_b = centring @ b_a + b_v
+    return [_linear(hidden_w, hidden_b), nn.ReLU(), _linear(out_w.float(), out_b.float())]
 
 
 #: the weights each network needs, with the rank of each
@@ -175,28 +178,29 @@ class SADQNVictim(Victim):
         self.observation_space, self.action_space = observation_space, action_space
         self.dtype = choose_dtype(precision, True)
         self.network = network
-        module = DuelingQ(weights) if network == "DuelingCnnDQN" else nn.Sequential(
-            *_conv_trunk(weights, ""), *_head(weights, "7", "9"))
-        self.module = module.to(device=self.device, dtype=self.dtype).eval()
+        chain = [SwapLastAxes(), *_conv_trunk(weights, "cnn." if network == "DuelingCnnDQN" else ""),
+                 *_heads(weights, network)]
+        self.module = nn.Sequential(*chain).to(device=self.device, dtype=self.dtype).eval()
         for p in self.module.parameters():
             p.requires_grad_(False)
         self.description = description or {"source": "sadqn", "network": network}
 
     @property
     def n_actions(self) -> int:
-        last = self.module.advantage[-1] if isinstance(self.module, DuelingQ) else self.module[-1]
-        return int(last.out_features)
+        return int(self.module[-1].out_features)
 
     @property
     def in_channels(self) -> int:
-        first = self.module.cnn[0] if isinstance(self.module, DuelingQ) else self.module[0]
-        return int(first.in_channels)
+        return int(self.module[1].in_channels)
 
     def preprocess(self, obs: np.ndarray | torch.Tensor) -> torch.Tensor:
         return as_tensor(obs, self.device).to(self.dtype) / 255.0
 
     def forward(self, x: torch.Tensor) -> PolicyOutput:
-        return PolicyOutput("q", q=self.module(x.to(self.dtype).transpose(-1, -2)))
+        return PolicyOutput("q", q=self.module(x.to(self.dtype)))
+
+    def layer_chain(self) -> list[nn.Module]:
+        return flatten_chain(self.module)
 
 
 def load_sa_dqn(path: str | Path, observation_space: gym.Space | None, action_space: gym.Space | None,
