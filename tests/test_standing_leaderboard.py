@@ -169,5 +169,5 @@ def test_the_standing_leaderboard_in_headless_chromium(shipped, tmp_path):
             link = page.evaluate("document.querySelector('a[href=\"../run/report.html\"]').href")
         finally:
             browser.close()
-    assert [r[0] for r in rows] == ["published:sa-ppo-hopper", "sb3:my.zip", "published:ppo-hopper"]
+    assert [r[0] for r in rows] == ["published:sa-ppo-hopper", "sb3:my.zip", "published:ppo-hopper", "zoo:walker-ppo"]
     assert all(visible for *_, visible in rows) and link.endswith("/run/report.html")
