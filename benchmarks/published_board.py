@@ -166,6 +166,37 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def claim_verdict(row: dict) -> dict | None:
+    """One agent's README claims checked against the gauntlet: ``natural`` (within 15% of the
+    README, or the gap) and ``robust`` (the README's strongest-attack return against the gauntlet's
+    worst case: ``held`` when the worst case is at or above it, ``within one standard error`` when
+    below by at most the worst case's SE, else ``not held``, with the attack that broke it);
+    None for an agent without README numbers."""
+    paper = row.get("paper") or {}
+    if paper.get("strongest_attack") is None or row.get("worst_case") is None:
+        return None
+    worst, sem, claimed = row["worst_case"], row.get("worst_case_sem") or 0.0, paper["strongest_attack"]
+    robust = ("held" if worst >= claimed else "within one standard error" if claimed - worst <= sem else
+              f"not held ({row['worst_attack']})".replace("|", ", "))
+    natural = None
+    if paper.get("natural") is not None and row.get("natural") is not None:
+        gap = (row["natural"] - paper["natural"]) / abs(paper["natural"])
+        natural = "within 15%" if abs(gap) <= 0.15 else f"{gap:+.1%}"
+    return {"agent": row["agent"], "env": row["env"], "natural": natural, "robust": robust,
+            "claimed": claimed, "worst_case": worst, "worst_case_sem": sem}
+
+
+def claims_table(rows: list[dict]) -> str:
+    """The claims table of docs/reproduction.md: every README number against the gauntlet."""
+    lines = ["| agent | env | natural: README vs here | strongest attack: README / gauntlet | claim |",
+             "|---|---|---|---|---|"]
+    for verdict in filter(None, map(claim_verdict, rows)):
+        lines.append(f"| `{verdict['agent']}` | {verdict['env']} | {verdict['natural'] or '–'} | "
+                     f"{verdict['claimed']:.0f} / {verdict['worst_case']:.0f} ± {verdict['worst_case_sem']:.0f} | "
+                     f"{verdict['robust']} |")
+    return "\n".join(lines)
+
+
 def _missing_clones(boards: list[str]) -> str | None:
     """Why a released agent of ``boards`` cannot be read here (a clone or a file missing, or
     another version of it), or None."""
@@ -222,6 +253,8 @@ def main() -> None:
             if name in results:
                 print(f"{name}: {results[name]['agents']} agents in {results[name]['seconds']} s")
                 print(table(results[name]["rows"]))
+                print()
+                print(claims_table(results[name]["rows"]))
         return
     missing = _missing_clones(args.boards)
     if missing:  # the weights are the user's local copies, never downloaded: nothing to run here

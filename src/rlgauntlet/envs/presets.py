@@ -36,7 +36,7 @@ import contextlib
 import functools
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 import gymnasium as gym
@@ -388,18 +388,23 @@ def _gym_make(env_id: str, **kwargs: Any) -> gym.Env:
         ) from None
 
 
-def make_env(env_id: str, preset: str | None = None) -> gym.Env:
+def make_env(env_id: str, preset: str | None = None,
+             under: Callable[[gym.Env], gym.Env] | None = None) -> gym.Env:
     """Make one evaluation env with the wrappers of its preset.
 
     Args:
         env_id: Gymnasium id, e.g. ``"CartPole-v1"`` or ``"PongNoFrameskip-v4"``.
         preset: override the preset implied by the id (``atari``, ``classic``, ``mujoco``, ``none``).
+        under: a wrapper put on the registered env beneath the preset's wrappers (an Atari game's
+            screen changed before the frame skip, grey conversion and resize see it).
 
     Returns:
         A Gymnasium env whose ``info`` carries ``real_done`` and ``raw_return``.
     """
     kind = resolve_preset(env_id, preset)
     env = RealEpisodeInfo(_gym_make(env_id))
+    if under is not None:
+        env = under(env)
     if kind == "atari":
         from stable_baselines3.common.atari_wrappers import AtariWrapper
 
