@@ -19,6 +19,7 @@ from rlgauntlet.errors import UserError
         ("HalfCheetah-v5", "mujoco", (17,)),
         ("Ant-v5", "mujoco", (105,)),
         ("PongNoFrameskip-v4", "atari", (84, 84, 4)),
+        ("SADQN/Pong-v0", "sa_dqn", (1, 84, 84)),
     ],
 )
 def test_presets_make_working_envs(env_id, preset, shape):
@@ -39,6 +40,23 @@ def test_atari_frame_stack_matches_vec_frame_stack_layout():
     prev = obs
     obs, *_ = env.step(0)
     np.testing.assert_array_equal(obs[..., 2], prev[..., 3])  # frames shift towards the front
+
+
+def test_a_wrapper_under_the_preset_changes_the_screen_the_atari_chain_sees():
+    """``under``: a white screen under SB3's Atari wrappers reaches the stack as white frames
+    (grey 255 after the resize), where the game's own screen does not."""
+    import gymnasium as gym
+
+    class WhiteScreen(gym.ObservationWrapper):
+        def observation(self, observation):
+            return np.full_like(observation, 255)
+
+    plain = make_env("PongNoFrameskip-v4")
+    white = make_env("PongNoFrameskip-v4", under=WhiteScreen)
+    assert (white.reset(seed=0)[0][..., -1] == 255).all() and not (plain.reset(seed=0)[0][..., -1] == 255).all()
+    assert "real_done" in white.step(0)[-1]  # the episode's bookkeeping stays innermost
+    with pytest.raises(UserError, match="SA-DQN's own Atari frames"):
+        make_env("PongNoFrameskip-v4", "sa_dqn")
 
 
 def test_preset_override_and_errors():
