@@ -578,7 +578,7 @@ def test_the_pixel_protocol_fits_the_zoo_pong_agent(tmp_path):
     from rlgauntlet.gauntlet import plan_gauntlet
 
     plan = plan_gauntlet("zoo:pong-ppo", "PongNoFrameskip-v4", level="quick", store=tmp_path / "g.sqlite")
-    assert plan.protocol.tag == "pixel@v2" and plan.victim.budget_space == "pixel01" and plan.skipped == []
+    assert plan.protocol.tag == "pixel@v3" and plan.victim.budget_space == "pixel01" and plan.skipped == []
     assert len(plan.heuristics) == 2 * len(plan.protocol.heuristics["categorical"])
     assert "jpeg:quality=10" in plan.natural and "pixelate:severity=5" in plan.shifts
     assert [(t.method, t.eps) for t in plan.tasks] == [("paad", "1/255"), ("sarl", "1/255")]
