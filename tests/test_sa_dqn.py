@@ -122,6 +122,7 @@ def test_files_that_are_not_sa_dqn_networks_are_refused_in_one_line(tmp_path):
     _refusal(tmp_path, {**net, "value.2.weight": torch.zeros(2, 512), "value.2.bias": torch.zeros(2)},
              r"value.2.weight has shape \(2, 512\)")
     _refusal(tmp_path, {**net, "cnn.0.bias": torch.zeros(32, dtype=torch.long)}, "not a floating-point tensor")
+    _refusal(tmp_path, {**net, "value.2.bias": torch.tensor([float("nan")])}, "'value.2.bias' holds NaN or inf")
     archive = tmp_path / "script.model"
     with zipfile.ZipFile(archive, "w") as z:
         z.writestr("script/code/__torch__.py", "")

@@ -87,7 +87,7 @@ def _heads(weights: dict[str, torch.Tensor], network: str) -> list[nn.Module]:
     return [_linear(hidden_w, hidden_b), nn.ReLU(), _linear(out_w.float(), out_b.float())]
 
 
-#: the weights each network needs, with the rank of each
+#: the layers (a weight and a bias each) of each network, by their names in the state dict
 LAYOUTS = {
     "DuelingCnnDQN": [f"cnn.{i}" for i in CNN] + ["advantage.0", "advantage.2", "value.0", "value.2"],
     "CnnDQN": [str(i) for i in CNN] + ["7", "9"],
@@ -123,6 +123,9 @@ def read_sa_dqn(path: str | Path) -> tuple[str, dict[str, torch.Tensor]]:
         if not isinstance(value, torch.Tensor) or not value.is_floating_point():
             raise UserError(f"{path}: its entry {name!r} is not a floating-point tensor; the file is damaged or not "
                             "an SA-DQN model file")
+        if not torch.isfinite(value).all():
+            raise UserError(f"{path}: its weight {name!r} holds NaN or inf; the file is damaged (a diverged training "
+                            "saved it?)")
     network = next((n for n, layers in LAYOUTS.items() if getattr(weights.get(f"{layers[0]}.weight"), "ndim", 0) == 4),
                    None)
     if network is None:
