@@ -206,8 +206,8 @@ def shipped_versions() -> list[tuple[str, int]]:
 
 def shipped_results(protocol: str, version: int) -> dict | None:
     """The published board's results under ``protocol`` v``version`` as shipped (``entries``: one
-    per agent, with its identity, its scores and the leaderboard's metrics; ``generated``: when
-    and from which board), or None when none ship for that version."""
+    per agent, with its identity, its scores and the leaderboard's metrics; ``board``: the boards
+    it was computed from; ``rlgauntlet_version``), or None when none ship for that version."""
     path = SHIPPED / f"{protocol}-v{version}.json"
     if not path.is_file():
         return None
