@@ -164,11 +164,16 @@ def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str 
     normalize_reward = settings.pop("normalize_reward", False)
     every = checkpoint_every or max(10_000, total_steps // 10)
     algo = "ppo_split_lr" if "value_learning_rate" in settings else "ppo"  # the critic at a rate of its own
+    trainer: dict[str, Any] = {}
     if config.get("recurrent"):
-        algo = "recurrent_ppo"
+        # RecurrentPPO's loss computed by our loop with no regulariser (κ 0): one LSTM call per
+        # minibatch where sb3-contrib steps through every sequence that starts an episode
+        # (training.defences.sa_recurrent_ppo.whole_sequences; the same outputs, tested). How the
+        # loss is computed is not a setting of the director: not recorded, not compared on resume
+        algo, trainer = "sa_recurrent_ppo", {"sa_kappa": 0.0}
     preset = TrainPreset(name=f"{config['method']}-attacker", env_id=config["env"], algo=algo,
                          total_timesteps=total_steps, n_envs=n_envs, seed=config["seed"],
-                         hyperparams=_with_classes(settings),
+                         hyperparams={**_with_classes(settings), **trainer},
                          target_return=0.0, checkpoint_every=every, stop_at_target=False)
     actor = AttackActor(config["variant"], config["eps"], steps=config["actor"].get("steps", 1),
                         lam=config["actor"].get("lam", 1.0), loss=config["actor"].get("loss", "hinge"))
