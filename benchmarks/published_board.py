@@ -197,20 +197,19 @@ def claims_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _missing_clones(boards: list[str]) -> str | None:
-    """Why a released agent of ``boards`` cannot be read here (a clone or a file missing, or
+def missing_release(board: str) -> str | None:
+    """Why a released agent of ``board`` cannot be read here (a clone or a file missing, or
     another version of it), or None."""
     from rlgauntlet.errors import UserError
     from rlgauntlet.gauntlet.board import load_board
     from rlgauntlet.published import local_file, release
 
-    for name in boards:
-        for agent in load_board(HERE.parent / "boards" / f"{name}.yaml").agents:
-            if agent.agent.startswith("published:"):
-                try:
-                    local_file(release(agent.agent.split(":", 1)[1]))
-                except UserError as exc:
-                    return f"{name}: {exc}"
+    for agent in load_board(HERE.parent / "boards" / f"{board}.yaml").agents:
+        if agent.agent.startswith("published:"):
+            try:
+                local_file(release(agent.agent.split(":", 1)[1]))
+            except UserError as exc:
+                return str(exc)
     return None
 
 
@@ -256,14 +255,19 @@ def main() -> None:
                 print()
                 print(claims_table(results[name]["rows"]))
         return
-    missing = _missing_clones(args.boards)
-    if missing:  # the weights are the user's local copies, never downloaded: nothing to run here
-        print(f"published_board: skipped, {missing}")
-        return
+    # the weights are the user's local copies, never downloaded: a board whose files are not
+    # here is skipped, saying why, and the others run
+    runnable = []
+    for name in args.boards:
+        missing = missing_release(name)
+        if missing:
+            print(f"published_board: {name} skipped, {missing}")
+        else:
+            runnable.append(name)
     results = json.loads(OUT.read_text()) if OUT.exists() else {}
     results.pop("generator", None)
     results.pop("output_kind", None)
-    for name in args.boards:
+    for name in runnable:
         before = results.get(name, {})
         # every command's wall time is kept: a resumed or fully cached rerun must not erase the
         # time the board's first runs measured
