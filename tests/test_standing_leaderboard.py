@@ -171,3 +171,21 @@ def test_the_standing_leaderboard_in_headless_chromium(shipped, tmp_path):
             browser.close()
     assert [r[0] for r in rows] == ["published:sa-ppo-hopper", "sb3:my.zip", "published:ppo-hopper", "zoo:walker-ppo"]
     assert all(visible for *_, visible in rows) and link.endswith("/run/report.html")
+
+
+def test_an_unscored_agent_of_a_ranked_method_is_left_out_of_the_agents_table(tmp_path):
+    """A method with one scored and one unscored agent: the page lists the scored one in its agents'
+    table (the unscored one is in the board's 'not ranked' line), without failing on the missing score."""
+    from rlgauntlet.experiments.store import ResultsStore, run_key
+    from rlgauntlet.gauntlet.leaderboard import leaderboard
+    from rlgauntlet.report.leaderboard import render_leaderboard
+
+    path = _store(tmp_path / "s.sqlite", [{"env": "Hopper-v5", "eps": "0.075", "agent": "zoo:a", "sha256": "a" * 64,
+                                           "method": "m", "score": 500.0, "clean": 3000.0}])
+    store = ResultsStore(path)
+    meta = {"protocol": "mujoco", "version": 5, "level": "standard", "env": "Hopper-v5", "agent": "zoo:b",
+            "sha256": "b" * 64, "method": "m"}
+    store.add_metric(store.create_run(run_key(meta), meta, kind="gauntlet"), "clean_return", 100.0)  # no worst case
+    store.close()
+    html = render_leaderboard(leaderboard([path]), tmp_path / "b.html").read_text()
+    assert 'data-agent="zoo:a"' in html and 'data-agent="zoo:b"' not in html and "zoo:b (m: no worst case" in html

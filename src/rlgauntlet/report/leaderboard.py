@@ -41,6 +41,8 @@ def agent_rows(board: dict, page_folder: Path) -> list[dict]:
     rows = []
     for row in board["rows"]:
         for m in row["members"]:
+            if m["score"] is None:  # unscored: the board's "not ranked" line says why
+                continue
             report = m.get("report")
             rows.append({"method": row["method"], "agent": m["agent"], "clean": m["clean"], "score": m["score"],
                          "paper_natural": (m.get("paper") or {}).get("natural"),
