@@ -57,6 +57,8 @@ def test_a_wrapper_under_the_preset_changes_the_screen_the_atari_chain_sees():
     assert "real_done" in white.step(0)[-1]  # the episode's bookkeeping stays innermost
     with pytest.raises(UserError, match="SA-DQN's own Atari frames"):
         make_env("PongNoFrameskip-v4", "sa_dqn")
+    with pytest.raises(UserError, match="drop --preset atari"):
+        make_env("SADQN/Pong-v0", "atari")
 
 
 def test_preset_override_and_errors():

@@ -402,6 +402,9 @@ def make_env(env_id: str, preset: str | None = None,
         A Gymnasium env whose ``info`` carries ``real_done`` and ``raw_return``.
     """
     kind = resolve_preset(env_id, preset)
+    if env_id.startswith("SADQN/") and kind != "sa_dqn":
+        raise UserError(f"{env_id} is SA-DQN's own Atari frames already (its wrappers are the id's); drop "
+                        f"--preset {kind}")
     env = RealEpisodeInfo(_gym_make(env_id))
     if under is not None:
         env = under(env)
