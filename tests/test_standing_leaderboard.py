@@ -189,3 +189,18 @@ def test_an_unscored_agent_of_a_ranked_method_is_left_out_of_the_agents_table(tm
     store.close()
     html = render_leaderboard(leaderboard([path]), tmp_path / "b.html").read_text()
     assert 'data-agent="zoo:a"' in html and 'data-agent="zoo:b"' not in html and "zoo:b (m: no worst case" in html
+
+
+def test_markdown_and_latex_carry_the_agents_table_beside_the_papers_numbers(shipped, tmp_path):
+    from rlgauntlet.gauntlet.leaderboard import leaderboard
+    from rlgauntlet.report.tables import board_latex, board_markdown
+
+    mine = _store(tmp_path / "mine.sqlite", [{"env": "Hopper-v5", "eps": "0.075", "agent": "sb3:my.zip",
+                                              "sha256": "e" * 64, "method": "mine", "score": 700.0, "clean": 3000.0}])
+    text = board_markdown(leaderboard([mine], published=True))
+    assert "| published:ppo-hopper | PPO (released) | 3100 | 400 | 3167 | 636 | the published board |" in text
+    assert "| sb3:my.zip | mine | 3000 | 700 | – | – | your store |" in text
+    tex = board_latex(leaderboard([mine], published=True))
+    assert r"published:ppo-hopper & PPO (released) & 3100 & 400 & 3167 & 636 & the published board \\" in tex
+    alone = board_markdown(leaderboard([mine]))  # no paper's numbers, nothing shipped: the ranking only
+    assert "paper: natural" not in alone

@@ -32,10 +32,11 @@ def paper_chart(board: dict) -> str | None:
     return published_uri(rows, f"{board['env']}: here (filled) and in the papers (hollow), ε {board['headline_eps']}")
 
 
-def agent_rows(board: dict, page_folder: Path) -> list[dict]:
+def agent_rows(board: dict, page_folder: Path | None = None) -> list[dict]:
     """One board's agents, best worst case first: method, agent, natural and worst case here, the
     paper's two numbers, whether the row is the shipped field's, and its links (the report the
-    gauntlet wrote, relative to the page; a release's file in its repository)."""
+    gauntlet wrote, relative to ``page_folder``, none without one; a release's file in its
+    repository)."""
     import os
 
     rows = []
@@ -47,7 +48,7 @@ def agent_rows(board: dict, page_folder: Path) -> list[dict]:
             rows.append({"method": row["method"], "agent": m["agent"], "clean": m["clean"], "score": m["score"],
                          "paper_natural": (m.get("paper") or {}).get("natural"),
                          "paper_attacked": (m.get("paper") or {}).get("strongest_attack"), "shipped": m.get("shipped", False), "source": m.get("source"),
-                         "report": os.path.relpath(report, page_folder) if report else None})
+                         "report": os.path.relpath(report, page_folder) if report and page_folder else None})
     return sorted(rows, key=lambda r: -r["score"])
 
 

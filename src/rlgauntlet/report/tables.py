@@ -16,6 +16,8 @@ Example:
 from __future__ import annotations
 
 COLUMNS = ("rank", "method", "agents", "worst case IQM [95% CI]", "clean", "natural impact", "ACR", "GWC", "warnings")
+#: the agents' table beside a board whose agents have papers' numbers or come from the shipped field
+AGENT_COLUMNS = ("agent", "method", "natural", "worst case", "paper: natural", "paper: strongest attack", "from")
 
 
 def _number(value: float | None) -> str:
@@ -43,6 +45,18 @@ def caption(board: dict) -> str:
             "over every attack of the protocol), IQM over a method's agents with a 95% bootstrap interval.")
 
 
+def _agents(board: dict) -> list[list[str]]:
+    """The cells of a board's agents' table (the page's, without links), or none when no agent of
+    the board has a paper's numbers or comes from the shipped field."""
+    from rlgauntlet.report.leaderboard import agent_rows
+
+    rows = agent_rows(board)
+    if not any(r["shipped"] or r["paper_natural"] is not None or r["paper_attacked"] is not None for r in rows):
+        return []
+    return [[str(r["agent"]), str(r["method"]), _number(r["clean"]), _number(r["score"]), _number(r["paper_natural"]),
+             _number(r["paper_attacked"]), "the published board" if r["shipped"] else "your store"] for r in rows]
+
+
 def _markdown_cell(text: str) -> str:
     """A cell's text that keeps the table one row per line: pipes escaped, line breaks as spaces."""
     return " ".join(text.replace("|", "\\|").split())
@@ -55,6 +69,10 @@ def board_markdown(result: dict) -> str:
         lines = [f"**{caption(board)}**", "", "| " + " | ".join(COLUMNS) + " |",
                  "|" + "|".join("---" for _ in COLUMNS) + "|"]
         lines += ["| " + " | ".join(_markdown_cell(c) for c in _cells(row)) + " |" for row in board["rows"]]
+        agents = _agents(board)
+        if agents:
+            lines += ["", "| " + " | ".join(AGENT_COLUMNS) + " |", "|" + "|".join("---" for _ in AGENT_COLUMNS) + "|"]
+            lines += ["| " + " | ".join(_markdown_cell(c) for c in cells) + " |" for cells in agents]
         parts.append("\n".join(lines))
     return "\n\n".join(parts) + "\n"
 
@@ -77,6 +95,14 @@ def board_latex(result: dict) -> str:
                  r"\toprule", " & ".join(_latex_escape(c) for c in COLUMNS) + r" \\", r"\midrule"]
         lines += [" & ".join(_latex_escape(c) for c in _cells(row)) + r" \\" for row in board["rows"]]
         lines += [r"\bottomrule", r"\end{tabular}", rf"\caption{{{_latex_escape(caption(board))}}}", r"\end{table}"]
+        agents = _agents(board)
+        if agents:
+            lines += ["", r"\begin{table}[t]", r"\centering", r"\small", r"\begin{tabular}{ll" + "r" * 4 + "l}", r"\toprule",
+                      " & ".join(_latex_escape(c) for c in AGENT_COLUMNS) + r" \\", r"\midrule"]
+            lines += [" & ".join(_latex_escape(c) for c in cells) + r" \\" for cells in agents]
+            lines += [r"\bottomrule", r"\end{tabular}",
+                      rf"\caption{{{_latex_escape(board['env'])}: each agent's natural return and worst case here "
+                      r"beside its paper's README numbers.}", r"\end{table}"]
         parts.append("\n".join(lines))
     return "\n\n".join(parts) + "\n"
 
