@@ -41,7 +41,7 @@ def agent_rows(board: dict, page_folder: Path | None = None) -> list[dict]:
 
     rows = []
     for row in board["rows"]:
-        for m in row["members"]:
+        for m in row.get("members", []):
             if m["score"] is None:  # unscored: the board's "not ranked" line says why
                 continue
             report = m.get("report")
