@@ -142,8 +142,27 @@ def run_board(name: str, out: Path, executor: str, workers: int, address: str | 
                      "actions": "clipped" if plan.victim.clip_actions else "unclipped"})
     # seconds: this command's wall time (the part a resumed board still had to do; main() keeps
     # every command's in invocations); worker_seconds: every part, from the store and manifests
-    return {"board": name, "agents": len(plans), "seconds": round(seconds, 1), "workers": workers,
-            "worker_seconds": round(sum(r["worker_seconds"] for r in rows), 1), "rows": rows}
+    return {"board": name, "protocol": plans[0].protocol.tag, "agents": len(plans), "seconds": round(seconds, 1),
+            "workers": workers, "worker_seconds": round(sum(r["worker_seconds"] for r in rows), 1), "rows": rows}
+
+
+#: the protocol of the boards run before results named theirs (2026-11-27/28)
+UNNAMED_PROTOCOL = "mujoco@v4"
+
+
+def keep_earlier_version(results: dict, name: str, protocol: str) -> None:
+    """Before ``name``'s results under ``protocol`` replace its earlier ones, keep those under
+    ``NAME (PROTOCOL)`` when they are of another protocol version (a board re-run under a new
+    version must not erase the numbers the old one measured).
+
+    Example:
+        >>> results = {"published-hopper": {"rows": [1]}}
+        >>> keep_earlier_version(results, "published-hopper", "mujoco@v5"); sorted(results)
+        ['published-hopper', 'published-hopper (mujoco@v4)']
+    """
+    before = results.get(name)
+    if before and before.get("protocol", UNNAMED_PROTOCOL) != protocol:
+        results[f"{name} ({before.get('protocol', UNNAMED_PROTOCOL)})"] = before
 
 
 def table(rows: list[dict]) -> str:
@@ -268,7 +287,12 @@ def main() -> None:
     results.pop("generator", None)
     results.pop("output_kind", None)
     for name in runnable:
+        from rlgauntlet.gauntlet.protocols import PROTOCOLS
+
+        keep_earlier_version(results, name, PROTOCOLS["mujoco"].tag)
         before = results.get(name, {})
+        if before.get("protocol", UNNAMED_PROTOCOL) != PROTOCOLS["mujoco"].tag:
+            before = {}  # kept under its own name: its invocations are not this version's
         # every command's wall time is kept: a resumed or fully cached rerun must not erase the
         # time the board's first runs measured
         earlier = before.get("invocations") or ([{"seconds": before["seconds"]}] if "seconds" in before else [])
