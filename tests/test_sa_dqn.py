@@ -146,6 +146,7 @@ def test_central_crop_frame_by_hand():
     grey = 0.299 * 200 + 0.587 * 100 + 0.114 * 50  # 124.2
     out = central_crop_frame(flat, 0)
     assert out.shape == (84, 84) and out.dtype == np.uint8
+    # exact on purpose: uint8 pixels, and a 2×2 mean of equal integers is that integer on any CPU
     assert (out[:, :2] == 0).all() and (out[:, -2:] == 0).all()  # the 4 padded columns, 2 after the resize
     assert np.abs(out[:, 2:-2].astype(float) - grey).max() <= 1  # OpenCV's fixed-point grey rounds
     for shift in (0, 10, 20):
@@ -153,7 +154,7 @@ def test_central_crop_frame_by_hand():
         lines[41:43] = 255  # two white screen rows: crop rows 20-21 at shift 0 → output row 10
         out = central_crop_frame(lines, shift)
         row = (41 - 21 - shift) // 2  # the central 168 of 210 rows start at row 21, moved down by the shift
-        assert (out[row, 2:-2] == 255).all() and out[np.arange(84) != row].max() == 0
+        assert (out[row, 2:-2] == 255).all() and out[np.arange(84) != row].max() == 0  # uint8: exact on purpose
 
 
 def _wrappers(env):
@@ -184,7 +185,8 @@ def test_the_envs_are_the_authors_test_chain():
         assert FireResetEnv not in layers(freeway) and FirstActions not in layers(freeway)  # no FIRE; all 3 actions
         limit = next(w for w in _wrappers(pong) if isinstance(w, gym.wrappers.TimeLimit))
         assert limit._max_episode_steps == MAX_EPISODE_STEPS == 15_000  # test.py's max_frames_per_episode
-        # gym's v4 NoFrameskip under the skip wrapper: every frame, no sticky actions
+        # gym's v4 NoFrameskip under the skip wrapper: every frame, no sticky actions (configuration values,
+        # set not computed: exact on purpose)
         assert pong.unwrapped._frameskip == 1 and pong.unwrapped.ale.getFloat("repeat_action_probability") == 0.0
         a, _ = pong.reset(seed=5)
         b, _ = make_env("SADQN/Pong-v0").reset(seed=5)
