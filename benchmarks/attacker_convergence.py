@@ -12,8 +12,14 @@ chunk's director instead restarts the training envs at every chunk, which change
 SA-RL seed reached 30 after 51k steps in 25k chunks and stayed at 500 in 5k chunks.) Writes
 benchmarks/results/attacker_convergence_<env>_eps<ε>_<steps>k.json and a PNG chart beside it.
 
+A finished run in ``--runs`` (its manifest: same agent, method, ε, seed, at least ``--steps``
+steps, evaluated on the same episodes) is read, not trained again; a run killed before its end
+is refused (a curve is one run from its start: delete its folder). So the curves of a long env
+can be trained in separate processes side by side (``--methods paad`` and ``--methods sarl``, or
+one seed each) into one ``--runs`` folder, then put together by a last call with every method.
+
 Run: python benchmarks/attacker_convergence.py --agent zoo:cartpole-ppo --env CartPole-v1 --eps 0.1 \
-    --steps 100000 --points 20 --seeds 0 1 2
+    --steps 100000 --points 20 --seeds 0 1 2 [--methods paad sarl] [--runs runs/convergence]
 """
 
 from __future__ import annotations
@@ -50,6 +56,29 @@ def steps_to(fraction: float, steps: list[int], damage: list[float]) -> int | No
     return reached
 
 
+def finished_run(folder: Path, agent: str, method: str, eps: float, seed: int, steps: int,
+                 episodes: int) -> dict | None:
+    """The manifest of a finished run of exactly this curve in ``folder``; None where the folder
+    is empty or absent. A run of another configuration, or one killed before its end (a
+    checkpoint, no manifest), is refused: resuming it would restart its training envs and change
+    the curve."""
+    manifest_file = folder / "manifest.json"
+    if not manifest_file.exists():
+        if folder.exists() and any(folder.iterdir()):
+            raise SystemExit(f"{folder}: a run stopped before its end (a curve is one run from its start); "
+                             "delete the folder and run again")
+        return None
+    manifest = json.loads(manifest_file.read_text())
+    strength = manifest.get("strength") or {}
+    wanted = {"agent": agent, "method": method, "eps": eps, "seed": seed, "episodes": episodes}
+    found = {"agent": manifest.get("victim", {}).get("agent"), "method": manifest.get("method"),
+             "eps": manifest.get("eps"), "seed": manifest.get("seed"), "episodes": strength.get("episodes")}
+    if found != wanted or manifest.get("steps", 0) < steps:
+        raise SystemExit(f"{folder} holds another run ({found}, {manifest.get('steps')} steps) than this curve "
+                         f"({wanted}, {steps} steps); give another --runs")
+    return manifest
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agent", default="zoo:cartpole-ppo")
@@ -59,6 +88,7 @@ def main() -> None:
     parser.add_argument("--points", type=int, default=20)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--episodes", type=int, default=10)
+    parser.add_argument("--methods", nargs="+", choices=("paad", "sarl"), default=["paad", "sarl"])
     parser.add_argument("--variant", default=None, help="PA-AD variant (default: the agent's)")
     parser.add_argument("--runs", type=Path, default=None,
                         help="a new folder for the attackers (default: a temporary one); a curve needs fresh runs")
@@ -71,14 +101,14 @@ def main() -> None:
     name = args.env.split("/")[-1].split("-")[0].lower()
     curves: dict[str, dict[int, dict]] = {}
     clean = None
-    for method in ("paad", "sarl"):
+    for method in args.methods:
         for seed in args.seeds:
             folder = args.runs / name / f"{method}-eps{args.eps:g}-seed{seed}"
-            if (folder / "manifest.json").exists():  # a curve is one run from its start
-                raise SystemExit(f"{folder} holds a trained attacker already; give another --runs")
-            manifest = train_attacker(args.agent, args.env, method, eps=args.eps, steps=args.steps, run_dir=folder,
-                                      seed=seed, eval_episodes=args.episodes, checkpoint_every=chunk,
-                                      variant=args.variant if method == "paad" else None, log=lambda line: None)
+            manifest = finished_run(folder, args.agent, method, args.eps, seed, args.steps, args.episodes)
+            if manifest is None:
+                manifest = train_attacker(args.agent, args.env, method, eps=args.eps, steps=args.steps, run_dir=folder,
+                                          seed=seed, eval_episodes=args.episodes, checkpoint_every=chunk,
+                                          variant=args.variant if method == "paad" else None, log=lambda line: None)
             strength = manifest["strength"]
             clean = strength["clean_mean"]
             points = [{"steps": p["steps"], "attacked_mean": p["recent_return"]} for p in manifest["learning_curve"]]
@@ -109,6 +139,8 @@ def main() -> None:
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for method, color in (("paad", "tab:red"), ("sarl", "tab:blue")):
+        if method not in curves:
+            continue
         runs = np.array([[p["attacked_mean"] for p in c["points"]] for c in curves[method].values()])
         steps = [p["steps"] for p in next(iter(curves[method].values()))["points"]]
         ax.plot(steps, runs.mean(axis=0), color=color, label=f"{'PA-AD' if method == 'paad' else 'SA-RL'} "
