@@ -32,6 +32,7 @@ import numpy as np
 
 from rlgauntlet.common.outputs import save_figure, write_json
 from rlgauntlet.experiments.attacker_job import train_attacker
+from rlgauntlet.threats.learned.base import MANIFEST
 
 HERE = Path(__file__).resolve().parent
 
@@ -62,7 +63,7 @@ def finished_run(folder: Path, agent: str, method: str, eps: float, seed: int, s
     is empty or absent. A run of another configuration, or one killed before its end (a
     checkpoint, no manifest), is refused: resuming it would restart its training envs and change
     the curve."""
-    manifest_file = folder / "manifest.json"
+    manifest_file = folder / MANIFEST
     if not manifest_file.exists():
         if folder.exists() and any(folder.iterdir()):
             raise SystemExit(f"{folder}: a run stopped before its end (a curve is one run from its start); "
