@@ -14,6 +14,7 @@ table docs/reproduction.md carries.
 Run: python benchmarks/published_board.py [--boards published-hopper ...] [--out runs/published] [--workers 2]
      [--executor ray --address HOST:PORT]
      python benchmarks/published_board.py --table   (the tables of the finished boards, nothing run)
+     python benchmarks/published_board.py --claims  (one claims table over the boards run under this version)
      python benchmarks/published_board.py --ship [--store S ...]   (the board's results, numbers only, into
          the package: src/rlgauntlet/published/results/mujoco-vN.json, for `leaderboard --with-published`)
 """
@@ -216,6 +217,29 @@ def claims_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def field_claims(results: dict, boards: list[str], protocol: str) -> tuple[list[dict], str]:
+    """Every README claim of the finished ``boards`` run under ``protocol`` (an agent on two boards
+    counted once, at its first), and a line counting held / within one SE / not held; boards run
+    under another version, or not yet, are named as left out rather than mixed in.
+    """
+    rows, seen, used, left = [], set(), [], []
+    for name in boards:
+        board = results.get(name)
+        if not board or board.get("protocol", UNNAMED_PROTOCOL) != protocol:
+            left.append(name)
+            continue
+        used.append(name)
+        for row in board["rows"]:
+            if (row["agent"], row["env"]) not in seen and claim_verdict(row) is not None:
+                seen.add((row["agent"], row["env"]))
+                rows.append(row)
+    verdicts = [claim_verdict(r)["robust"] for r in rows]
+    held, within = verdicts.count("held"), verdicts.count("within one standard error")
+    line = (f"{len(rows)} README claims under {protocol} (boards {', '.join(used)}): {held} held, {within} "
+            f"within one standard error, {len(rows) - held - within} not held")
+    return rows, line + (f"; not run under {protocol}: {', '.join(left)}" if left else "")
+
+
 def missing_release(board: str) -> str | None:
     """Why a released agent of ``board`` cannot be read here (a clone or a file missing, or
     another version of it), or None."""
@@ -257,6 +281,8 @@ def main() -> None:
     parser.add_argument("--address", default=None)
     parser.add_argument("--table", action="store_true",
                         help=f"print the tables of the boards already in {OUT.name}, run nothing")
+    parser.add_argument("--claims", action="store_true",
+                        help=f"print one claims table over the boards in {OUT.name} run under the current version")
     parser.add_argument("--ship", action="store_true",
                         help="write the finished boards' results into the package (leaderboard --with-published)")
     parser.add_argument("--store", type=Path, nargs="+", default=None,
@@ -264,6 +290,14 @@ def main() -> None:
     args = parser.parse_args()
     if args.ship:
         ship_results(args.store or [args.out / "gauntlet.sqlite"], args.boards)
+        return
+    from rlgauntlet.gauntlet.protocols import PROTOCOLS
+
+    if args.claims:
+        rows, line = field_claims(json.loads(OUT.read_text()) if OUT.exists() else {}, args.boards,
+                                  PROTOCOLS["mujoco"].tag)
+        print(claims_table(rows))
+        print(f"\n{line}")
         return
     if args.table:
         results = json.loads(OUT.read_text()) if OUT.exists() else {}
@@ -287,8 +321,6 @@ def main() -> None:
     results.pop("generator", None)
     results.pop("output_kind", None)
     for name in runnable:
-        from rlgauntlet.gauntlet.protocols import PROTOCOLS
-
         keep_earlier_version(results, name, PROTOCOLS["mujoco"].tag)
         before = results.get(name, {})
         if before.get("protocol", UNNAMED_PROTOCOL) != PROTOCOLS["mujoco"].tag:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from published_board import claim_verdict, claims_table  # noqa: E402
+from published_board import claim_verdict, claims_table, field_claims  # noqa: E402
 
 
 def _row(worst, sem, natural=3000.0, paper=(3000.0, 1000.0)):
@@ -25,3 +25,15 @@ def test_each_claim_is_held_within_one_standard_error_or_not_held():
     assert claim_verdict(_row(500.0, 5.0, natural=2549.0))["natural"] == "-15.0%"  # −15.03%, beyond
     table = claims_table([_row(990.0, 5.0), _row(1.0, 1.0, paper=None)])
     assert table.count("\n") == 2 and "| 1000 / 990 ± 5 |" in table
+
+
+def test_the_field_claims_count_each_agent_once_and_only_the_current_version():
+    v5 = {"protocol": "mujoco@v5", "rows": [_row(990.0, 5.0), _row(996.0, 5.0) | {"agent": "published:y"},
+                                            _row(1.0, 1.0, paper=None)]}
+    v4 = {"protocol": "mujoco@v4", "rows": [_row(2000.0, 5.0) | {"agent": "published:z"}]}
+    unnamed = {"rows": [_row(2000.0, 5.0) | {"agent": "published:w"}]}  # a board from before versions were named: v4
+    rows, line = field_claims({"b1": v5, "b2": v5, "b3": v4, "b5": unnamed}, ["b1", "b2", "b3", "b4", "b5"],
+                              "mujoco@v5")
+    assert [r["agent"] for r in rows] == ["published:x-hopper", "published:y"]  # b2 repeats b1; no paper: no claim
+    assert line == ("2 README claims under mujoco@v5 (boards b1, b2): 0 held, 1 within one standard error, 1 not "
+                    "held; not run under mujoco@v5: b3, b4, b5")
