@@ -151,6 +151,8 @@ def test_the_page_marks_the_fields_rows_and_links_each_row(shipped, tmp_path):
     assert html.count('data-shipped="yes"') == 3 and html.count('data-shipped="no"') == 1  # Walker2d's zoo row too
     assert '<a href="../run/report.html">sb3:my.zip</a>' in html  # relative to the page
     assert "https://github.com/huanzhang12/ATLA_robust_RL/blob/" in html
+    # Hopper mixes the field's rows and the user's: the page says the user's did not face the field's directors
+    assert html.count('class="meta transfer-note"') == 1  # Walker2d holds the field's rows only
 
 
 @pytest.mark.slow
