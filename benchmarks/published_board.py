@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -256,6 +257,23 @@ def missing_release(board: str) -> str | None:
     return None
 
 
+def stale_entries(entries: list[dict], results: dict, boards: list[str]) -> list[str]:
+    """The agents whose shipped worst case (the stores' latest result) is not the row of the first
+    of ``boards`` that holds them: an agent's latest result wins in a store, so a repository board
+    run after a field board would ship the agent's number without the field's transferred members."""
+    shipped = {(e["agent"], e["env"]): e["score"] for e in entries}
+    stale, seen = [], set()
+    for name in boards:
+        for row in (results.get(name) or {}).get("rows", []):
+            key = (row["agent"], row["env"])
+            if key in seen or key not in shipped:
+                continue
+            seen.add(key)
+            if shipped[key] is None or row["worst_case"] is None or abs(shipped[key] - row["worst_case"]) > 1e-6:
+                stale.append(f"{row['agent']} ({name})")
+    return stale
+
+
 def ship_results(stores: list[Path], boards: list[str]) -> None:
     """The published board's results under the current ``mujoco`` version, numbers only, into the
     package (``rlgauntlet.published.SHIPPED``), for ``rlgauntlet leaderboard --with-published``."""
@@ -266,6 +284,13 @@ def ship_results(stores: list[Path], boards: list[str]) -> None:
 
     protocol = PROTOCOLS["mujoco"]
     data = ship(stores, protocol.name, protocol.version, board=", ".join(boards))
+    stale = stale_entries(data["entries"], json.loads(OUT.read_text()) if OUT.exists() else {}, boards)
+    if stale:  # nothing written
+        print(f"published_board --ship: the stores' latest result of {', '.join(stale)} is not that board's row "
+              "(another board ran the agent later); name first the board whose numbers should ship (the field "
+              "boards), or run that board again (its runs are stored: it only rewrites the result), then ship",
+              file=sys.stderr)
+        raise SystemExit(2)
     SHIPPED.mkdir(exist_ok=True)
     path = SHIPPED / f"{protocol.name}-v{protocol.version}.json"
     write_json(path, data, kind="published results")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from published_board import claim_verdict, claims_table, field_claims  # noqa: E402
+from published_board import claim_verdict, claims_table, field_claims, stale_entries  # noqa: E402
 
 
 def _row(worst, sem, natural=3000.0, paper=(3000.0, 1000.0)):
@@ -37,3 +37,15 @@ def test_the_field_claims_count_each_agent_once_and_only_the_current_version():
     assert [r["agent"] for r in rows] == ["published:x-hopper", "published:y"]  # b2 repeats b1; no paper: no claim
     assert line == ("2 README claims under mujoco@v5 (boards b1, b2): 0 held, 1 within one standard error, 1 not "
                     "held; not run under mujoco@v5: b3, b4, b5")
+
+
+def test_shipping_refuses_an_agent_whose_latest_result_is_not_its_first_boards():
+    entries = [{"agent": "published:x-hopper", "env": "Hopper-v5", "score": 900.0},
+               {"agent": "published:y", "env": "Hopper-v5", "score": 500.0}]
+    field = {"rows": [_row(900.0, 5.0), _row(500.0, 5.0) | {"agent": "published:y"}]}
+    repository = {"rows": [_row(1000.0, 5.0)]}  # x's own board, before the field's transfer lowered it
+    boards = {"field": field, "repo": repository}
+    assert stale_entries(entries, boards, ["field", "repo"]) == []
+    assert stale_entries(entries, boards, ["repo", "field"]) == ["published:x-hopper (repo)"]
+    entries[1]["score"] = 640.0  # a later board's run of y is the store's latest
+    assert stale_entries(entries, {"field": field}, ["field"]) == ["published:y (field)"]
