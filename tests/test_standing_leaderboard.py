@@ -206,3 +206,27 @@ def test_markdown_and_latex_carry_the_agents_table_beside_the_papers_numbers(shi
     assert r"published:ppo-hopper & PPO (released) & 3100 & 400 & 3167 & 636 & the published board \\" in tex
     alone = board_markdown(leaderboard([mine]))  # no paper's numbers, nothing shipped: the ranking only
     assert "paper: natural" not in alone
+
+
+def test_the_latest_result_is_the_one_computed_last_not_the_run_created_last(tmp_path):
+    """A board's run of an agent, then a single-agent gauntlet of it (another method name: a run of
+    its own, created later), then the board again (it rewrites its own, earlier run): the board's
+    number is the latest. Ordering by run creation would keep the single-agent one."""
+    import time
+
+    from rlgauntlet.experiments.store import ResultsStore, run_key
+    from rlgauntlet.gauntlet.leaderboard import gauntlet_entries
+
+    path = tmp_path / "board.sqlite"
+    store = ResultsStore(path)
+    metas = [{"protocol": "mujoco", "version": 5, "level": "standard", "env": "Hopper-v5", "agent": "zoo:a",
+              "sha256": "f" * 64, "method": method} for method in ("on the board", "alone")]
+    board, alone = (store.create_run(run_key(m), m, kind="gauntlet") for m in metas)
+    store.add_metric(board, "worst_case@0.075", 1509.0)
+    store.add_metric(alone, "worst_case@0.075", 1625.0)
+    assert [e["score"] for e in gauntlet_entries([path])] == [1625.0]
+    time.sleep(0.01)
+    store.add_metric(board, "worst_case@0.075", 1509.0)  # the board run again
+    store.close()
+    [entry] = gauntlet_entries([path])
+    assert (entry["score"], entry["method"], entry["run_id"]) == (1509.0, "on the board", board)

@@ -261,6 +261,14 @@ class ResultsStore:
         return {name: {"value": value, "unit": unit, "trials": None if trials is None else json.loads(trials)}
                 for name, value, unit, trials in rows}
 
+    def last_written(self, run_id: int) -> float:
+        """When the run's metrics were last written (seconds since the epoch; its creation time when
+        it has none): a result computed again rewrites its metrics in the same run."""
+        row = self.conn.execute("SELECT MAX(written) FROM metrics WHERE run_id = ?", (run_id,)).fetchone()
+        if row[0] is not None:
+            return float(row[0])
+        return float(self.conn.execute("SELECT created FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0])
+
     def latest_run(self, key: str) -> int | None:
         row = self.conn.execute("SELECT MAX(run_id) FROM runs WHERE key = ?", (key,)).fetchone()
         return None if row[0] is None else int(row[0])

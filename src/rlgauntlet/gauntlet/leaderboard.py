@@ -72,22 +72,29 @@ def _mean(values: list[float | None]) -> float | None:
 
 def gauntlet_entries(paths: list[str | Path]) -> list[dict]:
     """Every gauntlet result stored in ``paths``: its identity and metrics (the latest result of
-    an agent, by sha256, under one protocol version, level and env, when the stores hold several)."""
+    an agent, by sha256, under one protocol version, level and env, when the stores hold several:
+    the one computed last, whichever run holds it: a board run again after a single-agent
+    gauntlet of one of its agents rewrites its own earlier run, and that result is the latest)."""
     from rlgauntlet.experiments.store import open_existing_store
     from rlgauntlet.gauntlet.protocols import PROTOCOLS
 
     entries: dict[tuple, dict] = {}
+    written: dict[tuple, float] = {}
     for given in paths:
         store = open_existing_store(given)
         path = Path(store.path)
         try:
             for run_id, meta in store.runs("gauntlet"):
+                when = store.last_written(run_id)
                 metrics = store.metrics(run_id)
                 protocol = PROTOCOLS.get(meta.get("protocol"))
                 headline = protocol.headline_of(meta.get("version"), meta.get("env")) if protocol else None
                 # one agent counts once: its latest result (and the method that result names)
                 key = (meta.get("protocol"), meta.get("version"), meta.get("level"), meta.get("env"),
                        meta.get("sha256"))
+                if key in written and written[key] > when:
+                    continue
+                written[key] = when
                 entries[key] = {**meta, "store": path.name, "run_id": run_id, "headline_eps": headline,
                                 "score": _value(metrics, worst_case_metric(headline)) if headline else None,
                                 "unscored_reason": _why_unscored(metrics, protocol, meta.get("version"), headline),
