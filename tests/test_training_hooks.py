@@ -15,7 +15,7 @@ from stable_baselines3 import PPO
 
 from rlgauntlet.errors import UserError
 from rlgauntlet.training.algorithms import algorithm_class, base_algorithm, register_algorithm
-from rlgauntlet.training.recipes import PRESETS, TrainPreset, register_preset
+from rlgauntlet.training.recipes import PRESETS, TrainPreset, linear_schedule, recipe_digest, register_preset
 from rlgauntlet.training.sb3_train import train_preset
 from rlgauntlet.zoo import zoo_dir
 
@@ -61,6 +61,7 @@ def test_subclass_preset_trains_registers_and_loads_as_its_sb3_base(tmp_path, te
     assert json.loads((ckpt / "progress.json").read_text())["seed"] == 5
     entry = register_zoo_agent("test-counting", ckpt, n_envs=2, zoo_name="counting", command="rlgauntlet train --preset test-counting --seed 5")
     assert entry["algorithm"] == "ppo" and entry["trainer"] == "counting_ppo" and entry["seed"] == 5
+    assert entry["preset"] == "test-counting" and entry["recipe_sha256"] == recipe_digest("test-counting")  # pinned
     victim = load_victim("zoo:counting")
     assert victim.kind == "categorical"
     del PRESETS["test-counting"]
@@ -286,3 +287,52 @@ def test_checkpoint_to_zip_writes_the_parts_checkpoint_as_the_same_policy(tmp_pa
         assert torch.equal(tensor, loaded[name]), name
     with pytest.raises(UserError, match="holds no checkpoint"):
         checkpoint_to_zip("cartpole-ppo", tmp_path / "empty", tmp_path / "other.zip")
+
+
+def test_the_recipe_digest_changes_with_every_setting_and_not_with_prose(monkeypatch):
+    """Which wrong digest fails here: one that skips the hyperparameters, reads a schedule by its
+    address (two schedules of one rate would differ) or by its name only (3e-4 and 1e-4 would
+    match), leaves out an alternating preset's adversary or its agent's recipe, or counts notes."""
+    import dataclasses
+
+    from rlgauntlet.training.recipes import ATLA_PRESETS
+
+    base = recipe_digest("hopper-ppo")
+    hopper = PRESETS["hopper-ppo"]
+    changed = {
+        "notes": dataclasses.replace(hopper, notes="other words", source="elsewhere"),
+        "same schedule": dataclasses.replace(hopper, hyperparams={**hopper.hyperparams,
+                                                                  "learning_rate": linear_schedule(3e-4)}),
+        "other schedule": dataclasses.replace(hopper, hyperparams={**hopper.hyperparams,
+                                                                   "learning_rate": linear_schedule(1e-4)}),
+        "gamma": dataclasses.replace(hopper, hyperparams={**hopper.hyperparams, "gamma": 0.995}),
+        "steps": dataclasses.replace(hopper, total_timesteps=2_000_000),
+    }
+    digests = {}
+    for what, preset in changed.items():
+        monkeypatch.setitem(PRESETS, "hopper-ppo", preset)
+        digests[what] = recipe_digest("hopper-ppo")
+    assert digests["notes"] == base and digests["same schedule"] == base
+    assert len({base, digests["other schedule"], digests["gamma"], digests["steps"]}) == 4
+    monkeypatch.setitem(PRESETS, "hopper-ppo", hopper)
+
+    pool = ATLA_PRESETS["hopper-pool-pa-atla-ppo"]
+    pool_digest = recipe_digest(pool.name)
+    monkeypatch.setitem(ATLA_PRESETS, pool.name, dataclasses.replace(pool, adversary={**pool.adversary,
+                                                                                      "learning_rate": 3e-3}))
+    assert recipe_digest(pool.name) != pool_digest
+    monkeypatch.setitem(ATLA_PRESETS, pool.name, dataclasses.replace(pool, push_share=0.25))
+    assert recipe_digest(pool.name) != pool_digest
+    monkeypatch.setitem(ATLA_PRESETS, pool.name, pool)
+    monkeypatch.setitem(PRESETS, "hopper-ppo", changed["gamma"])  # the agent's recipe under the alternation
+    assert recipe_digest(pool.name) != pool_digest
+
+
+def test_every_pinned_zoo_recipe_is_still_its_presets_recipe():
+    """A zoo agent's recorded recipe digest is its preset's current one: editing a recipe that a
+    zoo agent was trained with fails here (the rule: a changed recipe gets a new preset name)."""
+    manifest = json.loads((zoo_dir() / "manifest.json").read_text())
+    pinned = {name: e for name, e in manifest.items() if "recipe_sha256" in e}
+    assert "hopper-pool-pa-atla-ppo" in pinned
+    for name, entry in pinned.items():
+        assert entry["recipe_sha256"] == recipe_digest(entry["preset"]), name

@@ -1,5 +1,6 @@
 """Put a trained checkpoint into the zoo: copy its files, measure its clean return over 20
-episodes with the rollout engine, and write its manifest entry (sha256, command, seed)."""
+episodes with the rollout engine, and write its manifest entry (sha256, command, seed, and the
+digest of the recipe it was trained with: :func:`~rlgauntlet.training.recipes.recipe_digest`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 from rlgauntlet.envs import make_env
 from rlgauntlet.engine.rollout import evaluate_episodes
 from rlgauntlet.training.algorithms import base_algorithm
-from rlgauntlet.training.recipes import get_preset
+from rlgauntlet.training.recipes import get_preset, recipe_digest
 from rlgauntlet.victims.sb3 import load_sb3
 from rlgauntlet.victims.sb3_files import write_zoo_form
 from rlgauntlet.zoo import add_zoo_entry
@@ -72,7 +73,8 @@ def register_zoo_ensemble(name: str, checkpoints: list[Path], n_envs: int = 4, f
         progress = json.loads((ckpt / "progress.json").read_text())
         returns_k = _clean_returns(load_sb3(ckpt / "model.zip", algo), preset.env_id, n_envs)
         left_out.append({"seed": progress["seed"], "clean_return": _clean_return_entry(returns_k, preset.target_return)})
-    entry = {"env": preset.env_id, "algorithm": algo, "preset": name, "rejected_members": left_out,
+    entry = {"env": preset.env_id, "algorithm": algo, "preset": name, "recipe_sha256": recipe_digest(name),
+             "rejected_members": left_out,
              "command": command or f"rlgauntlet train --preset {name}", "seed": preset.seed,
              "uncertainty": {"method": "ensemble", "members": len(members)},
              "clean_return": _clean_return_entry(returns, preset.target_return)}
@@ -113,7 +115,8 @@ def register_zoo_agent(name: str, checkpoint: Path, n_envs: int = 4, force: bool
     entry: dict = {
         "env": preset.env_id,
         "algorithm": base_algorithm(preset.algo),
-        "preset": name,
+        "preset": preset.name,  # the recipe's name, also when the entry has a zoo name of its own
+        "recipe_sha256": recipe_digest(preset.name),
         "command": command or f"rlgauntlet train --preset {name}",
         "seed": progress.get("seed", preset.seed),
     }

@@ -12,12 +12,17 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
+from typing import Any
+
 from rlgauntlet.errors import UserError
 from rlgauntlet.training.recipes.atla import ATLA_PRESETS, METHODS, ATLAPreset, agent_recipe, get_atla_preset
 from rlgauntlet.training.recipes.zoo import PRESETS, ROBUST_BAR, TrainPreset, linear_schedule, register_preset
 
 __all__ = ["ATLA_PRESETS", "ATLAPreset", "METHODS", "PRESETS", "ROBUST_BAR", "TrainPreset", "agent_recipe",
-           "get_atla_preset", "get_preset", "linear_schedule", "register_preset"]
+           "get_atla_preset", "get_preset", "linear_schedule", "recipe_digest", "register_preset"]
 
 
 def get_preset(name: str) -> TrainPreset:
@@ -30,3 +35,40 @@ def get_preset(name: str) -> TrainPreset:
     raise UserError(f"unknown training preset {name!r}; choose one of: {', '.join(sorted([*PRESETS, *ATLA_PRESETS]))}")
 
 
+
+
+#: fields of a recipe that describe it without changing what it trains
+_PROSE = ("notes", "source")
+
+
+def _canonical(value: Any) -> Any:
+    """``value`` as JSON-ready data that names what it is, not where it lives in memory: a
+    dataclass by its fields (prose left out), a class by its module and name, a function by its
+    name and the values it closes over (``linear_schedule(3e-4)`` and ``linear_schedule(1e-4)`` differ)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _canonical(getattr(value, f.name)) for f in dataclasses.fields(value) if f.name not in _PROSE}
+    if isinstance(value, dict):
+        return {str(k): _canonical(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    if isinstance(value, type):
+        return f"{value.__module__}.{value.__qualname__}"
+    if callable(value):
+        cells = [_canonical(c.cell_contents) for c in (getattr(value, "__closure__", None) or ())]
+        return {"function": f"{value.__module__}.{value.__qualname__}", "closure": cells}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"a recipe holds {type(value).__name__}, which has no canonical form: add it to _canonical")
+
+
+def recipe_digest(name: str) -> str:
+    """Hex sha256 of the recipe ``rlgauntlet train --preset NAME`` trains: every setting of the
+    preset (an alternating preset's own and its agent's recipe), its prose left out. A zoo entry
+    records it when it is registered, and a test holds every recorded digest to its preset's
+    current one, so a recipe a zoo agent was trained with is never edited under it (give the
+    changed recipe a new name)."""
+    if name in ATLA_PRESETS:
+        recipe = {"alternating": _canonical(ATLA_PRESETS[name]), "agent": _canonical(agent_recipe(ATLA_PRESETS[name]))}
+    else:
+        recipe = _canonical(get_preset(name))
+    return hashlib.sha256(json.dumps(recipe, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
