@@ -238,3 +238,27 @@ def test_the_wocar_surrogate_is_ppos_clipped_objective_on_the_combined_advantage
     assert float(terms.surrogate(logp)) == pytest.approx(float(expected), rel=1e-6)
     worst = model.worst_q_target(Data.observations, actions).squeeze(-1).detach()
     assert th.allclose(adv, plain_adv + 0.4 * (worst - worst.mean()) / (worst.std() + 1e-8), atol=1e-6)
+
+
+@pytest.mark.parametrize("hidden", [(64, 64), (16,), (8, 8, 8)])
+def test_the_worst_case_qs_own_action_gradient_is_autograds(hidden):
+    """WorstCaseQ's hand-written ∂Q/∂a against autograd's on random networks and inputs: a wrong
+    layer order, a missing tanh derivative or the x part of the first layer used for a would fail;
+    and the search over a box lands on the same actions either way."""
+    from rlgauntlet.training.defences.wocar import autograd_action_gradient
+
+    th.manual_seed(0)
+    q = WorstCaseQ(11, 3, hidden=hidden)
+    for p in q.parameters():
+        p.data.mul_(3.0)  # past tanh's linear range, where the derivative matters
+    x, a = th.randn(64, 11), th.rand(64, 3) * 2 - 1
+    assert th.allclose(q.action_gradient(x)(a), autograd_action_gradient(q, x)(a), rtol=1e-4, atol=1e-6)
+    lower, upper = a - 0.2, a + 0.2
+    by_hand = worst_actions(q, x, lower, upper, a, steps=20)
+
+    class Opaque(nn.Module):  # the same Q, searched through autograd
+        def forward(self, x, a):
+            return q(x, a)
+
+    assert th.allclose(by_hand, worst_actions(Opaque(), x, lower, upper, a, steps=20), atol=1e-6)
+    assert (q(x, by_hand) <= q(x, a) + 1e-6).all()
