@@ -297,6 +297,7 @@ def test_the_recipe_digest_changes_with_every_setting_and_not_with_prose(monkeyp
 
     from rlgauntlet.training.recipes import ATLA_PRESETS
 
+    assert len({recipe_digest(name) for name in [*PRESETS, *ATLA_PRESETS]}) == len(PRESETS) + len(ATLA_PRESETS)
     base = recipe_digest("hopper-ppo")
     hopper = PRESETS["hopper-ppo"]
     changed = {

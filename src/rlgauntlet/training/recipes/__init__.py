@@ -35,8 +35,6 @@ def get_preset(name: str) -> TrainPreset:
     raise UserError(f"unknown training preset {name!r}; choose one of: {', '.join(sorted([*PRESETS, *ATLA_PRESETS]))}")
 
 
-
-
 #: fields of a recipe that describe it without changing what it trains
 _PROSE = ("notes", "source")
 
