@@ -262,3 +262,40 @@ def test_the_worst_case_qs_own_action_gradient_is_autograds(hidden):
 
     assert th.allclose(by_hand, worst_actions(Opaque(), x, lower, upper, a, steps=20), atol=1e-6)
     assert (q(x, by_hand) <= q(x, a) + 1e-6).all()
+
+
+def test_the_fit_searches_the_worst_action_on_the_online_q_and_values_it_with_the_target():
+    """The official worst_q_step: ā = argmin over the box of q_net, y = r + γ target_q_net(x', ā).
+    The two networks here disagree on which corner is worst, so searching on the target (or valuing
+    with the online network) gives another y; the one fit step's regression target is read back."""
+    online, target = LinearQ([2.0, -1.0], 0.0), LinearQ([-2.0, 1.0], 0.0)
+    lower, upper = th.tensor([[-0.3, -0.2]]), th.tensor([[0.1, 0.4]])
+    box = lambda nx: (lower.expand(len(nx), -1), upper.expand(len(nx), -1), th.zeros(len(nx), 2))  # noqa: E731
+    seen = []
+
+    class Recorder(nn.Module):  # Q(x, a) = w·x, fitted by one SGD step; records the target it was fitted to
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(th.zeros(1))
+
+        def forward(self, x, a):
+            return self.w * x.sum(-1, keepdim=True) + online(x, a)
+
+    q = Recorder()
+    import rlgauntlet.training.defences.wocar as wocar
+
+    real = wocar.worst_case_targets
+
+    def spy(*args, **kwargs):
+        y = real(*args, **kwargs)
+        seen.append(float(y))
+        return y
+
+    wocar.worst_case_targets, old = spy, wocar.worst_case_targets
+    try:
+        fit_worst_q(q, target, th.optim.SGD(q.parameters(), lr=0.0), th.ones(1, 3), th.zeros(1, 2), th.tensor([1.0]),
+                    th.ones(1, 3), th.ones(1), box, gamma=0.5, epochs=1, minibatches=1, tau=0.0, steps=50)
+    finally:
+        wocar.worst_case_targets = old
+    # online's worst corner: a₁ low, a₂ high (−0.3, 0.4); the target there: −2·(−0.3) + 0.4 = 1.0
+    assert seen == pytest.approx([1.0 + 0.5 * 1.0])

@@ -71,11 +71,13 @@ def worst_actions(q: nn.Module, x: th.Tensor, lower: th.Tensor, upper: th.Tensor
 
 def worst_case_targets(q_target: nn.Module, rewards: th.Tensor, next_x: th.Tensor, not_done: th.Tensor,
                        box: Callable[[th.Tensor], tuple[th.Tensor, th.Tensor, th.Tensor]], gamma: float,
-                       steps: int) -> th.Tensor:
+                       steps: int, q_search: nn.Module | None = None) -> th.Tensor:
     """y = r + γ (1 − done) Q̄(x', ā(x')) per transition (see module docstring); ``box(x')``
-    gives (lower, upper, clean mean) of the actions an attacker can make the policy take."""
+    gives (lower, upper, clean mean) of the actions an attacker can make the policy take.
+    ``q_search``: the network whose argmin ā is (the online Q_w, as the official
+    ``worst_q_step`` searches with ``q_net`` and evaluates ``target_q_net``); None: ``q_target``."""
     lower, upper, mean = box(next_x)
-    worst = worst_actions(q_target, next_x, lower, upper, mean, steps)
+    worst = worst_actions(q_target if q_search is None else q_search, next_x, lower, upper, mean, steps)
     with th.no_grad():
         return rewards + gamma * not_done * q_target(next_x, worst).squeeze(-1)
 
@@ -125,7 +127,8 @@ def fit_worst_q(q: nn.Module, q_target: nn.Module, optimizer: th.optim.Optimizer
                 box: Callable[[th.Tensor], tuple[th.Tensor, th.Tensor, th.Tensor]], gamma: float, epochs: int,
                 minibatches: int, tau: float, steps: int, generator: th.Generator | None = None) -> float:
     """``epochs`` shuffled passes of ``minibatches`` regression steps of Q_w onto its worst-case
-    targets (recomputed each step from the target network, then updated softly by ``tau``).
+    targets (each step: the worst action searched on ``q``, valued by the target network, which is
+    then updated softly by ``tau``).
     Returns the last step's loss."""
     n = len(rewards)
     loss = th.zeros(())
@@ -135,7 +138,8 @@ def fit_worst_q(q: nn.Module, q_target: nn.Module, optimizer: th.optim.Optimizer
         order = th.randperm(n, generator=generator)
         for rows in th.tensor_split(order, minibatches):
             y = worst_case_targets(q_target, rewards[rows], next_x[rows], not_done[rows],
-                                   lambda _, rows=rows: (lower[rows], upper[rows], mean[rows]), gamma, steps)
+                                   lambda _, rows=rows: (lower[rows], upper[rows], mean[rows]), gamma, steps,
+                                   q_search=q)
             loss = F.mse_loss(q(x[rows], actions[rows]).squeeze(-1), y)
             optimizer.zero_grad()
             loss.backward()
