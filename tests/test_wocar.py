@@ -264,7 +264,7 @@ def test_the_worst_case_qs_own_action_gradient_is_autograds(hidden):
     assert (q(x, by_hand) <= q(x, a) + 1e-6).all()
 
 
-def test_the_fit_searches_the_worst_action_on_the_online_q_and_values_it_with_the_target():
+def test_the_fit_searches_the_worst_action_on_the_online_q_and_values_it_with_the_target(monkeypatch):
     """The official worst_q_step: ā = argmin over the box of q_net, y = r + γ target_q_net(x', ā).
     The two networks here disagree on which corner is worst, so searching on the target (or valuing
     with the online network) gives another y; the one fit step's regression target is read back."""
@@ -291,11 +291,10 @@ def test_the_fit_searches_the_worst_action_on_the_online_q_and_values_it_with_th
         seen.append(float(y))
         return y
 
-    wocar.worst_case_targets, old = spy, wocar.worst_case_targets
-    try:
-        fit_worst_q(q, target, th.optim.SGD(q.parameters(), lr=0.0), th.ones(1, 3), th.zeros(1, 2), th.tensor([1.0]),
-                    th.ones(1, 3), th.ones(1), box, gamma=0.5, epochs=1, minibatches=1, tau=0.0, steps=50)
-    finally:
-        wocar.worst_case_targets = old
-    # online's worst corner: a₁ low, a₂ high (−0.3, 0.4); the target there: −2·(−0.3) + 0.4 = 1.0
+    monkeypatch.setattr(wocar, "worst_case_targets", spy)
+    fit_worst_q(q, target, th.optim.SGD(q.parameters(), lr=0.0), th.ones(1, 3), th.zeros(1, 2), th.tensor([1.0]),
+                th.ones(1, 3), th.ones(1), box, gamma=0.5, epochs=1, minibatches=1, tau=0.0, steps=50)
+    # online's worst corner: a₁ low, a₂ high (−0.3, 0.4); the target there: −2·(−0.3) + 0.4 = 1.0.
+    # Searched on the target instead (its corner (0.1, −0.2)): y = 1 + 0.5·(−0.4) = 0.8; valued by
+    # the online network at its own corner: y = 1 + 0.5·(−1.0) = 0.5
     assert seen == pytest.approx([1.0 + 0.5 * 1.0])
