@@ -245,3 +245,61 @@ def test_each_checkpoint_records_the_clean_greedy_return_of_the_agent_it_saves(t
     games = make_train_vec_env("CartPole-v1", atla.CLEAN_GAMES, 0 + GREEDY_SEED_OFFSET)
     replayed = greedy_returns(saved, games, 0 + GREEDY_SEED_OFFSET)  # the same games, no perturbation
     assert history[-1]["clean_greedy_return"] == pytest.approx(sum(replayed) / len(replayed))
+
+
+def _point(iteration, attacked, clean, eps=0.075):
+    return {"iteration": iteration, "agent_steps": iteration * 2048, "eps": eps,
+            "recent_return_attacked": attacked, "clean_greedy_return": clean}
+
+
+def test_the_selection_rule_ranks_by_the_attacked_return_among_full_budget_checkpoints_clean_enough():
+    preset = presets.ATLA_PRESETS["hopper-pool-pa-atla-ppo-select"]
+    assert preset.select_clean_min == 3000.0 and preset.eps == 0.075
+    history = [_point(10, 2500.0, 3600.0, eps=0.05),  # the highest attacked return, but before the full ε
+               _point(20, 2400.0, 2999.0),             # clean one short of the bar
+               _point(30, 1800.0, 3000.0),             # qualifies (the bar is inclusive)
+               _point(40, 1900.0, 3400.0),             # qualifies, the highest that does
+               _point(50, None, 3500.0)]               # no finished episode to rank it by
+    scores = [atla.selection_score(p, preset) for p in history]
+    assert scores == [None, None, 1800.0, 1900.0, None]
+    # a preset without the rule never selects (its run's agent is the last checkpoint)
+    assert atla.selection_score(_point(40, 1900.0, 3400.0), presets.ATLA_PRESETS["hopper-pool-pa-atla-ppo"]) is None
+
+
+def test_a_selecting_run_keeps_every_snapshot_and_the_best_one_by_its_rule(tiny_presets, tmp_path):
+    import dataclasses
+
+    tiny = presets.ATLA_PRESETS["tiny-pa_atla"]
+    tiny_presets.setitem(presets.ATLA_PRESETS, "tiny-select", dataclasses.replace(
+        tiny, name="tiny-select", total_agent_steps=4 * ROLLOUT, select_clean_min=0.0))
+    run = tmp_path / "run"
+    ckpt = train_atla("tiny-select", run, deadline=time.monotonic(), log=lambda line: None)  # stops after one iteration
+    assert json.loads((ckpt / "progress.json").read_text())["iteration"] == 1
+    train_atla("tiny-select", run, log=lambda line: None)  # resumed: the best so far must survive the resume
+    history = json.loads((ckpt / "progress.json").read_text())["history"]
+    assert [h["iteration"] for h in history] == [1, 2, 3, 4]
+    assert sorted(p.name for p in (run / "snapshots").iterdir()) == ["iter-0001", "iter-0002", "iter-0003", "iter-0004"]
+    # the last snapshot is the last checkpoint's agent, byte for byte (a copy, not a re-save)
+    assert (run / "snapshots" / "iter-0004" / "model.zip").read_bytes() == (ckpt / "agent" / "model.zip").read_bytes()
+    scored = [h for h in history if h["recent_return_attacked"] is not None]
+    chosen = max(scored, key=lambda h: h["recent_return_attacked"])  # the first of equal scores stays
+    selection = json.loads((run / "best" / "selection.json").read_text())
+    assert selection["iteration"] == chosen["iteration"] and selection["score"] == chosen["recent_return_attacked"]
+    snapshot = run / "snapshots" / f"iter-{chosen['iteration']:04d}"
+    assert (run / "best" / "model.zip").read_bytes() == (snapshot / "model.zip").read_bytes()
+    assert atla.run_agent("tiny-select", run) == run / "best"
+    assert atla.run_agent("tiny-pa_atla", run) == run / "checkpoint" / "agent"
+
+
+def test_a_selecting_run_that_selected_nothing_gives_the_zoo_nothing(tiny_presets, tmp_path):
+    import dataclasses
+
+    tiny = presets.ATLA_PRESETS["tiny-pa_atla"]
+    tiny_presets.setitem(presets.ATLA_PRESETS, "tiny-select", dataclasses.replace(
+        tiny, name="tiny-select", select_clean_min=1e9))  # no CartPole game reaches it
+    run = tmp_path / "run"
+    train_atla("tiny-select", run, log=lambda line: None)
+    assert len(list((run / "snapshots").iterdir())) == 3 and not (run / "best").exists()
+    assert atla.run_agent("tiny-select", run) == run / "checkpoint" / "agent"
+    with pytest.raises(UserError, match="selected no agent for the zoo"):
+        atla.run_agent("tiny-select", run, for_zoo=True)

@@ -96,7 +96,7 @@ def train(preset: str, run_dir: str | Path | None = None, *, register: bool = Tr
 def _train(plan: TrainingPlan, preset: str, zoo_name: str | None, seed: int | None, steps: int | None, device: str,
            threads: int, log: Callable[[str], None], show_progress: bool, options: dict) -> dict:
     """The training :func:`train` planned: an ensemble, ATLA alternation or one SB3 run."""
-    from rlgauntlet.training.defences.atla import train_atla
+    from rlgauntlet.training.defences.atla import run_agent, train_atla
     from rlgauntlet.training.recipes import ATLA_PRESETS
     from rlgauntlet.training.register import member_solves, register_zoo_agent, register_zoo_ensemble
     from rlgauntlet.training.sb3_train import train_ensemble, train_preset
@@ -110,8 +110,9 @@ def _train(plan: TrainingPlan, preset: str, zoo_name: str | None, seed: int | No
             entry = register_zoo_ensemble(preset, checkpoints, command=plan.command, zoo_name=zoo_name,
                                           rejected=rejected)
     elif preset in ATLA_PRESETS:  # the agent and its adversary in alternation; the agent is what the zoo gets
-        checkpoints = [train_atla(preset, plan.run_dir, total_agent_steps=steps, seed=seed, device=device, log=log,
-                                  show_progress=show_progress, threads=threads) / "agent"]
+        train_atla(preset, plan.run_dir, total_agent_steps=steps, seed=seed, device=device, log=log,
+                   show_progress=show_progress, threads=threads)
+        checkpoints = [run_agent(preset, plan.run_dir, for_zoo=plan.zoo_name is not None)]
         if plan.zoo_name is not None:
             entry = register_zoo_agent(preset, checkpoints[0], zoo_name=zoo_name, command=plan.command)
     else:

@@ -21,7 +21,9 @@ Schedules (learning rate, clip range, the SA ε ramp) follow the agent's total b
 all the short ``learn`` calls, not each call's. A checkpoint holds both policies and both
 optimizers as weights-only files and ``progress.json`` (iteration, both step counters, the
 learning curve, the config); a killed run resumes from it without losing or repeating an
-iteration.
+iteration. A preset with ``select_clean_min`` also keeps every checkpoint's agent
+(``RUN_DIR/snapshots/iter-NNNN``) and, as the run's agent, the best one by its training-time
+signals (``RUN_DIR/best``: :func:`selection_score`).
 
 Example:
     >>> train_atla("cartpole-pa-atla-ppo", "runs/pa-atla", total_agent_steps=2048)   # doctest: +SKIP
@@ -249,6 +251,72 @@ def _clean_return(agent, games, agent_env, seed: int) -> float:
     return float(np.mean(greedy_returns(agent, games, seed + GREEDY_SEED_OFFSET)))
 
 
+#: the agent's files a snapshot keeps (what evaluation and the zoo read; not the optimizer state)
+SNAPSHOT_FILES = ("model.zip", "vecnormalize.pkl", "progress.json")
+
+
+def selection_score(point: dict, preset: ATLAPreset) -> float | None:
+    """How a checkpoint (one ``history`` entry) ranks as the run's agent: its recent return under
+    the training adversaries, when the adversary's ε had reached ``preset.eps`` and the clean
+    greedy return reaches ``preset.select_clean_min``; None (never chosen) otherwise. Only
+    training-time signals: a gauntlet number never picks the agent it then scores."""
+    if preset.select_clean_min is None or point.get("recent_return_attacked") is None:
+        return None
+    if point["eps"] < preset.eps or point["clean_greedy_return"] < preset.select_clean_min:
+        return None
+    return float(point["recent_return_attacked"])
+
+
+def _agent_copy(ckpt: Path, dest: Path) -> Path:
+    """The agent files of ``ckpt`` copied into a fresh ``DEST.tmp`` folder (returned)."""
+    tmp = dest.with_name(dest.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    for name in SNAPSHOT_FILES:
+        if (ckpt / "agent" / name).exists():
+            shutil.copy2(ckpt / "agent" / name, tmp / name)
+    return tmp
+
+
+def _keep_selected(run_dir: Path, ckpt: Path, preset: ATLAPreset, point: dict) -> None:
+    """Keep the agent just saved in ``ckpt`` as ``snapshots/iter-NNNN`` and, when it outranks
+    the one in ``best`` (:func:`selection_score`), as ``best`` with ``selection.json``."""
+    from rlgauntlet.training.checkpoints import replace_folder
+
+    snapshot = run_dir / "snapshots" / f"iter-{point['iteration']:04d}"
+    replace_folder(_agent_copy(ckpt, snapshot), snapshot)
+    score = selection_score(point, preset)
+    best = run_dir / "best"
+    if score is None or ((best / "selection.json").exists()
+                         and json.loads((best / "selection.json").read_text())["score"] >= score):
+        return
+    tmp = _agent_copy(ckpt, best)
+    (tmp / "selection.json").write_text(json.dumps(
+        {"iteration": point["iteration"], "agent_steps": point["agent_steps"], "score": score,
+         "clean_greedy_return": point["clean_greedy_return"],
+         "rule": f"highest recent return under the training adversaries among checkpoints at ε {preset.eps:g} "
+                 f"with a clean greedy return of at least {preset.select_clean_min:g}"}, indent=2))
+    replace_folder(tmp, best)
+
+
+def run_agent(preset_name: str, run_dir: str | Path, for_zoo: bool = False) -> Path:
+    """The folder of the agent a run of ``preset_name`` gives: ``best`` for a preset that selects
+    its checkpoint (once one qualified), else the last checkpoint's agent. ``for_zoo``: a
+    selecting run that selected nothing is refused (the zoo never gets an unselected agent)."""
+    preset, run_dir = get_atla_preset(preset_name), Path(run_dir)
+    last = run_dir / "checkpoint" / "agent"
+    if preset.select_clean_min is None:
+        return last
+    if (run_dir / "best" / "selection.json").exists():
+        return run_dir / "best"
+    if for_zoo:
+        raise UserError(f"{preset_name}: no checkpoint in {run_dir} reached a clean greedy return of "
+                        f"{preset.select_clean_min:g} at the full ε, so the run selected no agent for the zoo; "
+                        f"its last checkpoint is {last} (train longer, or register that one by hand)")
+    return last
+
+
 def adversary_eps(preset: ATLAPreset, agent_steps: int) -> float:
     """The adversary's budget after ``agent_steps`` of the agent's: ε grows linearly from 0 over
     the first ``eps_ramp`` fraction of the run, then stays at ``preset.eps`` (never above it)."""
@@ -268,6 +336,8 @@ def _config(preset: ATLAPreset, seed: int) -> dict:
               "init_from": preset.init_from, "total_agent_steps": preset.total_agent_steps}
     if preset.push_share > 0:  # only then: every earlier run's config (and its resume) is unchanged
         config["push_share"] = preset.push_share
+    if preset.select_clean_min is not None:
+        config["select_clean_min"] = preset.select_clean_min
     return config
 
 
@@ -396,6 +466,8 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
                 progress["train_seconds"] = round(base_seconds + time.perf_counter() - started, 1)
                 _save(ckpt, agent, adversary, progress)
                 point = progress["history"][-1]
+                if preset.select_clean_min is not None:
+                    _keep_selected(run_dir, ckpt, preset, point)
                 log(f"[{name}] iteration {progress['iteration']}: {progress['agent_steps']} agent steps, recent "
                     f"return under the adversary {point['recent_return_attacked']}, clean (greedy, "
                     f"{CLEAN_GAMES} games) {point['clean_greedy_return']:.1f}")
