@@ -303,3 +303,22 @@ def test_a_selecting_run_that_selected_nothing_gives_the_zoo_nothing(tiny_preset
     assert atla.run_agent("tiny-select", run) == run / "checkpoint" / "agent"
     with pytest.raises(UserError, match="selected no agent for the zoo"):
         atla.run_agent("tiny-select", run, for_zoo=True)
+
+
+def test_best_is_replaced_only_by_a_higher_score_and_holds_that_checkpoints_files(tmp_path):
+    """Checkpoints scored 1700, 1900, 1800, unqualified, 1900 (a tie): best must hold the second's
+    files (a keep-the-last or keep-the-first rule, or a tie that replaces, would not)."""
+    preset = presets.ATLA_PRESETS["hopper-pool-pa-atla-ppo-select"]
+    run, ckpt = tmp_path / "run", tmp_path / "run" / "checkpoint"
+    points = [_point(10, 1700.0, 3100.0), _point(20, 1900.0, 3100.0), _point(30, 1800.0, 3100.0),
+              _point(40, 2500.0, 2000.0), _point(50, 1900.0, 3100.0)]
+    for point in points:
+        (ckpt / "agent").mkdir(parents=True, exist_ok=True)
+        (ckpt / "agent" / "model.zip").write_bytes(f"weights of iteration {point['iteration']}".encode())
+        (ckpt / "agent" / "optimizer.pt").write_bytes(b"not kept in a snapshot")
+        atla._keep_selected(run, ckpt, preset, point)
+    assert (run / "best" / "model.zip").read_bytes() == b"weights of iteration 20"
+    assert json.loads((run / "best" / "selection.json").read_text())["iteration"] == 20
+    assert (run / "snapshots" / "iter-0040" / "model.zip").read_bytes() == b"weights of iteration 40"
+    assert not (run / "snapshots" / "iter-0040" / "optimizer.pt").exists()
+    assert not any(p.name.endswith((".tmp", ".old")) for p in run.rglob("*"))  # nothing half-written left behind
