@@ -289,6 +289,16 @@ def test_a_selecting_run_keeps_every_snapshot_and_the_best_one_by_its_rule(tiny_
     assert (run / "best" / "model.zip").read_bytes() == (snapshot / "model.zip").read_bytes()
     assert atla.run_agent("tiny-select", run) == run / "best"
     assert atla.run_agent("tiny-pa_atla", run) == run / "checkpoint" / "agent"
+    # the zoo entry of the kept agent says which checkpoint it is and by what rule
+    import shutil
+
+    from rlgauntlet.training.register import register_zoo_agent
+    from rlgauntlet.zoo import zoo_dir
+
+    shutil.copytree(zoo_dir(), tmp_path / "zoo")
+    tiny_presets.setenv("RLGAUNTLET_ZOO", str(tmp_path / "zoo"))
+    entry = register_zoo_agent("tiny-select", run / "best", n_envs=2, force=True)
+    assert entry["selection"] == selection and entry["total_timesteps"] == chosen["agent_steps"]
 
 
 def test_a_selecting_run_that_selected_nothing_gives_the_zoo_nothing(tiny_presets, tmp_path):

@@ -128,6 +128,8 @@ def register_zoo_agent(name: str, checkpoint: Path, n_envs: int = 4, force: bool
     if candidate.uncertainty_method is not None:  # MC Dropout / DropConnect: p and samples
         entry["uncertainty"] = candidate.description["uncertainty"]
     entry["total_timesteps"] = progress.get("num_timesteps")
+    if (checkpoint / "selection.json").exists():  # a selecting run's kept checkpoint: which one, by what rule
+        entry["selection"] = json.loads((checkpoint / "selection.json").read_text())
     entry["clean_return"] = _clean_return_entry(returns, preset.target_return)
     entry.update(extra or {})
     return add_zoo_entry(name, entry, files, write_file=write_zoo_form)
