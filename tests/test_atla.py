@@ -311,7 +311,7 @@ def test_a_selecting_run_that_selected_nothing_gives_the_zoo_nothing(tiny_preset
     train_atla("tiny-select", run, log=lambda line: None)
     assert len(list((run / "snapshots").iterdir())) == 3 and not (run / "best").exists()
     assert atla.run_agent("tiny-select", run) == run / "checkpoint" / "agent"
-    with pytest.raises(UserError, match="selected no agent for the zoo"):
+    with pytest.raises(UserError, match="selected no agent for the zoo; rerun the same command with --no-register"):
         atla.run_agent("tiny-select", run, for_zoo=True)
 
 
@@ -332,3 +332,22 @@ def test_best_is_replaced_only_by_a_higher_score_and_holds_that_checkpoints_file
     assert (run / "snapshots" / "iter-0040" / "model.zip").read_bytes() == b"weights of iteration 40"
     assert not (run / "snapshots" / "iter-0040" / "optimizer.pt").exists()
     assert not any(p.name.endswith((".tmp", ".old")) for p in run.rglob("*"))  # nothing half-written left behind
+
+
+@pytest.mark.parametrize("text", ["{not json", '{"iteration": 20}', '{"iteration": 20, "score": "high"}', "[1, 2]"])
+def test_a_selection_file_we_did_not_write_is_one_line_naming_it_and_the_fix(tmp_path, text):
+    preset = presets.ATLA_PRESETS["hopper-pool-pa-atla-ppo-select"]
+    run, ckpt = tmp_path / "run", tmp_path / "run" / "checkpoint"
+    (run / "best").mkdir(parents=True)
+    (run / "best" / "selection.json").write_text(text)
+    (ckpt / "agent").mkdir(parents=True)
+    (ckpt / "agent" / "model.zip").write_bytes(b"weights")
+    with pytest.raises(UserError, match=r"selection\.json is not a selection rlgauntlet wrote.*remove the best folder"):
+        atla._keep_selected(run, ckpt, preset, _point(30, 1800.0, 3100.0))
+    assert (run / "best" / "selection.json").read_text() == text  # a file we did not write is never modified
+    # the fix it names: without the folder the run selects again
+    import shutil
+
+    shutil.rmtree(run / "best")
+    atla._keep_selected(run, ckpt, preset, _point(40, 1800.0, 3100.0))
+    assert json.loads((run / "best" / "selection.json").read_text())["iteration"] == 40

@@ -136,6 +136,21 @@ def replace_folder(tmp: Path, final: Path) -> None:
         shutil.rmtree(old)
 
 
+def read_selection(folder: Path) -> dict | None:
+    """``folder/selection.json`` (a selecting run's kept checkpoint: iteration, score, rule), or
+    None when there is none; a file that is not one we write is one :class:`UserError`."""
+    path = folder / "selection.json"
+    if not path.exists():
+        return None
+    try:
+        selection = json.loads(path.read_text())
+        float(selection["score"]), int(selection["iteration"])
+    except (ValueError, KeyError, TypeError) as err:
+        raise UserError(f"{path} is not a selection rlgauntlet wrote ({type(err).__name__}: {err}); remove the "
+                        f"{folder.name} folder and rerun the training command to select again") from None
+    return selection
+
+
 def has_checkpoint(folder: Path) -> bool:
     """Whether ``folder`` holds a checkpoint to resume (the zip, or the policy and optimizer files)."""
     return (folder / "model.zip").exists() or ((folder / "policy.pt").exists() and (folder / "optimizer.pt").exists())

@@ -9,6 +9,7 @@ from pathlib import Path
 from rlgauntlet.envs import make_env
 from rlgauntlet.engine.rollout import evaluate_episodes
 from rlgauntlet.training.algorithms import base_algorithm
+from rlgauntlet.training.checkpoints import read_selection
 from rlgauntlet.training.recipes import get_preset, recipe_digest
 from rlgauntlet.victims.sb3 import load_sb3
 from rlgauntlet.victims.sb3_files import write_zoo_form
@@ -128,8 +129,9 @@ def register_zoo_agent(name: str, checkpoint: Path, n_envs: int = 4, force: bool
     if candidate.uncertainty_method is not None:  # MC Dropout / DropConnect: p and samples
         entry["uncertainty"] = candidate.description["uncertainty"]
     entry["total_timesteps"] = progress.get("num_timesteps")
-    if (checkpoint / "selection.json").exists():  # a selecting run's kept checkpoint: which one, by what rule
-        entry["selection"] = json.loads((checkpoint / "selection.json").read_text())
+    selection = read_selection(checkpoint)  # a selecting run's kept checkpoint: which one, by what rule
+    if selection is not None:
+        entry["selection"] = selection
     entry["clean_return"] = _clean_return_entry(returns, preset.target_return)
     entry.update(extra or {})
     return add_zoo_entry(name, entry, files, write_file=write_zoo_form)

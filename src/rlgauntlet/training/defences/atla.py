@@ -282,14 +282,14 @@ def _agent_copy(ckpt: Path, dest: Path) -> Path:
 def _keep_selected(run_dir: Path, ckpt: Path, preset: ATLAPreset, point: dict) -> None:
     """Keep the agent just saved in ``ckpt`` as ``snapshots/iter-NNNN`` and, when it outranks
     the one in ``best`` (:func:`selection_score`), as ``best`` with ``selection.json``."""
-    from rlgauntlet.training.checkpoints import replace_folder
+    from rlgauntlet.training.checkpoints import read_selection, replace_folder
 
     snapshot = run_dir / "snapshots" / f"iter-{point['iteration']:04d}"
     replace_folder(_agent_copy(ckpt, snapshot), snapshot)
     score = selection_score(point, preset)
     best = run_dir / "best"
-    if score is None or ((best / "selection.json").exists()
-                         and json.loads((best / "selection.json").read_text())["score"] >= score):
+    kept = read_selection(best)
+    if score is None or (kept is not None and float(kept["score"]) >= score):
         return
     tmp = _agent_copy(ckpt, best)
     (tmp / "selection.json").write_text(json.dumps(
@@ -313,7 +313,7 @@ def run_agent(preset_name: str, run_dir: str | Path, for_zoo: bool = False) -> P
     if for_zoo:
         raise UserError(f"{preset_name}: no checkpoint in {run_dir} reached a clean greedy return of "
                         f"{preset.select_clean_min:g} at the full ε, so the run selected no agent for the zoo; "
-                        f"its last checkpoint is {last} (train longer, or register that one by hand)")
+                        f"rerun the same command with --no-register to keep the run (its last checkpoint: {last})")
     return last
 
 
