@@ -47,7 +47,7 @@ from rlgauntlet.errors import UserError
 from rlgauntlet.threats.base import Threat, ThreatParams
 from rlgauntlet.threats.learned.actor import AttackActor, default_variant
 from rlgauntlet.training.greedy_eval import greedy_returns
-from rlgauntlet.training.recipes import ATLAPreset, agent_recipe, get_atla_preset
+from rlgauntlet.training.recipes import ATLA_PRESETS, ATLAPreset, agent_recipe, get_atla_preset
 from rlgauntlet.victims.base import Victim
 
 class LiveAdversary(Threat):
@@ -267,15 +267,16 @@ def selection_score(point: dict, preset: ATLAPreset) -> float | None:
     return float(point["recent_return_attacked"])
 
 
-def _agent_copy(ckpt: Path, dest: Path) -> Path:
-    """The agent files of ``ckpt`` copied into a fresh ``DEST.tmp`` folder (returned)."""
+def copy_agent_files(source: Path, dest: Path) -> Path:
+    """The agent files (:data:`SNAPSHOT_FILES`) of folder ``source`` copied into a fresh
+    ``DEST.tmp`` folder (returned), to be put in place with ``checkpoints.replace_folder``."""
     tmp = dest.with_name(dest.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
     for name in SNAPSHOT_FILES:
-        if (ckpt / "agent" / name).exists():
-            shutil.copy2(ckpt / "agent" / name, tmp / name)
+        if (source / name).exists():
+            shutil.copy2(source / name, tmp / name)
     return tmp
 
 
@@ -285,13 +286,13 @@ def _keep_selected(run_dir: Path, ckpt: Path, preset: ATLAPreset, point: dict) -
     from rlgauntlet.training.checkpoints import read_selection, replace_folder
 
     snapshot = run_dir / "snapshots" / f"iter-{point['iteration']:04d}"
-    replace_folder(_agent_copy(ckpt, snapshot), snapshot)
+    replace_folder(copy_agent_files(ckpt / "agent", snapshot), snapshot)
     score = selection_score(point, preset)
     best = run_dir / "best"
     kept = read_selection(best)
     if score is None or (kept is not None and float(kept["score"]) >= score):
         return
-    tmp = _agent_copy(ckpt, best)
+    tmp = copy_agent_files(ckpt / "agent", best)
     (tmp / "selection.json").write_text(json.dumps(
         {"iteration": point["iteration"], "agent_steps": point["agent_steps"], "score": score,
          "clean_greedy_return": point["clean_greedy_return"],
@@ -304,12 +305,15 @@ def run_agent(preset_name: str, run_dir: str | Path, for_zoo: bool = False) -> P
     """The folder of the agent a run of ``preset_name`` gives: ``best`` for a preset that selects
     its checkpoint (once one qualified), else the last checkpoint's agent. ``for_zoo``: a
     selecting run that selected nothing is refused (the zoo never gets an unselected agent)."""
+    from rlgauntlet.training.defences.validation import VALIDATED
+
     preset, run_dir = get_atla_preset(preset_name), Path(run_dir)
     last = run_dir / "checkpoint" / "agent"
     if preset.select_clean_min is None:
         return last
-    if (run_dir / "best" / "selection.json").exists():
-        return run_dir / "best"
+    kept = run_dir / (VALIDATED if preset.validate_clean_episodes else "best")
+    if (kept / "selection.json").exists():
+        return kept
     if for_zoo:
         raise UserError(f"{preset_name}: no checkpoint in {run_dir} reached a clean greedy return of "
                         f"{preset.select_clean_min:g} at the full ε, so the run selected no agent for the zoo; "
@@ -328,6 +332,30 @@ def adversary_actor(preset: ATLAPreset, agent: Victim) -> AttackActor:
     """The actor that turns the adversary's actions into perturbed inputs of ``agent``: SA-RL's
     (the action is the perturbation) for ATLA, the PA-AD actor of the agent's kind for PA-ATLA."""
     return AttackActor("sarl" if preset.method == "atla" else default_variant(agent), preset.eps)
+
+
+#: the preset fields that choose which checkpoint a run keeps, not how it trains
+SELECTION_FIELDS = ("select_clean_min", "validate_clean_episodes", "validate_push_episodes")
+
+
+def trains_as(preset: ATLAPreset, other_name: str) -> bool:
+    """Whether preset ``other_name`` trains exactly as ``preset`` (every field equal but the name,
+    the notes and :data:`SELECTION_FIELDS`): then a run of either is a run of both, each keeping
+    its own choice of checkpoint (a validated preset ranks a finished selecting run's snapshots)."""
+    if other_name not in ATLA_PRESETS:
+        return False
+    same = {f: getattr(preset, f) for f in ("name", "notes", *SELECTION_FIELDS)}
+    return replace(ATLA_PRESETS[other_name], **same) == preset
+
+
+def _resumable(stored: dict, config: dict, preset: ATLAPreset) -> bool:
+    """Whether a run whose ``progress.json`` config is ``stored`` resumes under ``preset`` (whose
+    config is ``config``): the same config, or one of a preset that trains as it does."""
+    if stored == config:
+        return True
+    drop = ("preset", *SELECTION_FIELDS)
+    return (trains_as(preset, stored.get("preset"))
+            and {k: v for k, v in stored.items() if k not in drop} == {k: v for k, v in config.items() if k not in drop})
 
 
 def _config(preset: ATLAPreset, seed: int) -> dict:
@@ -415,7 +443,7 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
                                 "history": [], "train_seconds": 0.0}
     if (ckpt / "progress.json").exists():
         progress = json.loads((ckpt / "progress.json").read_text())
-        if progress.get("config") != config:
+        if not _resumable(progress.get("config") or {}, config, preset):
             raise UserError(f"{run_dir} holds a {progress.get('config', {}).get('preset')} run "
                             f"({progress.get('config')}); resume it with the same preset and settings, or give a new "
                             "--run-dir")
@@ -468,6 +496,8 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
                 point = progress["history"][-1]
                 if preset.select_clean_min is not None:
                     _keep_selected(run_dir, ckpt, preset, point)
+                if preset.validate_clean_episodes:
+                    _validate(run_dir, preset, recipe.env_id, progress["history"], log=lambda line: None)
                 log(f"[{name}] iteration {progress['iteration']}: {progress['agent_steps']} agent steps, recent "
                     f"return under the adversary {point['recent_return_attacked']}, clean (greedy, "
                     f"{CLEAN_GAMES} games) {point['clean_greedy_return']:.1f}")
@@ -485,4 +515,17 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
         clean_games.close()
     progress["finished"] = progress["agent_steps"] >= preset.total_agent_steps
     (ckpt / "progress.json").write_text(json.dumps(progress, indent=2))
+    if preset.validate_clean_episodes:
+        _validate(run_dir, preset, recipe.env_id, progress["history"], log=lambda line: log(f"[{name}] {line}"))
     return ckpt
+
+
+def _validate(run_dir: Path, preset: ATLAPreset, env_id: str, history: list[dict], log: Callable[[str], None]) -> None:
+    """Keep the validated rule's choice among the checkpoints so far in ``RUN_DIR/validated``
+    (each snapshot is played once: ``training.defences.validation``)."""
+    from rlgauntlet.training.defences.validation import select_validated
+
+    chosen = select_validated(run_dir, history, env_id, preset.eps, preset.select_clean_min,
+                              preset.validate_clean_episodes, preset.validate_push_episodes, log=log)
+    if chosen is not None:
+        log(f"validated: kept iteration {chosen['iteration']} (score {chosen['score']:.1f})")

@@ -1,0 +1,190 @@
+"""Choosing a defence run's agent by validation against the worst member of its training pool.
+
+An alternating-training run with a push pool (``ATLAPreset.push_share``) trains against its
+pool's members *on average* (each episode meets one), and the recent return under the training
+adversaries, which ``atla.selection_score`` ranks checkpoints by, is that average. The gauntlet
+scores the *worst* member: a checkpoint can average well while one push direction topples it
+(the selecting pool recipe's seed 2 kept a checkpoint that scored 1942 under its training pool
+and 1128 under the gauntlet's push (0, 0, 1)). A preset with ``validate_clean_episodes`` keeps
+instead the checkpoint that holds up best against the pool's worst member:
+
+* every checkpoint's agent (``RUN_DIR/snapshots/iter-NNNN``) is played through the rollout
+  engine on validation episodes, env seeds ``VALIDATION_SEED + k`` (apart from the gauntlet's
+  evaluation seeds and from training's): clean greedy games, and against each constant push
+  director of the pool at the run's ε (:func:`validate_agent`); the result is kept beside the
+  snapshot (``validation.json``), so a snapshot is never played twice;
+* the rule (:func:`validated_score`): among checkpoints at the full ε whose validated clean
+  return reaches the preset's ``select_clean_min``, the highest min(recent return under the
+  training adversaries, the worst push director's validated return).
+
+Only the recipe's own threats decide, never a gauntlet number: the learned directors the
+gauntlet trains against the kept agent, and the other agents' directors a board transfers,
+are what then measures it. Training reads none of this (a run's trajectory is the same with or
+without validation), so the rule also applies to a finished run of the same training settings:
+the validated preset's ``rlgauntlet train`` on that run's folder plays its snapshots and keeps
+the choice in ``RUN_DIR/validated`` (:func:`select_validated`).
+
+Example:
+    >>> validated_score({"eps": 0.075, "recent_return_attacked": 1900.0},
+    ...                 {"clean_return": 3200.0, "push_min": 1400.0}, eps=0.075, clean_min=3000.0)
+    1400.0
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from rlgauntlet.errors import UserError
+
+#: the validation episodes' env seeds: episode k starts from VALIDATION_SEED + k (the gauntlet
+#: evaluates seeds 0-2 × up to 50 episodes; training's greedy games start at 10_000 + seed)
+VALIDATION_SEED = 20_000
+#: the folder a validated preset keeps its agent in (a run folder may also hold ``best``: the
+#: choice of the selecting preset it was first trained under)
+VALIDATED = "validated"
+
+
+def validate_agent(folder: Path, env_id: str, eps: float, clean_episodes: int, push_episodes: int,
+                   n_envs: int = 8) -> dict:
+    """Play the agent in ``folder`` (``model.zip``, ``vecnormalize.pkl``) on the validation
+    episodes: ``clean_episodes`` clean greedy games, and ``push_episodes`` against each constant
+    push director (``threats.attacks.push.push_directions`` of the action space) at ``eps`` in
+    the agent's budget space (VecNormalize units when it has statistics).
+
+    Returns ``{"clean_return", "clean_episodes", "push": {direction: mean return}, "push_min",
+    "push_worst", "push_episodes", "eps", "seed"}``; returns are full undiscounted episode returns.
+    The global generators (torch's, NumPy's, Python's) are left as they were: building the agent's
+    network draws from torch's, and a run validating at its checkpoints must train as one that does not.
+    """
+    with _global_rngs_kept():
+        return _validate_agent(folder, env_id, eps, clean_episodes, push_episodes, n_envs)
+
+
+@contextmanager
+def _global_rngs_kept():
+    import random
+
+    import torch
+
+    np_state, py_state = np.random.get_state(), random.getstate()
+    with torch.random.fork_rng(devices=[]):
+        try:
+            yield
+        finally:
+            np.random.set_state(np_state)
+            random.setstate(py_state)
+
+
+def _validate_agent(folder: Path, env_id: str, eps: float, clean_episodes: int, push_episodes: int,
+                    n_envs: int) -> dict:
+    from rlgauntlet.engine.rollout import evaluate_episodes
+    from rlgauntlet.envs import make_env
+    from rlgauntlet.threats import parse_threat
+    from rlgauntlet.threats.attacks.push import direction_param, push_directions
+    from rlgauntlet.victims.sb3 import load_sb3
+
+    norm = folder / "vecnormalize.pkl"
+    victim = load_sb3(folder / "model.zip", "ppo", vecnormalize=norm if norm.exists() else None)
+
+    def mean_return(threat, episodes: int) -> float:
+        records = evaluate_episodes(lambda: make_env(env_id), victim, threat, range(episodes), VALIDATION_SEED,
+                                    n_envs=min(n_envs, episodes))
+        return float(np.mean([r.episode_return for r in records]))
+
+    probe = make_env(env_id)
+    dims = int(probe.action_space.shape[0]) if probe.action_space.shape else 0
+    probe.close()
+    push = {}
+    if push_episodes > 0 and dims > 0:
+        for direction in push_directions(dims):
+            label = direction_param(direction)
+            push[label] = mean_return(parse_threat(f"push:direction={label},eps={eps:g}"), push_episodes)
+    worst = min(push, key=push.get) if push else None
+    return {"clean_return": mean_return(None, clean_episodes), "clean_episodes": clean_episodes, "push": push,
+            "push_min": push[worst] if push else None, "push_worst": worst, "push_episodes": push_episodes,
+            "eps": eps, "seed": VALIDATION_SEED}
+
+
+def validated_score(point: dict, validation: dict, eps: float, clean_min: float) -> float | None:
+    """How a checkpoint ranks under the validated rule: min(its recent return under the training
+    adversaries, its worst push director's validated return), when the adversary's ε had reached
+    ``eps`` and its validated clean return reaches ``clean_min``; None (never chosen) otherwise.
+    A run without push directors (a discrete action space) ranks by the recent return alone."""
+    if point.get("recent_return_attacked") is None or point["eps"] < eps or validation["clean_return"] < clean_min:
+        return None
+    scores = [float(point["recent_return_attacked"])]
+    if validation.get("push_min") is not None:
+        scores.append(float(validation["push_min"]))
+    return min(scores)
+
+
+def read_validation(snapshot: Path) -> dict | None:
+    """``snapshot/validation.json``, or None; a file that is not one we write is one :class:`UserError`."""
+    path = snapshot / "validation.json"
+    if not path.exists():
+        return None
+    try:
+        validation = json.loads(path.read_text())
+        float(validation["clean_return"]), int(validation["clean_episodes"]), int(validation["push_episodes"])
+    except (ValueError, KeyError, TypeError) as err:
+        raise UserError(f"{path} is not a validation rlgauntlet wrote ({type(err).__name__}: {err}); remove it "
+                        "and rerun the training command to play the snapshot again") from None
+    return validation
+
+
+def snapshot_validation(snapshot: Path, env_id: str, eps: float, clean_episodes: int, push_episodes: int) -> dict:
+    """The snapshot's validation: read from ``validation.json`` when it was played with these
+    settings, else played (:func:`validate_agent`) and written there."""
+    kept = read_validation(snapshot)
+    wanted = {"clean_episodes": clean_episodes, "push_episodes": push_episodes, "eps": eps, "seed": VALIDATION_SEED}
+    if kept is not None and all(kept.get(k) == v for k, v in wanted.items()):
+        return kept
+    validation = validate_agent(snapshot, env_id, eps, clean_episodes, push_episodes)
+    tmp = snapshot / "validation.json.tmp"
+    tmp.write_text(json.dumps(validation, indent=2))
+    tmp.replace(snapshot / "validation.json")
+    return validation
+
+
+def select_validated(run_dir: Path, history: list[dict], env_id: str, eps: float, clean_min: float,
+                     clean_episodes: int, push_episodes: int, log=print) -> dict | None:
+    """Validate every snapshot of ``run_dir`` that ``history`` (the run's ``progress.json``
+    checkpoints) names and keep the best by :func:`validated_score` in ``RUN_DIR/validated``
+    (agent files and ``selection.json``); returns the selection, or None when no checkpoint
+    qualified (``validated`` is then left as it was). A checkpoint without its snapshot is
+    refused: the rule ranks every checkpoint or none."""
+    from rlgauntlet.training.checkpoints import replace_folder
+    from rlgauntlet.training.defences.atla import copy_agent_files
+
+    best: tuple[float, dict, dict] | None = None
+    for point in history:
+        snapshot = run_dir / "snapshots" / f"iter-{point['iteration']:04d}"
+        if not (snapshot / "model.zip").exists():
+            raise UserError(f"{run_dir} has no snapshot of iteration {point['iteration']} ({snapshot}); the validated "
+                            "rule ranks every checkpoint, so it needs a run that kept them (a selecting preset's run)")
+        validation = snapshot_validation(snapshot, env_id, eps, clean_episodes, push_episodes)
+        score = validated_score(point, validation, eps, clean_min)
+        log(f"iteration {point['iteration']}: clean {validation['clean_return']:.1f}, worst push "
+            f"{validation['push_min'] if validation['push_min'] is None else round(validation['push_min'], 1)}, "
+            f"score {score if score is None else round(score, 1)}")
+        if score is not None and (best is None or score > best[0]):
+            best = (score, point, validation)
+    if best is None:
+        return None
+    score, point, validation = best
+    snapshot = run_dir / "snapshots" / f"iter-{point['iteration']:04d}"
+    target = run_dir / VALIDATED
+    tmp = copy_agent_files(snapshot, target)
+    selection = {"iteration": point["iteration"], "agent_steps": point["agent_steps"], "score": score,
+                 "recent_return_attacked": point["recent_return_attacked"], "validation": validation,
+                 "rule": f"highest min(recent return under the training adversaries, worst push director's validated "
+                         f"return) among checkpoints at ε {eps:g} with a validated clean return of at least "
+                         f"{clean_min:g} ({clean_episodes} games; {push_episodes} per push direction; env seeds "
+                         f"{VALIDATION_SEED}+k)"}
+    (tmp / "selection.json").write_text(json.dumps(selection, indent=2))
+    replace_folder(tmp, target)
+    return selection

@@ -1,0 +1,197 @@
+"""The validated choice of a defence run's agent (training.defences.validation): the rule's known
+answers, what is played for each snapshot, the choice over a constructed run, the cache, refusals,
+and that a run's trajectory does not depend on it (so it may rank a finished run of another preset)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+
+import pytest
+import torch
+
+from rlgauntlet.errors import UserError
+from rlgauntlet.training import recipes as presets
+from rlgauntlet.training.defences import atla, validation
+from rlgauntlet.training.defences.atla import train_atla
+from rlgauntlet.training.defences.validation import VALIDATED, VALIDATION_SEED, select_validated, validated_score
+
+ROLLOUT = 256  # the cartpole-ppo recipe: 8 envs × 32 steps
+
+
+def _point(iteration, attacked, eps=0.075):
+    return {"iteration": iteration, "agent_steps": iteration * 2048, "eps": eps, "recent_return_attacked": attacked}
+
+
+def _val(clean, push_min):
+    return {"clean_return": clean, "clean_episodes": 10, "push": {}, "push_min": push_min, "push_worst": None,
+            "push_episodes": 2, "eps": 0.075, "seed": VALIDATION_SEED}
+
+
+def test_the_validated_score_is_the_lower_of_the_pools_average_and_its_worst_push():
+    # min, not mean (1650) nor the attacked return alone (1900): the worst member decides
+    assert validated_score(_point(10, 1900.0), _val(3200.0, 1400.0), eps=0.075, clean_min=3000.0) == 1400.0
+    assert validated_score(_point(10, 1300.0), _val(3200.0, 1400.0), eps=0.075, clean_min=3000.0) == 1300.0
+    assert validated_score(_point(10, 1900.0), _val(3000.0, 1400.0), 0.075, 3000.0) == 1400.0  # the bar is inclusive
+    assert validated_score(_point(10, 1900.0), _val(2999.0, 1800.0), 0.075, 3000.0) is None   # validated clean short
+    assert validated_score(_point(10, 1900.0, eps=0.05), _val(3500.0, 1800.0), 0.075, 3000.0) is None  # before full ε
+    assert validated_score(_point(10, None), _val(3500.0, 1800.0), 0.075, 3000.0) is None  # no episode to rank by
+    # no push directors (a discrete action space): the attacked return alone
+    assert validated_score(_point(10, 1900.0), _val(3500.0, None), 0.075, 3000.0) == 1900.0
+
+
+def test_an_agent_is_validated_clean_and_against_every_push_director_at_the_runs_eps(monkeypatch, tmp_path):
+    """Hopper's 3 action dims: 14 push directions, 2 episodes each, and 10 clean games, all from env
+    seed VALIDATION_SEED + k, with the push at the given ε; push_min is the lowest direction's mean."""
+    from rlgauntlet.engine import rollout
+    from rlgauntlet.threats.attacks.push import direction_param, push_directions
+    from rlgauntlet.victims import sb3
+
+    calls = []
+    returns = {direction_param(d): 1000.0 + 10 * i for i, d in enumerate(push_directions(3))}
+    returns[direction_param([0, 0, 1])] = 640.0  # the worst one
+
+    class Record:
+        def __init__(self, value):
+            self.episode_return = value
+
+    def fake_evaluate(env_fn, victim, threat, episodes, seed, n_envs=1, **kwargs):
+        episodes = list(episodes)
+        calls.append((None if threat is None else threat.spec, episodes, seed))
+        if threat is None:
+            return [Record(3000.0 + k) for k in episodes]
+        assert threat.params.eps == 0.075
+        return [Record(returns[threat.spec.split("direction=")[1].split(",")[0]]) for _ in episodes]
+
+    monkeypatch.setattr(rollout, "evaluate_episodes", fake_evaluate)
+    monkeypatch.setattr(sb3, "load_sb3", lambda path, algorithm=None, vecnormalize=None, **kw: ("victim", path, vecnormalize))
+    got = validation.validate_agent(tmp_path, "Hopper-v5", 0.075, clean_episodes=10, push_episodes=2)
+    assert [c for c in calls if c[0] is None] == [(None, list(range(10)), VALIDATION_SEED)]
+    pushes = [c for c in calls if c[0] is not None]
+    assert sorted(c[0] for c in pushes) == sorted(f"push:direction={d},eps=0.075" for d in returns)
+    assert all(c[1] == [0, 1] and c[2] == VALIDATION_SEED for c in pushes)
+    assert got["clean_return"] == pytest.approx(3004.5) and got["push"] == returns
+    assert got["push_min"] == 640.0 and got["push_worst"] == direction_param([0, 0, 1])
+
+
+def _constructed_run(tmp_path, iterations):
+    run = tmp_path / "run"
+    for it in iterations:
+        snap = run / "snapshots" / f"iter-{it:04d}"
+        snap.mkdir(parents=True)
+        (snap / "model.zip").write_bytes(f"weights of iteration {it}".encode())
+        (snap / "vecnormalize.pkl").write_bytes(f"statistics of iteration {it}".encode())
+    return run
+
+
+def test_the_run_keeps_the_best_validated_checkpoint_and_plays_each_snapshot_once(monkeypatch, tmp_path):
+    """Checkpoints 10..50: the highest attacked return (40) has the worst push, the highest clean (50)
+    is unranked by ε; 20 wins on min(attacked, push). A rule by the attacked return, by the push alone
+    or by the mean of the two would each keep another one."""
+    history = [_point(10, 1500.0), _point(20, 1700.0), _point(30, 1600.0), _point(40, 2100.0), _point(50, 2500.0, 0.05)]
+    vals = {10: _val(3100.0, 1450.0), 20: _val(3300.0, 1650.0), 30: _val(3050.0, 1900.0), 40: _val(3400.0, 1000.0),
+            50: _val(3600.0, 2400.0)}
+    played = []
+
+    def fake_validate(folder, env_id, eps, clean_episodes, push_episodes, n_envs=8):
+        it = int(folder.name.split("-")[1])
+        played.append(it)
+        assert (env_id, eps, clean_episodes, push_episodes) == ("Hopper-v5", 0.075, 10, 2)
+        return vals[it]
+
+    monkeypatch.setattr(validation, "validate_agent", fake_validate)
+    run = _constructed_run(tmp_path, [10, 20, 30, 40, 50])
+    chosen = select_validated(run, history, "Hopper-v5", 0.075, 3000.0, 10, 2, log=lambda line: None)
+    assert chosen["iteration"] == 20 and chosen["score"] == 1650.0 and chosen["validation"] == vals[20]
+    assert (run / VALIDATED / "model.zip").read_bytes() == b"weights of iteration 20"
+    assert (run / VALIDATED / "vecnormalize.pkl").read_bytes() == b"statistics of iteration 20"
+    assert json.loads((run / VALIDATED / "selection.json").read_text())["iteration"] == 20
+    assert sorted(played) == [10, 20, 30, 40, 50]
+    # a second call reads every validation.json and plays nothing
+    select_validated(run, history, "Hopper-v5", 0.075, 3000.0, 10, 2, log=lambda line: None)
+    assert sorted(played) == [10, 20, 30, 40, 50]
+    # other settings are another validation: played again
+    vals = {k: {**v, "clean_episodes": 20} for k, v in vals.items()}
+    monkeypatch.setattr(validation, "validate_agent", lambda folder, env_id, eps, c, p, n_envs=8:
+                        played.append(0) or vals[int(folder.name.split("-")[1])])
+    select_validated(run, history, "Hopper-v5", 0.075, 3000.0, 20, 2, log=lambda line: None)
+    assert played.count(0) == 5
+    assert not any(p.name.endswith((".tmp", ".old")) for p in run.rglob("*"))
+
+
+def test_nothing_qualified_leaves_no_validated_agent(monkeypatch, tmp_path):
+    monkeypatch.setattr(validation, "validate_agent", lambda *a, **k: _val(2000.0, 900.0))
+    run = _constructed_run(tmp_path, [10, 20])
+    assert select_validated(run, [_point(10, 1500.0), _point(20, 1600.0)], "Hopper-v5", 0.075, 3000.0, 10, 2,
+                            log=lambda line: None) is None
+    assert not (run / VALIDATED).exists()
+
+
+def test_a_run_without_every_snapshot_is_refused_in_one_line(monkeypatch, tmp_path):
+    monkeypatch.setattr(validation, "validate_agent", lambda *a, **k: _val(3500.0, 1500.0))
+    run = _constructed_run(tmp_path, [10])
+    with pytest.raises(UserError, match=r"no snapshot of iteration 20 .*needs a run that kept them"):
+        select_validated(run, [_point(10, 1500.0), _point(20, 1600.0)], "Hopper-v5", 0.075, 3000.0, 10, 2)
+    assert not (run / VALIDATED).exists()
+
+
+def test_a_validation_file_we_did_not_write_is_one_line_and_left_untouched(monkeypatch, tmp_path):
+    monkeypatch.setattr(validation, "validate_agent", lambda *a, **k: _val(3500.0, 1500.0))
+    run = _constructed_run(tmp_path, [10])
+    bad = run / "snapshots" / "iter-0010" / "validation.json"
+    bad.write_text('{"clean_return": "high"}')
+    with pytest.raises(UserError, match=r"validation\.json is not a validation rlgauntlet wrote.*remove it"):
+        select_validated(run, [_point(10, 1500.0)], "Hopper-v5", 0.075, 3000.0, 10, 2)
+    assert bad.read_text() == '{"clean_return": "high"}'
+
+
+def test_the_validated_preset_trains_as_the_selecting_one_and_no_other():
+    validated = presets.ATLA_PRESETS["hopper-pool-pa-atla-ppo-validated"]
+    assert atla.trains_as(validated, "hopper-pool-pa-atla-ppo-select")
+    assert atla.trains_as(validated, "hopper-pool-pa-atla-ppo")  # same training; its runs kept no snapshots
+    assert not atla.trains_as(validated, "hopper-pa-atla-ppo-official")  # no pool
+    assert not atla.trains_as(validated, "hopper-pa-atla-ppo")
+    assert not atla.trains_as(validated, "no-such-preset")
+
+
+@pytest.fixture()
+def tiny_pair(monkeypatch):
+    """CartPole ATLA presets of 3 iterations: one selecting, one validated (a discrete action
+    space: no push directors, so validation is the clean games)."""
+    base = presets.ATLAPreset("tiny-select", "cartpole-ppo", "pa_atla", eps=0.1, total_agent_steps=3 * ROLLOUT,
+                              checkpoint_every=1, agent_overrides={"n_epochs": 2}, adversary={"n_epochs": 2},
+                              select_clean_min=0.0)
+    monkeypatch.setitem(presets.ATLA_PRESETS, "tiny-select", base)
+    monkeypatch.setitem(presets.ATLA_PRESETS, "tiny-validated", dataclasses.replace(
+        base, name="tiny-validated", validate_clean_episodes=2, validate_push_episodes=2))
+    monkeypatch.setitem(presets.ATLA_PRESETS, "tiny-other", dataclasses.replace(base, name="tiny-other", eps=0.05))
+    return monkeypatch
+
+
+def _weights(ckpt):
+    return torch.load(ckpt / "agent" / "policy.pt", weights_only=True)
+
+
+def test_validation_does_not_change_the_trajectory_and_ranks_a_finished_run_of_the_same_training(tiny_pair, tmp_path):
+    """Bit-exactness is the property under test: the same preset run twice on one machine, with and
+    without validation at every checkpoint, must give the same weights, or a validated ranking of a
+    finished selecting run would rank a trajectory the validated preset would not have trained."""
+    selecting = train_atla("tiny-select", tmp_path / "select", log=lambda line: None)
+    validated = train_atla("tiny-validated", tmp_path / "validated", log=lambda line: None)
+    for key, value in _weights(selecting).items():
+        assert torch.equal(value, _weights(validated)[key]), key
+    assert (tmp_path / "validated" / VALIDATED / "selection.json").exists()
+    assert atla.run_agent("tiny-validated", tmp_path / "validated") == tmp_path / "validated" / VALIDATED
+    # the validated preset on the finished selecting run: nothing trained, every snapshot played, its own folder
+    shutil.copytree(tmp_path / "select", tmp_path / "both")
+    before = (tmp_path / "both" / "best" / "selection.json").read_text()
+    train_atla("tiny-validated", tmp_path / "both", log=lambda line: None)
+    assert json.loads((tmp_path / "both" / "checkpoint" / "progress.json").read_text())["iteration"] == 3
+    assert (tmp_path / "both" / "best" / "selection.json").read_text() == before  # the selecting preset's choice kept
+    assert sorted(p.name for p in (tmp_path / "both" / "snapshots").glob("*/validation.json")) == ["validation.json"] * 3
+    assert (json.loads((tmp_path / "both" / VALIDATED / "selection.json").read_text())
+            == json.loads((tmp_path / "validated" / VALIDATED / "selection.json").read_text()))
+    # a preset that trains otherwise is refused, and writes nothing
+    with pytest.raises(UserError, match="holds a tiny-select run"):
+        train_atla("tiny-other", tmp_path / "select", log=lambda line: None)
