@@ -27,6 +27,8 @@ import sys
 import time
 from pathlib import Path
 
+from rlgauntlet.errors import UserError
+
 HERE = Path(__file__).resolve().parent
 BOARDS = ("published-hopper", "published-walker2d", "published-pa-atla", "published-halfcheetah-ant",
           "published-readme-halfcheetah-ant", "published-wocar", "published-sa-ppo", "published-radial",
@@ -370,3 +372,6 @@ if __name__ == "__main__":
         print("published_board: interrupted; the stored episodes and trained attackers are kept, and the "
               "same command resumes from them")
         raise SystemExit(130) from None
+    except UserError as err:  # a board file or agent refused before anything ran: one line, as the CLI says it
+        print(f"published_board: error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
