@@ -279,3 +279,6 @@ def test_every_shipped_board_file_loads_and_names_catalogued_agents():
         board = load_board(path)
         for agent in board.agents:
             assert agent_envs(agent, board), (path.name, agent.agent)
+            if agent.agent.startswith("sb3:"):  # our own checkpoints, committed: the files must be in the tree
+                for name in (agent.agent[4:], agent.vecnormalize):
+                    assert name is None or (path.parents[1] / name).is_file(), (path.name, name)
