@@ -128,3 +128,28 @@ def test_a_pool_preset_trains_its_agent_against_the_pool(monkeypatch, tmp_path):
     [threat] = threats
     assert isinstance(threat, AdversaryPool) and threat.directions == [[1], [-1]]
     assert json.loads((ckpt / "progress.json").read_text())["config"]["push_share"] == 0.5
+
+
+def test_pushes_at_several_budgets_are_members_of_their_own_with_their_own_ball():
+    """Two directions at fractions (0.5, 1) of ε 0.1: four push members of share 0.6 / 4 each, built
+    at 0.05 and 0.1; a new budget scales them all; fractions outside (0, 1] are refused."""
+    pool = AdversaryPool(MarkedAdversary(0.1), [[1, 0], [-1, 0]], push_share=0.6, eps_fractions=(0.5, 1.0))
+    assert pool.probabilities == pytest.approx([0.4, 0.15, 0.15, 0.15, 0.15])
+    assert [t.spec for t in pool._pushes] == ["push:direction=1|0,eps=0.05", "push:direction=1|0,eps=0.1",
+                                              "push:direction=-1|0,eps=0.05", "push:direction=-1|0,eps=0.1"]
+    pool.actor = AttackActor("sarl", 0.02)
+    assert [t.params.eps for t in pool._pushes] == pytest.approx([0.01, 0.02, 0.01, 0.02])
+    victim = _victim()
+    rows = 400
+    states = [pool.new_state() for _ in range(rows)]
+    x = torch.zeros(rows, 4, dtype=victim.dtype)
+    out, _ = pool.apply(x, victim, _rng(rows), Memory(states, torch.zeros(rows)), torch.ones(rows, dtype=torch.bool))
+    members = torch.tensor([s["member"] for s in states])
+    size = (out - x).abs().amax(dim=1)
+    for index, budget in ((1, 0.01), (2, 0.02), (3, 0.01), (4, 0.02)):
+        assert (members == index).any()
+        assert float(size[members == index].max()) <= budget + 1e-9
+    assert float(size[members == 2].max()) > 0.01 + 1e-6  # the full-budget member uses more than the half one
+    for bad in ((), (0.0, 1.0), (1.5,)):
+        with pytest.raises(ValueError, match="fractions of ε in"):
+            AdversaryPool(MarkedAdversary(0.1), [[1, 0]], push_share=0.5, eps_fractions=bad)

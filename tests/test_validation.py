@@ -75,6 +75,32 @@ def test_an_agent_is_validated_clean_and_against_every_push_director_at_the_runs
     assert got["push_min"] == 640.0 and got["push_worst"] == direction_param([0, 0, 1])
 
 
+def test_pushes_are_validated_at_every_budget_fraction(monkeypatch, tmp_path):
+    """Fractions (1/3, 2/3, 1) of ε 0.075: 14 directions × 3 budgets (0.025, 0.05, 0.075), the full
+    budget's named by its direction alone; the worst over all 42 is push_min."""
+    from rlgauntlet.engine import rollout
+    from rlgauntlet.victims import sb3
+
+    specs = []
+
+    class Record:
+        def __init__(self, value):
+            self.episode_return = value
+
+    def fake_evaluate(env_fn, victim, threat, episodes, seed, n_envs=1, **kwargs):
+        if threat is not None:
+            specs.append(threat.spec)
+        low = threat is not None and threat.spec == "push:direction=0|0|1,eps=0.05"
+        return [Record(500.0 if low else 2000.0) for _ in episodes]
+
+    monkeypatch.setattr(rollout, "evaluate_episodes", fake_evaluate)
+    monkeypatch.setattr(sb3, "load_sb3", lambda path, algorithm=None, vecnormalize=None, **kw: "victim")
+    got = validation.validate_agent(tmp_path, "Hopper-v5", 0.075, 2, 2, eps_fractions=(1 / 3, 2 / 3, 1.0))
+    assert len(specs) == 42 and {s.split("eps=")[1] for s in specs} == {"0.025", "0.05", "0.075"}
+    assert got["push_min"] == 500.0 and got["push_worst"] == "0|0|1,eps=0.05"
+    assert "0|0|1" in got["push"] and got["push_eps_fractions"] == pytest.approx([1 / 3, 2 / 3, 1.0])
+
+
 def _constructed_run(tmp_path, iterations):
     run = tmp_path / "run"
     for it in iterations:
@@ -94,7 +120,7 @@ def test_the_run_keeps_the_best_validated_checkpoint_and_plays_each_snapshot_onc
             50: _val(3600.0, 2400.0)}
     played = []
 
-    def fake_validate(folder, env_id, eps, clean_episodes, push_episodes, n_envs=8):
+    def fake_validate(folder, env_id, eps, clean_episodes, push_episodes, n_envs=8, eps_fractions=(1.0,)):
         it = int(folder.name.split("-")[1])
         played.append(it)
         assert (env_id, eps, clean_episodes, push_episodes) == ("Hopper-v5", 0.075, 10, 2)
@@ -113,10 +139,16 @@ def test_the_run_keeps_the_best_validated_checkpoint_and_plays_each_snapshot_onc
     assert sorted(played) == [10, 20, 30, 40, 50]
     # other settings are another validation: played again
     vals = {k: {**v, "clean_episodes": 20} for k, v in vals.items()}
-    monkeypatch.setattr(validation, "validate_agent", lambda folder, env_id, eps, c, p, n_envs=8:
+    monkeypatch.setattr(validation, "validate_agent", lambda folder, env_id, eps, c, p, n_envs=8, eps_fractions=(1.0,):
                         played.append(0) or vals[int(folder.name.split("-")[1])])
     select_validated(run, history, "Hopper-v5", 0.075, 3000.0, 20, 2, log=lambda line: None)
     assert played.count(0) == 5
+    # pushes at other budgets too: files written without them are played again
+    vals = {k: {**v, "push_eps_fractions": [0.5, 1.0]} for k, v in vals.items()}
+    select_validated(run, history, "Hopper-v5", 0.075, 3000.0, 20, 2, log=lambda line: None, eps_fractions=(0.5, 1.0))
+    assert played.count(0) == 10
+    select_validated(run, history, "Hopper-v5", 0.075, 3000.0, 20, 2, log=lambda line: None, eps_fractions=(0.5, 1.0))
+    assert played.count(0) == 10
     assert not any(p.name.endswith((".tmp", ".old")) for p in run.rglob("*"))
 
 

@@ -85,8 +85,9 @@ class AdversaryPool(Threat):
     drawn at its first step from its own random stream and kept to its end: the learned adversary
     (:class:`LiveAdversary`) with probability 1 − ``push_share``, else one of the constant push
     directors (``threats.attacks.push``: a PA-AD director that never changes its mind, the
-    strongest attack the gauntlet finds on most Hopper agents), uniformly. Not registered: it
-    exists only inside a training run."""
+    strongest attack the gauntlet finds on most Hopper agents), uniformly over the directions and
+    the push budgets ``eps_fractions`` × ε (a push below the full budget can topple an agent that
+    only met pushes at it). Not registered: it exists only inside a training run."""
 
     name = "adversary_pool"
     family = "learned"
@@ -96,24 +97,31 @@ class AdversaryPool(Threat):
     class Params(ThreatParams):
         eps: float
 
-    def __init__(self, learned: LiveAdversary, directions: list[list[int]], push_share: float) -> None:
+    def __init__(self, learned: LiveAdversary, directions: list[list[int]], push_share: float,
+                 eps_fractions: tuple[float, ...] = (1.0,)) -> None:
         if not 0.0 < push_share < 1.0:
             raise ValueError(f"push_share {push_share}: give a share strictly between 0 and 1")
+        if not eps_fractions or not all(0.0 < f <= 1.0 for f in eps_fractions):
+            raise ValueError(f"eps_fractions {eps_fractions}: give push budgets as fractions of ε in (0, 1]")
         super().__init__(self.Params(eps=learned.actor.eps), spec=f"adversary_pool:eps={learned.actor.eps:g}")
         directions = [list(d) for d in dict.fromkeys(tuple(d) for d in directions)]  # 1-d: the axes are the corners
         self.learned, self.directions, self.push_share = learned, directions, push_share
+        self.eps_fractions = tuple(dict.fromkeys(eps_fractions))
         self._pushes = self._push_threats(learned.actor.eps)
 
     def _push_threats(self, eps: float) -> list[Threat]:
+        """The push members, direction by direction, each at every budget fraction (in that order)."""
         from rlgauntlet.threats import parse_threat
         from rlgauntlet.threats.attacks.push import direction_param
 
-        return [parse_threat(f"push:direction={direction_param(d)},eps={eps:g}") for d in self.directions]
+        return [parse_threat(f"push:direction={direction_param(d)},eps={eps * f:g}")
+                for d in self.directions for f in self.eps_fractions]
 
     @property
     def probabilities(self) -> list[float]:
         """Each member's probability per episode: the learned adversary first, then each push."""
-        return [1.0 - self.push_share] + [self.push_share / len(self.directions)] * len(self.directions)
+        pushes = len(self.directions) * len(self.eps_fractions)
+        return [1.0 - self.push_share] + [self.push_share / pushes] * pushes
 
     @property
     def actor(self) -> AttackActor:
@@ -364,6 +372,8 @@ def _config(preset: ATLAPreset, seed: int) -> dict:
               "init_from": preset.init_from, "total_agent_steps": preset.total_agent_steps}
     if preset.push_share > 0:  # only then: every earlier run's config (and its resume) is unchanged
         config["push_share"] = preset.push_share
+    if preset.push_eps_fractions != (1.0,):
+        config["push_eps_fractions"] = list(preset.push_eps_fractions)
     if preset.select_clean_min is not None:
         config["select_clean_min"] = preset.select_clean_min
     return config
@@ -434,7 +444,7 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
         from rlgauntlet.threats.attacks.push import push_directions
 
         agent_threat = AdversaryPool(agent_threat, push_directions(int(agent_env.action_space.shape[0])),
-                                     preset.push_share)
+                                     preset.push_share, preset.push_eps_fractions)
     threat_env = ThreatVecEnv(agent_env, agent_threat, seed=recipe.seed)
     agent.set_env(threat_env)
     threat_env.attach(agent)
@@ -526,6 +536,7 @@ def _validate(run_dir: Path, preset: ATLAPreset, env_id: str, history: list[dict
     from rlgauntlet.training.defences.validation import select_validated
 
     chosen = select_validated(run_dir, history, env_id, preset.eps, preset.select_clean_min,
-                              preset.validate_clean_episodes, preset.validate_push_episodes, log=log)
+                              preset.validate_clean_episodes, preset.validate_push_episodes, log=log,
+                              eps_fractions=preset.push_eps_fractions)
     if chosen is not None:
         log(f"validated: kept iteration {chosen['iteration']} (score {chosen['score']:.1f})")

@@ -49,11 +49,12 @@ VALIDATED = "validated"
 
 
 def validate_agent(folder: Path, env_id: str, eps: float, clean_episodes: int, push_episodes: int,
-                   n_envs: int = 8) -> dict:
+                   n_envs: int = 8, eps_fractions: tuple[float, ...] = (1.0,)) -> dict:
     """Play the agent in ``folder`` (``model.zip``, ``vecnormalize.pkl``) on the validation
     episodes: ``clean_episodes`` clean greedy games, and ``push_episodes`` against each constant
-    push director (``threats.attacks.push.push_directions`` of the action space) at ``eps`` in
-    the agent's budget space (VecNormalize units when it has statistics).
+    push director (``threats.attacks.push.push_directions`` of the action space) at each budget
+    ``eps_fractions`` × ``eps`` in the agent's budget space (VecNormalize units when it has
+    statistics); a push at the full budget is named by its direction, another as ``DIRECTION,eps=E``.
 
     Returns ``{"clean_return", "clean_episodes", "push": {direction: mean return}, "push_min",
     "push_worst", "push_episodes", "eps", "seed"}``; returns are full undiscounted episode returns.
@@ -61,7 +62,7 @@ def validate_agent(folder: Path, env_id: str, eps: float, clean_episodes: int, p
     network draws from torch's, and a run validating at its checkpoints must train as one that does not.
     """
     with _global_rngs_kept():
-        return _validate_agent(folder, env_id, eps, clean_episodes, push_episodes, n_envs)
+        return _validate_agent(folder, env_id, eps, clean_episodes, push_episodes, n_envs, eps_fractions)
 
 
 @contextmanager
@@ -80,7 +81,7 @@ def _global_rngs_kept():
 
 
 def _validate_agent(folder: Path, env_id: str, eps: float, clean_episodes: int, push_episodes: int,
-                    n_envs: int) -> dict:
+                    n_envs: int, eps_fractions: tuple[float, ...]) -> dict:
     from rlgauntlet.engine.rollout import evaluate_episodes
     from rlgauntlet.envs import make_env
     from rlgauntlet.threats import parse_threat
@@ -102,11 +103,13 @@ def _validate_agent(folder: Path, env_id: str, eps: float, clean_episodes: int, 
     if push_episodes > 0 and dims > 0:
         for direction in push_directions(dims):
             label = direction_param(direction)
-            push[label] = mean_return(parse_threat(f"push:direction={label},eps={eps:g}"), push_episodes)
+            for fraction in eps_fractions:
+                name = label if fraction == 1.0 else f"{label},eps={eps * fraction:g}"
+                push[name] = mean_return(parse_threat(f"push:direction={label},eps={eps * fraction:g}"), push_episodes)
     worst = min(push, key=push.get) if push else None
     return {"clean_return": mean_return(None, clean_episodes), "clean_episodes": clean_episodes, "push": push,
             "push_min": push[worst] if push else None, "push_worst": worst, "push_episodes": push_episodes,
-            "eps": eps, "seed": VALIDATION_SEED}
+            "push_eps_fractions": list(eps_fractions), "eps": eps, "seed": VALIDATION_SEED}
 
 
 def validated_score(point: dict, validation: dict, eps: float, clean_min: float) -> float | None:
@@ -136,14 +139,17 @@ def read_validation(snapshot: Path) -> dict | None:
     return validation
 
 
-def snapshot_validation(snapshot: Path, env_id: str, eps: float, clean_episodes: int, push_episodes: int) -> dict:
+def snapshot_validation(snapshot: Path, env_id: str, eps: float, clean_episodes: int, push_episodes: int,
+                        eps_fractions: tuple[float, ...] = (1.0,)) -> dict:
     """The snapshot's validation: read from ``validation.json`` when it was played with these
     settings, else played (:func:`validate_agent`) and written there."""
     kept = read_validation(snapshot)
     wanted = {"clean_episodes": clean_episodes, "push_episodes": push_episodes, "eps": eps, "seed": VALIDATION_SEED}
+    if tuple(eps_fractions) != (1.0,):  # (files written before push budgets other than ε were possible lack it)
+        wanted["push_eps_fractions"] = list(eps_fractions)
     if kept is not None and all(kept.get(k) == v for k, v in wanted.items()):
         return kept
-    validation = validate_agent(snapshot, env_id, eps, clean_episodes, push_episodes)
+    validation = validate_agent(snapshot, env_id, eps, clean_episodes, push_episodes, eps_fractions=eps_fractions)
     tmp = snapshot / "validation.json.tmp"
     tmp.write_text(json.dumps(validation, indent=2))
     tmp.replace(snapshot / "validation.json")
@@ -151,7 +157,8 @@ def snapshot_validation(snapshot: Path, env_id: str, eps: float, clean_episodes:
 
 
 def select_validated(run_dir: Path, history: list[dict], env_id: str, eps: float, clean_min: float,
-                     clean_episodes: int, push_episodes: int, log=print) -> dict | None:
+                     clean_episodes: int, push_episodes: int, log=print,
+                     eps_fractions: tuple[float, ...] = (1.0,)) -> dict | None:
     """Validate every snapshot of ``run_dir`` that ``history`` (the run's ``progress.json``
     checkpoints) names and keep the best by :func:`validated_score` in ``RUN_DIR/validated``
     (agent files and ``selection.json``); returns the selection, or None when no checkpoint
@@ -166,7 +173,7 @@ def select_validated(run_dir: Path, history: list[dict], env_id: str, eps: float
         if not (snapshot / "model.zip").exists():
             raise UserError(f"{run_dir} has no snapshot of iteration {point['iteration']} ({snapshot}); the validated "
                             "rule ranks every checkpoint, so it needs a run that kept them (a selecting preset's run)")
-        validation = snapshot_validation(snapshot, env_id, eps, clean_episodes, push_episodes)
+        validation = snapshot_validation(snapshot, env_id, eps, clean_episodes, push_episodes, eps_fractions)
         score = validated_score(point, validation, eps, clean_min)
         log(f"iteration {point['iteration']}: clean {validation['clean_return']:.1f}, worst push "
             f"{validation['push_min'] if validation['push_min'] is None else round(validation['push_min'], 1)}, "
@@ -183,8 +190,8 @@ def select_validated(run_dir: Path, history: list[dict], env_id: str, eps: float
                  "recent_return_attacked": point["recent_return_attacked"], "validation": validation,
                  "rule": f"highest min(recent return under the training adversaries, worst push director's validated "
                          f"return) among checkpoints at ε {eps:g} with a validated clean return of at least "
-                         f"{clean_min:g} ({clean_episodes} games; {push_episodes} per push direction; env seeds "
-                         f"{VALIDATION_SEED}+k)"}
+                         f"{clean_min:g} ({clean_episodes} games; {push_episodes} per push direction and budget "
+                         f"{', '.join(f'{eps * f:g}' for f in eps_fractions)}; env seeds {VALIDATION_SEED}+k)"}
     (tmp / "selection.json").write_text(json.dumps(selection, indent=2))
     replace_folder(tmp, target)
     return selection

@@ -62,6 +62,10 @@ class ATLAPreset:
     #: ``threats.attacks.push.push_directions``, uniformly) instead of the learned adversary: the
     #: adversary pool of ``training.defences.atla.AdversaryPool``; 0 trains against the adversary alone
     push_share: float = 0.0
+    #: the push members' budgets as fractions of ``eps`` (each direction at each; also the budgets the
+    #: validated choice plays them at): a push below the full budget can topple an agent that met
+    #: pushes only at it (the validated seeds 0 and 2: push (0, 0, 1) at 0.05 went lower than at 0.075)
+    push_eps_fractions: tuple[float, ...] = (1.0,)
     #: keep as the run's agent (``RUN_DIR/best``) the checkpoint with the highest recent return under
     #: the adversary among those at the adversary's full ε whose clean greedy return reaches this
     #: (training-time signals only: ``training.defences.atla.selection_score``); None: the last checkpoint
@@ -179,6 +183,18 @@ ATLA_PRESETS: dict[str, ATLAPreset] = {p.name: p for p in (
                notes="hopper-pool-pa-atla-ppo, keeping as its agent the checkpoint with the highest min(recent return "
                      "under the training adversaries, worst push director on validation seeds) among those with a "
                      "validated clean return (10 games) of at least 3000"),
+    # the validated recipe with pushes at three budgets (ε/3, 2ε/3, ε: the gauntlet's ε grid up to the budget)
+    # in the pool and in the validation: on two of the three validated agents the worst attack was a push
+    # at 0.05, below the budget the pool trained and validated at
+    ATLAPreset("hopper-pool3-pa-atla-ppo-validated", "hopper-ppo", "pa_atla", eps=0.075, total_agent_steps=2_000_000,
+               sa_kappa=0.3, agent_overrides={"ent_coef": 0.01, "sa_steps": 2, "ramp_fraction": 0.75},
+               adversary={"learning_rate": 1e-2, "value_learning_rate": 1e-3, "clip_range": 0.4,
+                          "ent_coef": 3e-4, "batch_size": 64},
+               checkpoint_every=10, target_return=_HOPPER_ROBUST_BAR, push_share=0.5,
+               push_eps_fractions=(1 / 3, 2 / 3, 1.0), select_clean_min=3000.0,
+               validate_clean_episodes=10, validate_push_episodes=2,
+               notes="hopper-pool-pa-atla-ppo-validated with its 14 push directions each at ε/3, 2ε/3 and ε, in the "
+                     "pool (p 0.5/42 each) and in the validation"),
     # the released ATLA-LSTM-SAPPO Hopper config (config_hopper_atla_lstm_sappo.json), as far as SB3 expresses
     # it: the LSTM agent of hopper-lstm-ppo for 2441 iterations (5M steps) with the sequence SA regulariser
     # (κ 0.3, 2 SGLD steps, ε ramped over 1831 iterations), against an SA-RL adversary at a constant ε 0.075
