@@ -136,6 +136,24 @@ def replace_folder(tmp: Path, final: Path) -> None:
         shutil.rmtree(old)
 
 
+#: the agent's files a snapshot or a kept checkpoint holds (what evaluation and the zoo read; not the
+#: optimizer state)
+AGENT_FILES = ("model.zip", "vecnormalize.pkl", "progress.json")
+
+
+def copy_agent_files(source: Path, dest: Path) -> Path:
+    """The agent files (:data:`AGENT_FILES`) of folder ``source`` copied into a fresh ``DEST.tmp``
+    folder (returned), to be put in place with :func:`replace_folder`."""
+    tmp = dest.with_name(dest.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    for name in AGENT_FILES:
+        if (source / name).exists():
+            shutil.copy2(source / name, tmp / name)
+    return tmp
+
+
 def read_selection(folder: Path) -> dict | None:
     """``folder/selection.json`` (a selecting run's kept checkpoint: iteration, score, rule), or
     None when there is none; a file that is not one we write is one :class:`UserError`."""

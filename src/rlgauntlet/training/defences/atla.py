@@ -259,8 +259,6 @@ def _clean_return(agent, games, agent_env, seed: int) -> float:
     return float(np.mean(greedy_returns(agent, games, seed + GREEDY_SEED_OFFSET)))
 
 
-#: the agent's files a snapshot keeps (what evaluation and the zoo read; not the optimizer state)
-SNAPSHOT_FILES = ("model.zip", "vecnormalize.pkl", "progress.json")
 
 
 def selection_score(point: dict, preset: ATLAPreset) -> float | None:
@@ -275,23 +273,10 @@ def selection_score(point: dict, preset: ATLAPreset) -> float | None:
     return float(point["recent_return_attacked"])
 
 
-def copy_agent_files(source: Path, dest: Path) -> Path:
-    """The agent files (:data:`SNAPSHOT_FILES`) of folder ``source`` copied into a fresh
-    ``DEST.tmp`` folder (returned), to be put in place with ``checkpoints.replace_folder``."""
-    tmp = dest.with_name(dest.name + ".tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    for name in SNAPSHOT_FILES:
-        if (source / name).exists():
-            shutil.copy2(source / name, tmp / name)
-    return tmp
-
-
 def _keep_selected(run_dir: Path, ckpt: Path, preset: ATLAPreset, point: dict) -> None:
     """Keep the agent just saved in ``ckpt`` as ``snapshots/iter-NNNN`` and, when it outranks
     the one in ``best`` (:func:`selection_score`), as ``best`` with ``selection.json``."""
-    from rlgauntlet.training.checkpoints import read_selection, replace_folder
+    from rlgauntlet.training.checkpoints import copy_agent_files, read_selection, replace_folder
 
     snapshot = run_dir / "snapshots" / f"iter-{point['iteration']:04d}"
     replace_folder(copy_agent_files(ckpt / "agent", snapshot), snapshot)

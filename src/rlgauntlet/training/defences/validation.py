@@ -164,8 +164,7 @@ def select_validated(run_dir: Path, history: list[dict], env_id: str, eps: float
     (agent files and ``selection.json``); returns the selection, or None when no checkpoint
     qualified (``validated`` is then left as it was). A checkpoint without its snapshot is
     refused: the rule ranks every checkpoint or none."""
-    from rlgauntlet.training.checkpoints import replace_folder
-    from rlgauntlet.training.defences.atla import copy_agent_files
+    from rlgauntlet.training.checkpoints import copy_agent_files, replace_folder
 
     best: tuple[float, dict, dict] | None = None
     for point in history:
