@@ -152,6 +152,34 @@ def test_the_run_keeps_the_best_validated_checkpoint_and_plays_each_snapshot_onc
     assert not any(p.name.endswith((".tmp", ".old")) for p in run.rglob("*"))
 
 
+def test_a_run_resumed_without_its_snapshots_ranks_from_its_record(monkeypatch, tmp_path):
+    """A run committed and resumed elsewhere has validations.json and validated/, not its snapshots
+    (they are not committed): the earlier checkpoints rank from the record, a new one is played, and
+    the choice moves only to a checkpoint whose agent is here."""
+    vals = {10: _val(3100.0, 1450.0), 20: _val(3300.0, 1650.0), 30: _val(3300.0, 1700.0), 40: _val(3300.0, 1750.0)}
+    played = []
+    monkeypatch.setattr(validation, "validate_agent", lambda folder, *a, **k:
+                        played.append(int(folder.name.split("-")[1])) or vals[int(folder.name.split("-")[1])])
+    run = _constructed_run(tmp_path, [10, 20])
+    history = [_point(10, 1500.0), _point(20, 1700.0)]
+    select_validated(run, history, "Hopper-v5", 0.075, 3000.0, 10, 2, log=lambda line: None)
+    shutil.rmtree(run / "snapshots")  # another machine: the record and the kept agent travel, the snapshots do not
+    _constructed_run(tmp_path, [30])
+    chosen = select_validated(run, history + [_point(30, 1500.0)], "Hopper-v5", 0.075, 3000.0, 10, 2,
+                              log=lambda line: None)
+    assert played == [10, 20, 30] and chosen["iteration"] == 20  # 30 scores 1500 (its attacked return)
+    assert (run / VALIDATED / "model.zip").read_bytes() == b"weights of iteration 20"
+    _constructed_run(tmp_path, [40])
+    chosen = select_validated(run, history + [_point(30, 1500.0), _point(40, 1800.0)], "Hopper-v5", 0.075, 3000.0,
+                              10, 2, log=lambda line: None)
+    assert chosen["iteration"] == 40 and (run / VALIDATED / "model.zip").read_bytes() == b"weights of iteration 40"
+    # a record we did not write is one line, left as it is
+    (run / "validations.json").write_text('{"10": {"clean_return": "high"}}')
+    with pytest.raises(UserError, match=r"validations\.json is not a record rlgauntlet wrote"):
+        select_validated(run, history, "Hopper-v5", 0.075, 3000.0, 10, 2)
+    assert (run / "validations.json").read_text() == '{"10": {"clean_return": "high"}}'
+
+
 def test_nothing_qualified_leaves_no_validated_agent(monkeypatch, tmp_path):
     monkeypatch.setattr(validation, "validate_agent", lambda *a, **k: _val(2000.0, 900.0))
     run = _constructed_run(tmp_path, [10, 20])

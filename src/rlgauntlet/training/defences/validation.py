@@ -139,15 +139,21 @@ def read_validation(snapshot: Path) -> dict | None:
     return validation
 
 
+def _played_with(validation: dict | None, eps: float, clean_episodes: int, push_episodes: int,
+                 eps_fractions: tuple[float, ...]) -> bool:
+    """Whether ``validation`` was played with these settings."""
+    wanted = {"clean_episodes": clean_episodes, "push_episodes": push_episodes, "eps": eps, "seed": VALIDATION_SEED}
+    if tuple(eps_fractions) != (1.0,):  # (files written before push budgets other than ε were possible lack it)
+        wanted["push_eps_fractions"] = list(eps_fractions)
+    return validation is not None and all(validation.get(k) == v for k, v in wanted.items())
+
+
 def snapshot_validation(snapshot: Path, env_id: str, eps: float, clean_episodes: int, push_episodes: int,
                         eps_fractions: tuple[float, ...] = (1.0,)) -> dict:
     """The snapshot's validation: read from ``validation.json`` when it was played with these
     settings, else played (:func:`validate_agent`) and written there."""
     kept = read_validation(snapshot)
-    wanted = {"clean_episodes": clean_episodes, "push_episodes": push_episodes, "eps": eps, "seed": VALIDATION_SEED}
-    if tuple(eps_fractions) != (1.0,):  # (files written before push budgets other than ε were possible lack it)
-        wanted["push_eps_fractions"] = list(eps_fractions)
-    if kept is not None and all(kept.get(k) == v for k, v in wanted.items()):
+    if _played_with(kept, eps, clean_episodes, push_episodes, eps_fractions):
         return kept
     validation = validate_agent(snapshot, env_id, eps, clean_episodes, push_episodes, eps_fractions=eps_fractions)
     tmp = snapshot / "validation.json.tmp"
@@ -162,17 +168,25 @@ def select_validated(run_dir: Path, history: list[dict], env_id: str, eps: float
     """Validate every snapshot of ``run_dir`` that ``history`` (the run's ``progress.json``
     checkpoints) names and keep the best by :func:`validated_score` in ``RUN_DIR/validated``
     (agent files and ``selection.json``); returns the selection, or None when no checkpoint
-    qualified (``validated`` is then left as it was). A checkpoint without its snapshot is
-    refused: the rule ranks every checkpoint or none."""
-    from rlgauntlet.training.checkpoints import copy_agent_files, replace_folder
+    qualified (``validated`` is then left as it was). Every validation is also recorded in
+    ``RUN_DIR/validations.json`` (committed with the run, where the snapshots are not), so a run
+    resumed on another machine ranks its earlier checkpoints without their snapshots. A
+    checkpoint neither recorded nor kept is refused: the rule ranks every checkpoint or none."""
+    from rlgauntlet.training.checkpoints import copy_agent_files, read_selection, replace_folder
 
+    ledger = _read_ledger(run_dir)
     best: tuple[float, dict, dict] | None = None
     for point in history:
         snapshot = run_dir / "snapshots" / f"iter-{point['iteration']:04d}"
-        if not (snapshot / "model.zip").exists():
-            raise UserError(f"{run_dir} has no snapshot of iteration {point['iteration']} ({snapshot}); the validated "
-                            "rule ranks every checkpoint, so it needs a run that kept them (a selecting preset's run)")
-        validation = snapshot_validation(snapshot, env_id, eps, clean_episodes, push_episodes, eps_fractions)
+        validation = ledger.get(str(point["iteration"]))
+        if not _played_with(validation, eps, clean_episodes, push_episodes, eps_fractions):
+            if not (snapshot / "model.zip").exists():
+                raise UserError(f"{run_dir} has no snapshot of iteration {point['iteration']} ({snapshot}) and no "
+                                "validation of it; the validated rule ranks every checkpoint, so it needs a run that "
+                                "kept them (a selecting preset's run)")
+            validation = snapshot_validation(snapshot, env_id, eps, clean_episodes, push_episodes, eps_fractions)
+            ledger[str(point["iteration"])] = validation
+            _write_ledger(run_dir, ledger)
         score = validated_score(point, validation, eps, clean_min)
         log(f"iteration {point['iteration']}: clean {validation['clean_return']:.1f}, worst push "
             f"{validation['push_min'] if validation['push_min'] is None else round(validation['push_min'], 1)}, "
@@ -184,6 +198,12 @@ def select_validated(run_dir: Path, history: list[dict], env_id: str, eps: float
     score, point, validation = best
     snapshot = run_dir / "snapshots" / f"iter-{point['iteration']:04d}"
     target = run_dir / VALIDATED
+    if not (snapshot / "model.zip").exists():  # an earlier machine's choice: kept there already, or lost
+        kept = read_selection(target)
+        if kept is not None and int(kept["iteration"]) == point["iteration"]:
+            return kept
+        raise UserError(f"{run_dir}: the validated rule chooses iteration {point['iteration']}, whose snapshot is not "
+                        f"here and is not the one in {target}; run it where its snapshots are")
     tmp = copy_agent_files(snapshot, target)
     selection = {"iteration": point["iteration"], "agent_steps": point["agent_steps"], "score": score,
                  "recent_return_attacked": point["recent_return_attacked"], "validation": validation,
@@ -194,3 +214,27 @@ def select_validated(run_dir: Path, history: list[dict], env_id: str, eps: float
     (tmp / "selection.json").write_text(json.dumps(selection, indent=2))
     replace_folder(tmp, target)
     return selection
+
+
+#: the run's record of every checkpoint's validation, by iteration
+LEDGER = "validations.json"
+
+
+def _read_ledger(run_dir: Path) -> dict:
+    path = run_dir / LEDGER
+    if not path.exists():
+        return {}
+    try:
+        ledger = json.loads(path.read_text())
+        for validation in ledger.values():
+            float(validation["clean_return"]), int(validation["clean_episodes"])
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        raise UserError(f"{path} is not a record rlgauntlet wrote ({type(err).__name__}: {err}); remove it and rerun "
+                        "the training command where the run's snapshots are, to play them again") from None
+    return ledger
+
+
+def _write_ledger(run_dir: Path, ledger: dict) -> None:
+    tmp = run_dir / (LEDGER + ".tmp")
+    tmp.write_text(json.dumps(ledger, indent=1))
+    tmp.replace(run_dir / LEDGER)
