@@ -196,14 +196,31 @@ def test_a_run_without_every_snapshot_is_refused_in_one_line(monkeypatch, tmp_pa
     assert not (run / VALIDATED).exists()
 
 
-def test_a_validation_file_we_did_not_write_is_one_line_and_left_untouched(monkeypatch, tmp_path):
-    monkeypatch.setattr(validation, "validate_agent", lambda *a, **k: _val(3500.0, 1500.0))
+def test_a_validation_file_we_did_not_write_is_one_line_left_untouched_and_the_fix_it_names_works(
+        monkeypatch, tmp_path):
+    """Each refusal names a fix ("remove it and rerun"): doing just that must work, replaying the
+    snapshot for a bad validation.json and rebuilding a bad record from the snapshots' files."""
+    played = []
+    monkeypatch.setattr(validation, "validate_agent", lambda *a, **k: played.append(1) or _val(3500.0, 1500.0))
     run = _constructed_run(tmp_path, [10])
+    history = [_point(10, 1500.0)]
     bad = run / "snapshots" / "iter-0010" / "validation.json"
     bad.write_text('{"clean_return": "high"}')
-    with pytest.raises(UserError, match=r"validation\.json is not a validation rlgauntlet wrote.*remove it"):
-        select_validated(run, [_point(10, 1500.0)], "Hopper-v5", 0.075, 3000.0, 10, 2)
-    assert bad.read_text() == '{"clean_return": "high"}'
+    with pytest.raises(UserError, match=r"validation\.json is not a validation rlgauntlet wrote.*remove it and rerun"):
+        select_validated(run, history, "Hopper-v5", 0.075, 3000.0, 10, 2)
+    assert bad.read_text() == '{"clean_return": "high"}' and not played
+    bad.unlink()
+    assert select_validated(run, history, "Hopper-v5", 0.075, 3000.0, 10, 2, log=lambda line: None)["score"] == 1500.0
+    assert played == [1] and json.loads(bad.read_text())["clean_return"] == 3500.0
+    record = run / "validations.json"
+    record.write_text("[1, 2]")
+    with pytest.raises(UserError, match=r"validations\.json is not a record rlgauntlet wrote.*remove it and rerun"):
+        select_validated(run, history, "Hopper-v5", 0.075, 3000.0, 10, 2)
+    assert record.read_text() == "[1, 2]"
+    record.unlink()
+    assert select_validated(run, history, "Hopper-v5", 0.075, 3000.0, 10, 2, log=lambda line: None)["score"] == 1500.0
+    assert played == [1]  # rebuilt from the snapshot's validation.json, nothing replayed
+    assert json.loads(record.read_text())["10"]["clean_return"] == 3500.0
 
 
 def test_the_validated_preset_trains_as_the_selecting_one_and_no_other():

@@ -101,6 +101,17 @@ def agent_recipe(preset: ATLAPreset):
 #: a defended Hopper agent's clean bar for the zoo, as for every defended preset (presets.ROBUST_BAR)
 _HOPPER_ROBUST_BAR = ROBUST_BAR * PRESETS["hopper-ppo"].target_return
 
+def _official_hopper_pa_atla(name: str, **settings) -> ATLAPreset:
+    """A Hopper PA-ATLA-PPO preset with every setting of the official Hopper PA-ATLA config that SB3's
+    PPO can express (``hopper-pa-atla-ppo-official``), and ``settings`` on top: the pool, selecting and
+    validated recipes differ from it only there."""
+    return ATLAPreset(name, "hopper-ppo", "pa_atla", eps=0.075, total_agent_steps=2_000_000, sa_kappa=0.3,
+                      agent_overrides={"ent_coef": 0.01, "sa_steps": 2, "ramp_fraction": 0.75},
+                      adversary={"learning_rate": 1e-2, "value_learning_rate": 1e-3, "clip_range": 0.4,
+                                 "ent_coef": 3e-4, "batch_size": 64},
+                      checkpoint_every=10, target_return=_HOPPER_ROBUST_BAR, **settings)
+
+
 #: the alternating-training presets (``rlgauntlet train --preset NAME``)
 ATLA_PRESETS: dict[str, ATLAPreset] = {p.name: p for p in (
     # ε = 0.05 raw: where vanilla cartpole-ppo falls below 100 under PA-AD (47.3; docs/reproduction.md).
@@ -137,64 +148,47 @@ ATLA_PRESETS: dict[str, ATLAPreset] = {p.name: p for p in (
     # every setting of the official Hopper PA-ATLA config that SB3's PPO can express: the two-rate adversary
     # above, and on the agent's side an entropy bonus of 0.01 (hopper-ppo has 0), 2 SGLD steps for the SA
     # regulariser (SA-PPO's 10), its ε ramped over 1831 of 2441 iterations (0.75; SA-PPO's 0.5)
-    ATLAPreset("hopper-pa-atla-ppo-official", "hopper-ppo", "pa_atla", eps=0.075, total_agent_steps=2_000_000,
-               sa_kappa=0.3, agent_overrides={"ent_coef": 0.01, "sa_steps": 2, "ramp_fraction": 0.75},
-               adversary={"learning_rate": 1e-2, "value_learning_rate": 1e-3, "clip_range": 0.4,
-                          "ent_coef": 3e-4, "batch_size": 64},
-               checkpoint_every=10, target_return=_HOPPER_ROBUST_BAR,
-               notes="the official Hopper PA-ATLA-PPO config, as far as SB3's PPO expresses it: agent entropy 0.01, "
-                     "SA regulariser with 2 SGLD steps and its ε ramped over 75% of training, the adversary's "
-                     "policy at 1e-2 and value at 1e-3"),
+    _official_hopper_pa_atla("hopper-pa-atla-ppo-official",
+                             notes="the official Hopper PA-ATLA-PPO config, as far as SB3's PPO expresses it: agent "
+                                   "entropy 0.01, SA regulariser with 2 SGLD steps and its ε ramped over 75% of "
+                                   "training, the adversary's policy at 1e-2 and value at 1e-3"),
     # our own design, from what the gauntlet finds: the constant push directors are the worst case on 10 of 11
     # Hopper agents and no published defence trains against them; the official PA-ATLA-PPO recipe with half
     # of the agent's episodes against a push direction (the 14 of Hopper's action cube, uniformly) and half
     # against the learned PA-AD adversary
-    ATLAPreset("hopper-pool-pa-atla-ppo", "hopper-ppo", "pa_atla", eps=0.075, total_agent_steps=2_000_000,
-               sa_kappa=0.3, agent_overrides={"ent_coef": 0.01, "sa_steps": 2, "ramp_fraction": 0.75},
-               adversary={"learning_rate": 1e-2, "value_learning_rate": 1e-3, "clip_range": 0.4,
-                          "ent_coef": 3e-4, "batch_size": 64},
-               checkpoint_every=10, target_return=_HOPPER_ROBUST_BAR, push_share=0.5,
-               notes="hopper-pa-atla-ppo-official with an adversary pool: each training episode meets the learned "
-                     "PA-AD adversary (p 0.5) or one of the 14 constant push directors (p 0.5/14 each)"),
+    _official_hopper_pa_atla("hopper-pool-pa-atla-ppo", push_share=0.5,
+                             notes="hopper-pa-atla-ppo-official with an adversary pool: each training episode meets "
+                                   "the learned PA-AD adversary (p 0.5) or one of the 14 constant push directors (p "
+                                   "0.5/14 each)"),
     # the same recipe, keeping its best checkpoint by training-time signals: seeds 1 and 2 of the pool recipe
     # ended with a clean greedy return of 1,900 and 1,650 after 3,000–3,600 earlier (the control likewise:
     # the official settings' late instability, docs/reproduction.md); the agent kept is the checkpoint with
     # the highest return under the training adversaries among those with a clean greedy return ≥ 3000
     # (the natural target), never a gauntlet number
-    ATLAPreset("hopper-pool-pa-atla-ppo-select", "hopper-ppo", "pa_atla", eps=0.075, total_agent_steps=2_000_000,
-               sa_kappa=0.3, agent_overrides={"ent_coef": 0.01, "sa_steps": 2, "ramp_fraction": 0.75},
-               adversary={"learning_rate": 1e-2, "value_learning_rate": 1e-3, "clip_range": 0.4,
-                          "ent_coef": 3e-4, "batch_size": 64},
-               checkpoint_every=10, target_return=_HOPPER_ROBUST_BAR, push_share=0.5, select_clean_min=3000.0,
-               notes="hopper-pool-pa-atla-ppo, keeping as its agent the checkpoint with the highest recent return "
-                     "under the training adversaries among those with a clean greedy return of at least 3000"),
+    _official_hopper_pa_atla("hopper-pool-pa-atla-ppo-select", push_share=0.5, select_clean_min=3000.0,
+                             notes="hopper-pool-pa-atla-ppo, keeping as its agent the checkpoint with the highest "
+                                   "recent return under the training adversaries among those with a clean greedy "
+                                   "return of at least 3000"),
     # the same training, its agent chosen against the pool's worst member: the selecting recipe's seed 2 kept
     # a checkpoint at 1942 under its training pool (the average of its members) that the gauntlet's push
     # (0, 0, 1) took to 1128; here every checkpoint is played on validation seeds, 10 clean games (5 held no
     # 3000 bar: 3004 in 5, 2404 in 10) and 2 against each of the 14 push directors, and the agent kept is
     # the highest min(recent return under the training adversaries, worst push) among those validated clean
     # at ≥ 3000. Its training settings are the selecting recipe's, so it also ranks a finished run of it
-    ATLAPreset("hopper-pool-pa-atla-ppo-validated", "hopper-ppo", "pa_atla", eps=0.075, total_agent_steps=2_000_000,
-               sa_kappa=0.3, agent_overrides={"ent_coef": 0.01, "sa_steps": 2, "ramp_fraction": 0.75},
-               adversary={"learning_rate": 1e-2, "value_learning_rate": 1e-3, "clip_range": 0.4,
-                          "ent_coef": 3e-4, "batch_size": 64},
-               checkpoint_every=10, target_return=_HOPPER_ROBUST_BAR, push_share=0.5, select_clean_min=3000.0,
-               validate_clean_episodes=10, validate_push_episodes=2,
-               notes="hopper-pool-pa-atla-ppo, keeping as its agent the checkpoint with the highest min(recent return "
-                     "under the training adversaries, worst push director on validation seeds) among those with a "
-                     "validated clean return (10 games) of at least 3000"),
+    _official_hopper_pa_atla("hopper-pool-pa-atla-ppo-validated", push_share=0.5, select_clean_min=3000.0,
+                             validate_clean_episodes=10, validate_push_episodes=2,
+                             notes="hopper-pool-pa-atla-ppo, keeping as its agent the checkpoint with the highest "
+                                   "min(recent return under the training adversaries, worst push director on "
+                                   "validation seeds) among those with a validated clean return (10 games) of at "
+                                   "least 3000"),
     # the validated recipe with pushes at three budgets (ε/3, 2ε/3, ε: the gauntlet's ε grid up to the budget)
     # in the pool and in the validation: on two of the three validated agents the worst attack was a push
     # at 0.05, below the budget the pool trained and validated at
-    ATLAPreset("hopper-pool3-pa-atla-ppo-validated", "hopper-ppo", "pa_atla", eps=0.075, total_agent_steps=2_000_000,
-               sa_kappa=0.3, agent_overrides={"ent_coef": 0.01, "sa_steps": 2, "ramp_fraction": 0.75},
-               adversary={"learning_rate": 1e-2, "value_learning_rate": 1e-3, "clip_range": 0.4,
-                          "ent_coef": 3e-4, "batch_size": 64},
-               checkpoint_every=10, target_return=_HOPPER_ROBUST_BAR, push_share=0.5,
-               push_eps_fractions=(1 / 3, 2 / 3, 1.0), select_clean_min=3000.0,
-               validate_clean_episodes=10, validate_push_episodes=2,
-               notes="hopper-pool-pa-atla-ppo-validated with its 14 push directions each at ε/3, 2ε/3 and ε, in the "
-                     "pool (p 0.5/42 each) and in the validation"),
+    _official_hopper_pa_atla("hopper-pool3-pa-atla-ppo-validated", push_share=0.5,
+                             push_eps_fractions=(1 / 3, 2 / 3, 1.0), select_clean_min=3000.0,
+                             validate_clean_episodes=10, validate_push_episodes=2,
+                             notes="hopper-pool-pa-atla-ppo-validated with its 14 push directions each at ε/3, 2ε/3 "
+                                   "and ε, in the pool (p 0.5/42 each) and in the validation"),
     # the released ATLA-LSTM-SAPPO Hopper config (config_hopper_atla_lstm_sappo.json), as far as SB3 expresses
     # it: the LSTM agent of hopper-lstm-ppo for 2441 iterations (5M steps) with the sequence SA regulariser
     # (κ 0.3, 2 SGLD steps, ε ramped over 1831 iterations), against an SA-RL adversary at a constant ε 0.075
