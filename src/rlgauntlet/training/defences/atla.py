@@ -259,8 +259,6 @@ def _clean_return(agent, games, agent_env, seed: int) -> float:
     return float(np.mean(greedy_returns(agent, games, seed + GREEDY_SEED_OFFSET)))
 
 
-
-
 def selection_score(point: dict, preset: ATLAPreset) -> float | None:
     """How a checkpoint (one ``history`` entry) ranks as the run's agent: its recent return under
     the training adversaries, when the adversary's ε had reached ``preset.eps`` and the clean

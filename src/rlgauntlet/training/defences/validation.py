@@ -131,11 +131,19 @@ def read_validation(snapshot: Path) -> dict | None:
     if not path.exists():
         return None
     try:
-        validation = json.loads(path.read_text())
-        float(validation["clean_return"]), int(validation["clean_episodes"]), int(validation["push_episodes"])
-    except (ValueError, KeyError, TypeError) as err:
+        validation = _checked(json.loads(path.read_text()))
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
         raise UserError(f"{path} is not a validation rlgauntlet wrote ({type(err).__name__}: {err}); remove it "
                         "and rerun the training command to play the snapshot again") from None
+    return validation
+
+
+def _checked(validation: dict) -> dict:
+    """``validation`` when it has the fields the rule reads, with their types (else the error
+    reading them raises: ValueError, KeyError, TypeError or AttributeError)."""
+    float(validation["clean_return"]), int(validation["clean_episodes"]), int(validation["push_episodes"])
+    if validation.get("push_min") is not None:
+        float(validation["push_min"])
     return validation
 
 
@@ -227,7 +235,7 @@ def _read_ledger(run_dir: Path) -> dict:
     try:
         ledger = json.loads(path.read_text())
         for validation in ledger.values():
-            float(validation["clean_return"]), int(validation["clean_episodes"])
+            _checked(validation)
     except (ValueError, KeyError, TypeError, AttributeError) as err:
         raise UserError(f"{path} is not a record rlgauntlet wrote ({type(err).__name__}: {err}); remove it and rerun "
                         "the training command where the run's snapshots are, to play them again") from None
