@@ -277,3 +277,39 @@ def test_validation_does_not_change_the_trajectory_and_ranks_a_finished_run_of_t
     # a preset that trains otherwise is refused, and writes nothing
     with pytest.raises(UserError, match="holds a tiny-select run"):
         train_atla("tiny-other", tmp_path / "select", log=lambda line: None)
+
+
+def test_a_checkpoint_stopped_before_its_validation_is_validated_from_the_checkpoint_on_resume(tiny_pair, tmp_path):
+    """Stopped between saving checkpoint 1 and validating it, then moved to another machine (the
+    snapshots are not committed): the resume plays the checkpoint's own agent as iteration 1 before
+    it trains (a resume stopped in its first iteration has recorded it), and the record equals the
+    first one. An earlier checkpoint's missing snapshot is still refused: only the last one's agent
+    is in the checkpoint."""
+    from stable_baselines3 import PPO
+
+    run = tmp_path / "run"
+    train_atla("tiny-validated", run, log=lambda line: None, deadline=0.0)  # stops after iteration 1
+    ledger = json.loads((run / "validations.json").read_text())
+    assert sorted(ledger) == ["1"]
+    shutil.rmtree(run / "snapshots")
+    (run / "validations.json").unlink()
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with tiny_pair.context() as patch:
+        patch.setattr(PPO, "learn", stopped)
+        with pytest.raises(KeyboardInterrupt):
+            train_atla("tiny-validated", run, log=lambda line: None)
+    replayed = json.loads((run / "validations.json").read_text())
+    assert sorted(replayed) == ["1"] and replayed["1"]["clean_return"] == pytest.approx(ledger["1"]["clean_return"])
+    assert {k: v for k, v in replayed["1"].items() if k != "clean_return"} == {
+        k: v for k, v in ledger["1"].items() if k != "clean_return"}
+    assert ((run / "snapshots" / "iter-0001" / "model.zip").read_bytes()
+            == (run / "checkpoint" / "agent" / "model.zip").read_bytes())
+    train_atla("tiny-validated", run, log=lambda line: None)
+    shutil.rmtree(run / "snapshots")
+    (run / "validations.json").write_text(json.dumps(
+        {k: v for k, v in json.loads((run / "validations.json").read_text()).items() if k != "2"}))
+    with pytest.raises(UserError, match="no snapshot of iteration 2 "):
+        train_atla("tiny-validated", run, log=lambda line: None)

@@ -292,6 +292,17 @@ def _keep_selected(run_dir: Path, ckpt: Path, preset: ATLAPreset, point: dict) -
     replace_folder(tmp, best)
 
 
+def _restore_last_snapshot(run_dir: Path, ckpt: Path, point: dict) -> None:
+    """Keep the checkpoint's agent as its iteration's snapshot when that snapshot is missing: a run
+    stopped between saving a checkpoint and validating it, then resumed on another machine (the
+    snapshots are not committed), has that agent only in ``ckpt``."""
+    from rlgauntlet.training.checkpoints import copy_agent_files, replace_folder
+
+    snapshot = run_dir / "snapshots" / f"iter-{point['iteration']:04d}"
+    if not (snapshot / "model.zip").exists():
+        replace_folder(copy_agent_files(ckpt / "agent", snapshot), snapshot)
+
+
 def run_agent(preset_name: str, run_dir: str | Path, for_zoo: bool = False) -> Path:
     """The folder of the agent a run of ``preset_name`` gives: ``best`` for a preset that selects
     its checkpoint (once one qualified), else the last checkpoint's agent. ``for_zoo``: a
@@ -442,6 +453,10 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
                             "--run-dir")
         _restore(ckpt, agent, adversary, progress)
         log(f"[{name}] resuming at iteration {progress['iteration']} ({progress['agent_steps']} agent steps)")
+        if preset.select_clean_min is not None and progress["history"]:
+            _restore_last_snapshot(run_dir, ckpt, progress["history"][-1])
+        if preset.validate_clean_episodes:  # before the checkpoint moves on: its agent is only here until then
+            _validate(run_dir, preset, recipe.env_id, progress["history"], log=lambda line: None)
     elif preset.init_from is not None:
         progress["init_from"] = init_from_agent(agent, threat_env, preset.init_from, recipe)
     _global_schedule(agent, preset.total_agent_steps)
