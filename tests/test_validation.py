@@ -73,6 +73,16 @@ def test_an_agent_is_validated_clean_and_against_every_push_director_at_the_runs
     assert all(c[1] == [0, 1] and c[2] == VALIDATION_SEED for c in pushes)
     assert got["clean_return"] == pytest.approx(3004.5) and got["push"] == returns
     assert got["push_min"] == 640.0 and got["push_worst"] == direction_param([0, 0, 1])
+    assert "pushes_skipped_below" not in got
+    # below the rule's clean bar no push is played (the rule cannot choose it); at the bar, all are
+    calls.clear()
+    got = validation.validate_agent(tmp_path, "Hopper-v5", 0.075, clean_episodes=10, push_episodes=2, clean_min=3004.6)
+    assert calls == [(None, list(range(10)), VALIDATION_SEED)]
+    assert got["push"] == {} and got["push_min"] is None and got["pushes_skipped_below"] == 3004.6
+    assert got["clean_return"] == pytest.approx(3004.5)
+    calls.clear()
+    got = validation.validate_agent(tmp_path, "Hopper-v5", 0.075, clean_episodes=10, push_episodes=2, clean_min=3004.5)
+    assert len(calls) == 15 and got["push"] == returns and "pushes_skipped_below" not in got
 
 
 def test_pushes_are_validated_at_every_budget_fraction(monkeypatch, tmp_path):
@@ -120,10 +130,11 @@ def test_the_run_keeps_the_best_validated_checkpoint_and_plays_each_snapshot_onc
             50: _val(3600.0, 2400.0)}
     played = []
 
-    def fake_validate(folder, env_id, eps, clean_episodes, push_episodes, n_envs=8, eps_fractions=(1.0,)):
+    def fake_validate(folder, env_id, eps, clean_episodes, push_episodes, n_envs=8, eps_fractions=(1.0,),
+                      clean_min=None):
         it = int(folder.name.split("-")[1])
         played.append(it)
-        assert (env_id, eps, clean_episodes, push_episodes) == ("Hopper-v5", 0.075, 10, 2)
+        assert (env_id, eps, clean_episodes, push_episodes, clean_min) == ("Hopper-v5", 0.075, 10, 2, 3000.0)
         return vals[it]
 
     monkeypatch.setattr(validation, "validate_agent", fake_validate)
@@ -139,8 +150,8 @@ def test_the_run_keeps_the_best_validated_checkpoint_and_plays_each_snapshot_onc
     assert sorted(played) == [10, 20, 30, 40, 50]
     # other settings are another validation: played again
     vals = {k: {**v, "clean_episodes": 20} for k, v in vals.items()}
-    monkeypatch.setattr(validation, "validate_agent", lambda folder, env_id, eps, c, p, n_envs=8, eps_fractions=(1.0,):
-                        played.append(0) or vals[int(folder.name.split("-")[1])])
+    monkeypatch.setattr(validation, "validate_agent", lambda folder, env_id, eps, c, p, n_envs=8, eps_fractions=(1.0,),
+                        clean_min=None: played.append(0) or vals[int(folder.name.split("-")[1])])
     select_validated(run, history, "Hopper-v5", 0.075, 3000.0, 20, 2, log=lambda line: None)
     assert played.count(0) == 5
     # pushes at other budgets too: files written without them are played again
@@ -178,6 +189,29 @@ def test_a_run_resumed_without_its_snapshots_ranks_from_its_record(monkeypatch, 
     with pytest.raises(UserError, match=r"validations\.json is not a record rlgauntlet wrote"):
         select_validated(run, history, "Hopper-v5", 0.075, 3000.0, 10, 2)
     assert (run / "validations.json").read_text() == '{"10": {"clean_return": "high"}}'
+
+
+def test_a_validation_without_its_pushes_stands_while_its_clean_return_is_below_the_bar(monkeypatch, tmp_path):
+    """A checkpoint validated clean at 2800 against a bar of 3000 has no push games: it is not played
+    again under that bar (nothing it could show would make it chosen), and is played again, pushes
+    included, under a bar of 2500, where it could be."""
+    played = []
+
+    def fake_validate(folder, env_id, eps, clean_episodes, push_episodes, n_envs=8, eps_fractions=(1.0,),
+                      clean_min=None):
+        played.append(clean_min)
+        skipped = {"push": {}, "push_min": None, "pushes_skipped_below": clean_min} if 2800.0 < clean_min else {}
+        return {**_val(2800.0, 1500.0), **skipped}
+
+    monkeypatch.setattr(validation, "validate_agent", fake_validate)
+    run = _constructed_run(tmp_path, [10])
+    history = [_point(10, 1700.0)]
+    assert select_validated(run, history, "Hopper-v5", 0.075, 3000.0, 10, 2, log=lambda line: None) is None
+    assert select_validated(run, history, "Hopper-v5", 0.075, 3000.0, 10, 2, log=lambda line: None) is None
+    assert played == [3000.0]
+    chosen = select_validated(run, history, "Hopper-v5", 0.075, 2500.0, 10, 2, log=lambda line: None)
+    assert played == [3000.0, 2500.0] and chosen["score"] == 1500.0
+    assert "pushes_skipped_below" not in json.loads((run / "validations.json").read_text())["10"]
 
 
 def test_nothing_qualified_leaves_no_validated_agent(monkeypatch, tmp_path):

@@ -11,8 +11,10 @@ instead the checkpoint that holds up best against the pool's worst member:
 * every checkpoint's agent (``RUN_DIR/snapshots/iter-NNNN``) is played through the rollout
   engine on validation episodes, env seeds ``VALIDATION_SEED + k`` (apart from the gauntlet's
   evaluation seeds and from training's): clean greedy games, and against each constant push
-  director of the pool at the run's ε (:func:`validate_agent`); the result is kept beside the
-  snapshot (``validation.json``), so a snapshot is never played twice;
+  director of the pool at the run's ε (:func:`validate_agent`; the push games are left out for a
+  checkpoint whose clean return already falls short of the rule's bar, about two thirds of a run's
+  checkpoints and half its wall time); the result is kept beside the snapshot (``validation.json``),
+  so a snapshot is never played twice;
 * the rule (:func:`validated_score`): among checkpoints at the full ε whose validated clean
   return reaches the preset's ``select_clean_min``, the highest min(recent return under the
   training adversaries, the worst push director's validated return).
@@ -49,12 +51,14 @@ VALIDATED = "validated"
 
 
 def validate_agent(folder: Path, env_id: str, eps: float, clean_episodes: int, push_episodes: int,
-                   n_envs: int = 8, eps_fractions: tuple[float, ...] = (1.0,)) -> dict:
+                   n_envs: int = 8, eps_fractions: tuple[float, ...] = (1.0,), clean_min: float | None = None) -> dict:
     """Play the agent in ``folder`` (``model.zip``, ``vecnormalize.pkl``) on the validation
     episodes: ``clean_episodes`` clean greedy games, and ``push_episodes`` against each constant
     push director (``threats.attacks.push.push_directions`` of the action space) at each budget
     ``eps_fractions`` × ``eps`` in the agent's budget space (VecNormalize units when it has
     statistics); a push at the full budget is named by its direction, another as ``DIRECTION,eps=E``.
+    ``clean_min``: when the clean return is below it, no push is played (the rule cannot choose the
+    agent whatever its pushes): ``push`` is empty and ``pushes_skipped_below`` says why.
 
     Returns ``{"clean_return", "clean_episodes", "push": {direction: mean return}, "push_min",
     "push_worst", "push_episodes", "eps", "seed"}``; returns are full undiscounted episode returns.
@@ -62,7 +66,7 @@ def validate_agent(folder: Path, env_id: str, eps: float, clean_episodes: int, p
     network draws from torch's, and a run validating at its checkpoints must train as one that does not.
     """
     with _global_rngs_kept():
-        return _validate_agent(folder, env_id, eps, clean_episodes, push_episodes, n_envs, eps_fractions)
+        return _validate_agent(folder, env_id, eps, clean_episodes, push_episodes, n_envs, eps_fractions, clean_min)
 
 
 @contextmanager
@@ -81,7 +85,7 @@ def _global_rngs_kept():
 
 
 def _validate_agent(folder: Path, env_id: str, eps: float, clean_episodes: int, push_episodes: int,
-                    n_envs: int, eps_fractions: tuple[float, ...]) -> dict:
+                    n_envs: int, eps_fractions: tuple[float, ...], clean_min: float | None) -> dict:
     from rlgauntlet.engine.rollout import evaluate_episodes
     from rlgauntlet.envs import make_env
     from rlgauntlet.threats import parse_threat
@@ -99,17 +103,22 @@ def _validate_agent(folder: Path, env_id: str, eps: float, clean_episodes: int, 
     probe = make_env(env_id)
     dims = int(probe.action_space.shape[0]) if probe.action_space.shape else 0
     probe.close()
+    clean_return = mean_return(None, clean_episodes)
+    skipped = clean_min is not None and clean_return < clean_min
     push = {}
-    if push_episodes > 0 and dims > 0:
+    if push_episodes > 0 and dims > 0 and not skipped:
         for direction in push_directions(dims):
             label = direction_param(direction)
             for fraction in eps_fractions:
                 name = label if fraction == 1.0 else f"{label},eps={eps * fraction:g}"
                 push[name] = mean_return(parse_threat(f"push:direction={label},eps={eps * fraction:g}"), push_episodes)
     worst = min(push, key=push.get) if push else None
-    return {"clean_return": mean_return(None, clean_episodes), "clean_episodes": clean_episodes, "push": push,
-            "push_min": push[worst] if push else None, "push_worst": worst, "push_episodes": push_episodes,
-            "push_eps_fractions": list(eps_fractions), "eps": eps, "seed": VALIDATION_SEED}
+    validation = {"clean_return": clean_return, "clean_episodes": clean_episodes, "push": push,
+                  "push_min": push[worst] if push else None, "push_worst": worst, "push_episodes": push_episodes,
+                  "push_eps_fractions": list(eps_fractions), "eps": eps, "seed": VALIDATION_SEED}
+    if skipped:
+        validation["pushes_skipped_below"] = clean_min
+    return validation
 
 
 def validated_score(point: dict, validation: dict, eps: float, clean_min: float) -> float | None:
@@ -144,26 +153,32 @@ def _checked(validation: dict) -> dict:
     float(validation["clean_return"]), int(validation["clean_episodes"]), int(validation["push_episodes"])
     if validation.get("push_min") is not None:
         float(validation["push_min"])
+    if "pushes_skipped_below" in validation:
+        float(validation["pushes_skipped_below"])
     return validation
 
 
 def _played_with(validation: dict | None, eps: float, clean_episodes: int, push_episodes: int,
-                 eps_fractions: tuple[float, ...]) -> bool:
-    """Whether ``validation`` was played with these settings."""
+                 eps_fractions: tuple[float, ...], clean_min: float) -> bool:
+    """Whether ``validation`` was played with these settings, its pushes included unless its clean
+    return is below ``clean_min`` (then the rule never reads them)."""
     wanted = {"clean_episodes": clean_episodes, "push_episodes": push_episodes, "eps": eps, "seed": VALIDATION_SEED}
     if tuple(eps_fractions) != (1.0,):  # (files written before push budgets other than ε were possible lack it)
         wanted["push_eps_fractions"] = list(eps_fractions)
-    return validation is not None and all(validation.get(k) == v for k, v in wanted.items())
+    if validation is None or not all(validation.get(k) == v for k, v in wanted.items()):
+        return False
+    return "pushes_skipped_below" not in validation or float(validation["clean_return"]) < clean_min
 
 
 def snapshot_validation(snapshot: Path, env_id: str, eps: float, clean_episodes: int, push_episodes: int,
-                        eps_fractions: tuple[float, ...] = (1.0,)) -> dict:
+                        eps_fractions: tuple[float, ...] = (1.0,), clean_min: float = 0.0) -> dict:
     """The snapshot's validation: read from ``validation.json`` when it was played with these
-    settings, else played (:func:`validate_agent`) and written there."""
+    settings, else played (:func:`validate_agent`, no pushes below ``clean_min``) and written there."""
     kept = read_validation(snapshot)
-    if _played_with(kept, eps, clean_episodes, push_episodes, eps_fractions):
+    if _played_with(kept, eps, clean_episodes, push_episodes, eps_fractions, clean_min):
         return kept
-    validation = validate_agent(snapshot, env_id, eps, clean_episodes, push_episodes, eps_fractions=eps_fractions)
+    validation = validate_agent(snapshot, env_id, eps, clean_episodes, push_episodes, eps_fractions=eps_fractions,
+                                clean_min=clean_min)
     tmp = snapshot / "validation.json.tmp"
     tmp.write_text(json.dumps(validation, indent=2))
     tmp.replace(snapshot / "validation.json")
@@ -187,12 +202,13 @@ def select_validated(run_dir: Path, history: list[dict], env_id: str, eps: float
     for point in history:
         snapshot = run_dir / "snapshots" / f"iter-{point['iteration']:04d}"
         validation = ledger.get(str(point["iteration"]))
-        if not _played_with(validation, eps, clean_episodes, push_episodes, eps_fractions):
+        if not _played_with(validation, eps, clean_episodes, push_episodes, eps_fractions, clean_min):
             if not (snapshot / "model.zip").exists():
                 raise UserError(f"{run_dir} has no snapshot of iteration {point['iteration']} ({snapshot}) and no "
                                 "validation of it; the validated rule ranks every checkpoint, so it needs a run that "
                                 "kept them (a selecting preset's run)")
-            validation = snapshot_validation(snapshot, env_id, eps, clean_episodes, push_episodes, eps_fractions)
+            validation = snapshot_validation(snapshot, env_id, eps, clean_episodes, push_episodes, eps_fractions,
+                                             clean_min)
             ledger[str(point["iteration"])] = validation
             _write_ledger(run_dir, ledger)
         score = validated_score(point, validation, eps, clean_min)
