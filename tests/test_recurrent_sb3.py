@@ -122,7 +122,10 @@ def test_an_lstm_preset_trains_resumes_and_gives_a_recurrent_victim(tmp_path, mo
 
     preset = recipes.get_preset("hopper-lstm-ppo")
     model = build_model(preset, build_env(preset, tmp_path / "probe", None, False), "cpu")
-    assert isinstance(model, RecurrentPPO) and model.n_steps == 2048 and model.batch_size == 64
+    # the release's LSTM path: one full-batch step per epoch, the value function at 1e-2, no clipping
+    assert isinstance(model, RecurrentPPO) and model.n_steps == 2048 and model.batch_size == 2048
+    assert [g["lr"] for g in model.policy.optimizer.param_groups] == pytest.approx([1e-3, 1e-2])
+    assert model.max_grad_norm == float("inf")
     assert model.policy.lstm_actor.hidden_size == 64 and model.policy.lstm_critic is not None
     small = dataclasses.replace(preset, hyperparams={**preset.hyperparams, "n_steps": 64, "batch_size": 32,
                                                      "n_epochs": 1})

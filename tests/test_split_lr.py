@@ -82,3 +82,33 @@ def test_the_official_configs_sgld_steps_reach_the_regulariser(monkeypatch):
                         lambda victim, x, eps, steps=10, **kw: seen.append(steps) or real(victim, x, eps, steps, **kw))
     model.regulariser(torch.zeros(4, 3), 0.075)
     assert seen == [2] and model.ent_coef == 0.01 and model.ramp_fraction == 0.75  # literals passed through: exact
+
+
+def test_a_recurrent_policys_critic_lstm_learns_at_the_value_rate_and_its_actor_lstm_at_the_policys():
+    """sb3-contrib's recurrent policy keeps a second LSTM for the critic: it belongs to the value
+    group (the release trains its value LSTM with its own optimizer at 1e-2); the actor's LSTM, the
+    action head and log σ to the policy group. Without the split, one group at the policy's rate."""
+    from rlgauntlet.training.defences.sa_recurrent_ppo import SARecurrentPPO
+
+    def recurrent(**kwargs):
+        return SARecurrentPPO("MlpLstmPolicy", "Pendulum-v1", n_steps=32, batch_size=32, n_epochs=1, seed=0,
+                              sa_kappa=0.0, policy_kwargs=dict(lstm_hidden_size=8, net_arch=dict(pi=[8], vf=[8])),
+                              **kwargs)
+
+    model = recurrent(learning_rate=lambda remaining: 1e-3 * remaining, value_learning_rate=1e-2)
+    actor, critic = model.policy.optimizer.param_groups
+    assert (actor["lr"], critic["lr"]) == pytest.approx((1e-3, 1e-2))
+    policy = model.policy
+    expected = {id(p) for m in (policy.lstm_critic, policy.mlp_extractor.value_net, policy.value_net)
+                for p in m.parameters()}
+    assert {id(p) for p in critic["params"]} == expected
+    assert {id(p) for p in policy.lstm_actor.parameters()} <= {id(p) for p in actor["params"]}
+    assert sorted(id(p) for p in policy.parameters()) == sorted(id(p) for g in (actor, critic) for p in g["params"])
+    model.learn(64)
+    model._current_progress_remaining = 0.5
+    model._update_learning_rate(model.policy.optimizer)
+    assert [g["lr"] for g in model.policy.optimizer.param_groups] == pytest.approx([5e-4, 5e-3])
+    assert len(recurrent(learning_rate=1e-3).policy.optimizer.param_groups) == 1
+    with pytest.raises(ValueError, match="shared_lstm=False"):
+        SARecurrentPPO("MlpLstmPolicy", "Pendulum-v1", n_steps=32, batch_size=32, value_learning_rate=1e-2,
+                       policy_kwargs=dict(lstm_hidden_size=8, shared_lstm=True, enable_critic_lstm=False))

@@ -14,10 +14,10 @@ observations does to the memory). The inner maximum is the official SGLD loop
 step, Langevin noise, projection), run on the sequence; σ is held fixed; ε ramps from 0 over the
 first ``ramp_fraction`` of training (the official scheduler: 1831 of 2441 iterations on Hopper).
 
-Departure from the release, where SB3's recurrent PPO decides: the release takes one full-batch
-gradient step per epoch over all of a rollout's episodes; RecurrentPPO takes minibatches of
-sequences (each from its stored LSTM state), and the regulariser is computed per minibatch on the
-same sequences.
+The release takes one full-batch gradient step per epoch over all of a rollout's episodes; the
+Hopper presets do the same with ``batch_size`` equal to the rollout (one RecurrentPPO minibatch
+of whole sequences, each from its stored LSTM state), and the regulariser is computed on that
+minibatch. With a smaller ``batch_size`` it is computed per minibatch on the same sequences.
 
 Example:
     >>> model = SARecurrentPPO("MlpLstmPolicy", "Pendulum-v1", sa_eps=0.05, sa_kappa=0.3)  # doctest: +SKIP
@@ -36,6 +36,7 @@ from sb3_contrib import RecurrentPPO
 from sb3_contrib.common.recurrent.type_aliases import RNNStates
 
 from rlgauntlet.training.defences.sa_ppo import SGLD_BETA, record_update
+from rlgauntlet.training.defences.split_lr import SplitLRMixin
 
 
 def whole_sequences(data) -> tuple[RNNStates, th.Tensor]:
@@ -85,21 +86,31 @@ def sgld_sequence(mean_of: Callable[[th.Tensor], th.Tensor], x: th.Tensor, eps: 
     return x_adv.detach()
 
 
-class SARecurrentPPO(RecurrentPPO):
+class SARecurrentPPO(SplitLRMixin, RecurrentPPO):
     """RecurrentPPO with the sequence SA regulariser (see module docstring). Its loss, per
     minibatch: RecurrentPPO's clipped surrogate, entropy and value terms (as
     ``RecurrentPPO.train`` computes them, without target-KL early stopping, which the presets do
-    not use) plus κ times the regulariser."""
+    not use) plus κ times the regulariser. ``value_learning_rate``: the critic (its LSTM and
+    head) at its own rate in the one optimizer, as the release's separate value optimizer
+    (:class:`~rlgauntlet.training.defences.split_lr.SplitLRMixin`); None: one rate for all."""
 
     def __init__(self, *args, sa_eps: float = 0.075, sa_kappa: float = 0.3, sa_steps: int = 2,
-                 ramp_fraction: float = 0.75, **kwargs) -> None:
+                 ramp_fraction: float = 0.75, value_learning_rate: float | None = None, **kwargs) -> None:
+        if value_learning_rate is not None and value_learning_rate <= 0:
+            raise ValueError("SARecurrentPPO needs value_learning_rate > 0 (or None: one rate)")
         self.sa_eps, self.sa_kappa, self.sa_steps, self.ramp_fraction = sa_eps, sa_kappa, sa_steps, ramp_fraction
+        self.value_learning_rate = value_learning_rate
         super().__init__(*args, **kwargs)
         if not isinstance(self.action_space, spaces.Box):
             raise ValueError("SARecurrentPPO regularises a Gaussian policy's mean: give an env with Box actions")
         if self.clip_range_vf is not None or self.target_kl is not None:
             raise ValueError("SARecurrentPPO's loss has no value clipping and no target-KL stop: drop clip_range_vf "
                              "and target_kl")
+
+    def _setup_model(self) -> None:
+        super()._setup_model()
+        if self.value_learning_rate is not None:
+            self._split_optimizer()
 
     def current_eps(self) -> float:
         """ε of this update: the linear ramp over ``ramp_fraction`` of the budget."""

@@ -179,15 +179,18 @@ PRESETS: dict[str, TrainPreset] = {
             hyperparams=dict(
                 policy="MlpLstmPolicy",
                 n_steps=2048,
-                batch_size=64,
+                # the release's LSTM path (ppo_step / value_step with history_length > 0) takes one
+                # full-batch step per epoch, policy and value apart: 10 steps an iteration, not 320
+                batch_size=2048,
                 n_epochs=10,
                 learning_rate=linear_schedule(1e-3),
+                value_learning_rate=1e-2,
                 gamma=0.99,
                 gae_lambda=0.95,
                 clip_range=0.2,
                 ent_coef=0.01,
                 vf_coef=0.5,
-                max_grad_norm=0.5,
+                max_grad_norm=float("inf"),  # clip_grad_norm -1: none
                 policy_kwargs=dict(lstm_hidden_size=64, n_lstm_layers=1, net_arch=dict(pi=[64], vf=[64])),
                 sa_kappa=0.0,
             ),
@@ -197,11 +200,14 @@ PRESETS: dict[str, TrainPreset] = {
             source="ATLA_robust_RL's config_hopper_atla_lstm_sappo.json, its PPO part (docs/decisions.md)",
             notes=(
                 "The LSTM agent of the released ATLA-LSTM-SAPPO Hopper config without its SA regulariser and "
-                "adversary (the ablation's 'LSTM' row): 2441 iterations of 2048 steps (5M), 32 minibatches, 10 "
-                "epochs, Adam 1e-3 annealed, entropy 0.01, an LSTM of 64 and a critic LSTM. Departures: SB3's "
-                "recurrent policy runs its LSTM on the observation (the release embeds it in 64 tanh units "
-                "first) and a 64-unit layer after it; one learning rate for policy and value (the release: "
-                "value 1e-2); SB3's VecNormalize for the state and return filters."
+                "adversary (the ablation's 'LSTM' row): 2441 iterations of 2048 steps (5M), 10 epochs of one "
+                "full-batch step each (the release's LSTM path; its 32 minibatches are for MLP policies), Adam "
+                "1e-3 for the policy and 1e-2 for the value function (its LSTM included), both annealed, no "
+                "gradient clipping, entropy 0.01, an LSTM of 64 and a critic LSTM. Departures: SB3's recurrent "
+                "policy runs its LSTM on the observation (the release embeds it in 64 tanh units first) and a "
+                "64-unit layer after it; back-propagation through whole episodes (the release cuts at 100 "
+                "steps); one Adam with two groups (the release: two Adams); SB3's VecNormalize for the state "
+                "and return filters."
             ),
         ),
         TrainPreset(
