@@ -3,6 +3,7 @@ optimizers, counters and schedules, the adversary's budget, and refused resumes.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 
@@ -351,3 +352,27 @@ def test_a_selection_file_we_did_not_write_is_one_line_naming_it_and_the_fix(tmp
     shutil.rmtree(run / "best")
     atla._keep_selected(run, ckpt, preset, _point(40, 1800.0, 3100.0))
     assert json.loads((run / "best" / "selection.json").read_text())["iteration"] == 40
+
+
+def test_a_run_whose_recipe_changed_under_its_name_is_refused_and_an_older_run_compares_without_it(
+        tiny_presets, tmp_path, monkeypatch):
+    """A run records the digest of what it trains with (the alternating settings and its agent's
+    recipe): the agent's recipe edited under the same name refuses the resume in one line, nothing
+    written; a run started before the digest was recorded resumes as before."""
+    from rlgauntlet.training import recipes
+
+    run = tmp_path / "run"
+    train_atla("tiny-pa_atla", run, log=lambda line: None, deadline=0.0)  # stops after iteration 1 of 3
+    before = (run / "checkpoint" / "progress.json").read_text()
+    assert "training_sha256" in json.loads(before)["config"]
+    agent = recipes.PRESETS["cartpole-ppo"]
+    monkeypatch.setitem(recipes.PRESETS, "cartpole-ppo", dataclasses.replace(
+        agent, hyperparams={**agent.hyperparams, "ent_coef": 0.5}))
+    with pytest.raises(UserError, match="started with another recipe of tiny-pa_atla"):
+        train_atla("tiny-pa_atla", run, log=lambda line: None)
+    assert (run / "checkpoint" / "progress.json").read_text() == before
+    older = json.loads(before)
+    del older["config"]["training_sha256"]
+    (run / "checkpoint" / "progress.json").write_text(json.dumps(older))
+    train_atla("tiny-pa_atla", run, log=lambda line: None)
+    assert json.loads((run / "checkpoint" / "progress.json").read_text())["iteration"] == 3

@@ -47,7 +47,7 @@ from rlgauntlet.errors import UserError
 from rlgauntlet.threats.base import Threat, ThreatParams
 from rlgauntlet.threats.learned.actor import AttackActor, default_variant
 from rlgauntlet.training.greedy_eval import greedy_returns
-from rlgauntlet.training.recipes import ATLA_PRESETS, ATLAPreset, agent_recipe, get_atla_preset
+from rlgauntlet.training.recipes import ATLA_PRESETS, ATLAPreset, agent_recipe, get_atla_preset, training_digest
 from rlgauntlet.victims.base import Victim
 
 class LiveAdversary(Threat):
@@ -352,12 +352,21 @@ def trains_as(preset: ATLAPreset, other_name: str) -> bool:
 
 def _resumable(stored: dict, config: dict, preset: ATLAPreset) -> bool:
     """Whether a run whose ``progress.json`` config is ``stored`` resumes under ``preset`` (whose
-    config is ``config``): the same config, or one of a preset that trains as it does."""
+    config is ``config``): the same config, or one of a preset that trains as it does; and, for a
+    run that recorded it, the same training digest (a recipe changed under its name is refused;
+    runs started before the digest was recorded are compared without it)."""
+    if stored.get(TRAINING_DIGEST, config[TRAINING_DIGEST]) != config[TRAINING_DIGEST]:
+        return False
+    stored, config = ({k: v for k, v in c.items() if k != TRAINING_DIGEST} for c in (stored, config))
     if stored == config:
         return True
     drop = ("preset", *SELECTION_FIELDS)
     return (trains_as(preset, stored.get("preset"))
             and {k: v for k, v in stored.items() if k not in drop} == {k: v for k, v in config.items() if k not in drop})
+
+
+#: the config key of the run's :func:`~rlgauntlet.training.recipes.training_digest`
+TRAINING_DIGEST = "training_sha256"
 
 
 def _config(preset: ATLAPreset, seed: int) -> dict:
@@ -370,6 +379,7 @@ def _config(preset: ATLAPreset, seed: int) -> dict:
         config["push_eps_fractions"] = list(preset.push_eps_fractions)
     if preset.select_clean_min is not None:
         config["select_clean_min"] = preset.select_clean_min
+    config[TRAINING_DIGEST] = training_digest(preset, SELECTION_FIELDS)
     return config
 
 
@@ -447,7 +457,13 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
                                 "history": [], "train_seconds": 0.0}
     if (ckpt / "progress.json").exists():
         progress = json.loads((ckpt / "progress.json").read_text())
-        if not _resumable(progress.get("config") or {}, config, preset):
+        stored = progress.get("config") or {}
+        if not _resumable(stored, config, preset) and _resumable({**stored, TRAINING_DIGEST: config[TRAINING_DIGEST]},
+                                                                 config, preset):
+            raise UserError(f"{run_dir} was started with another recipe of {stored.get('preset')} (its settings or its "
+                            "agent's changed since: training digest differs); finish it with the version that started "
+                            "it, or give a new --run-dir")
+        if not _resumable(stored, config, preset):
             raise UserError(f"{run_dir} holds a {progress.get('config', {}).get('preset')} run "
                             f"({progress.get('config')}); resume it with the same preset and settings, or give a new "
                             "--run-dir")

@@ -22,7 +22,7 @@ from rlgauntlet.training.recipes.atla import ATLA_PRESETS, METHODS, ATLAPreset, 
 from rlgauntlet.training.recipes.zoo import PRESETS, ROBUST_BAR, TrainPreset, linear_schedule, register_preset
 
 __all__ = ["ATLA_PRESETS", "ATLAPreset", "METHODS", "PRESETS", "ROBUST_BAR", "TrainPreset", "agent_recipe",
-           "get_atla_preset", "get_preset", "linear_schedule", "recipe_digest", "register_preset"]
+           "get_atla_preset", "get_preset", "linear_schedule", "recipe_digest", "register_preset", "training_digest"]
 
 
 def get_preset(name: str) -> TrainPreset:
@@ -64,6 +64,19 @@ def _canonical(value: Any) -> Any:
     raise TypeError(f"a recipe holds {type(value).__name__}, which has no canonical form: add it to _canonical")
 
 
+def training_digest(preset: ATLAPreset, selection_fields: tuple[str, ...]) -> str:
+    """Hex sha256 of what a run of alternating preset ``preset`` trains with: its settings but its
+    name and ``selection_fields`` (which checkpoint a run keeps, not how it trains), and its agent's
+    recipe; prose left out. Two presets that train alike share it."""
+    alternating = {k: v for k, v in _canonical(preset).items() if k not in ("name", *selection_fields)}
+    agent = {k: v for k, v in _canonical(agent_recipe(preset)).items() if k != "name"}  # named after the preset
+    return _digest({"alternating": alternating, "agent": agent})
+
+
+def _digest(recipe: Any) -> str:
+    return hashlib.sha256(json.dumps(recipe, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
 def recipe_digest(name: str) -> str:
     """Hex sha256 of the recipe ``rlgauntlet train --preset NAME`` trains: every setting of the
     preset (an alternating preset's own and its agent's recipe), its prose left out. A zoo entry
@@ -74,4 +87,4 @@ def recipe_digest(name: str) -> str:
         recipe = {"alternating": _canonical(ATLA_PRESETS[name]), "agent": _canonical(agent_recipe(ATLA_PRESETS[name]))}
     else:
         recipe = _canonical(get_preset(name))
-    return hashlib.sha256(json.dumps(recipe, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    return _digest(recipe)
