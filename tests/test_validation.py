@@ -248,7 +248,9 @@ def test_a_validation_file_we_did_not_write_is_one_line_left_untouched_and_the_f
     assert played == [1] and json.loads(bad.read_text())["clean_return"] == 3500.0
     record = run / "validations.json"
     for bad_record in ('{"10": {"clean_return": 3500, "clean_episodes": 10, "push_episodes": 2, "push_min": "low"}}',
-                       "[1, 2]"):  # a worst push the rule cannot read; not a mapping
+                       '{"10": {"clean_return": 2500, "clean_episodes": 10, "push_episodes": 2, "push_min": null, '
+                       '"pushes_skipped_below": "high"}}',
+                       "[1, 2]"):  # a worst push or a skip bar the rule cannot read; not a mapping
         record.write_text(bad_record)
         with pytest.raises(UserError, match=r"validations\.json is not a record rlgauntlet wrote"):
             select_validated(run, history, "Hopper-v5", 0.075, 3000.0, 10, 2)
