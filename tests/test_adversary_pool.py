@@ -153,3 +153,137 @@ def test_pushes_at_several_budgets_are_members_of_their_own_with_their_own_ball(
     for bad in ((), (0.0, 1.0), (1.5,)):
         with pytest.raises(ValueError, match="fractions of ε in"):
             AdversaryPool(MarkedAdversary(0.1), [[1, 0]], push_share=0.5, eps_fractions=bad)
+
+
+def test_a_prioritised_pool_draws_each_push_by_its_running_return_above_a_uniform_floor():
+    """Closed form: pushes' running returns (1000, 2000, None, 3000) at temperature 500 share 0.4 as
+    0.4 × (0.75 × e^(−Δ/500) / Σ + 0.25 / 4), the unmet push counted as the worst met (1000); the
+    learned adversary keeps 0.6; without a temperature the same returns change nothing."""
+    pool = AdversaryPool(MarkedAdversary(0.1), [[1, 0], [-1, 0], [0, 1], [0, -1]], push_share=0.4,
+                         push_temperature=500.0)
+    assert pool.probabilities == pytest.approx([0.6, 0.1, 0.1, 0.1, 0.1])  # nothing met yet: uniform
+    pool.member_returns = [50.0, 1000.0, 2000.0, None, 3000.0]
+    weights = np.exp(-np.array([0.0, 1000.0, 0.0, 2000.0]) / 500.0)
+    expected = 0.4 * (0.75 * weights / weights.sum() + 0.25 / 4)
+    assert pool.probabilities == pytest.approx([0.6, *expected])
+    assert sum(pool.probabilities) == pytest.approx(1.0)
+    assert pool.probabilities[1] > 3 * pool.probabilities[2] and pool.probabilities[4] >= 0.4 * 0.25 / 4
+    uniform = AdversaryPool(MarkedAdversary(0.1), [[1, 0], [-1, 0], [0, 1], [0, -1]], push_share=0.4)
+    uniform.member_returns = list(pool.member_returns)
+    assert uniform.probabilities == pytest.approx([0.6, 0.1, 0.1, 0.1, 0.1])
+    for bad in (0.0, -1.0):
+        with pytest.raises(ValueError, match="positive return scale"):
+            AdversaryPool(MarkedAdversary(0.1), [[1, 0]], push_share=0.5, push_temperature=bad)
+
+
+def test_a_members_running_return_is_an_exponential_average_of_its_episodes():
+    """Returns 100 then 200 then 400 for push 2: 100, 0.7·100 + 0.3·200 = 130, 0.7·130 + 0.3·400 = 211;
+    an episode that had not started (no member) changes nothing."""
+    pool = AdversaryPool(MarkedAdversary(0.1), [[1, 0], [-1, 0]], push_share=0.5, push_temperature=100.0)
+    for episode_return, expected in ((100.0, 100.0), (200.0, 130.0), (400.0, 211.0)):
+        pool.episode_ended({"member": 2}, episode_return)
+        assert pool.member_returns == [None, None, pytest.approx(expected)]
+    pool.episode_ended({"member": None}, 5.0)
+    assert pool.member_returns == [None, None, pytest.approx(211.0)]
+    assert pool.member_specs() == ["learned", "push:direction=1|0,eps=0.1", "push:direction=-1|0,eps=0.1"]
+
+
+def test_a_prioritised_pools_draws_follow_its_probabilities():
+    """4,000 episodes drawn with running returns that favour push 1: the counts match the
+    prioritised probabilities (not the uniform ones) within 4 binomial standard deviations."""
+    victim = _victim()
+    pool = AdversaryPool(MarkedAdversary(0.1), [[1, 0], [-1, 0], [0, 1], [0, -1]], push_share=0.8,
+                         push_temperature=200.0)
+    pool.member_returns = [None, 500.0, 900.0, 1300.0, 1700.0]
+    probabilities = pool.probabilities
+    assert probabilities[1] > 0.4  # far from the uniform 0.2
+    episodes = 4000
+    states = [pool.new_state() for _ in range(episodes)]
+    x = torch.zeros(episodes, 4, dtype=victim.dtype)
+    pool.apply(x, victim, _rng(episodes, seed=7), Memory(states, torch.zeros(episodes)),
+               torch.ones(episodes, dtype=torch.bool))
+    counts = np.bincount([s["member"] for s in states], minlength=5)
+    for count, p in zip(counts, probabilities):
+        assert abs(count - episodes * p) <= 4 * math.sqrt(episodes * p * (1 - p))
+
+
+def test_the_training_env_tells_the_threat_each_finished_episodes_full_return():
+    """Pendulum (200-step episodes) under a threat that records what it is told: each finished
+    episode's state and the sum of the rewards the env returned over it (no normaliser here)."""
+    from rlgauntlet.envs.presets import make_train_vec_env
+    from rlgauntlet.threats import parse_threat
+    from rlgauntlet.training.threat_env import ThreatVecEnv
+
+    class Listening(type(parse_threat("uniform_noise:eps=0.01"))):
+        def new_state(self):
+            return {"episode": None}
+
+        def episode_ended(self, state, episode_return):
+            heard.append((state["id"], episode_return))
+
+    heard = []
+    threat = Listening(Listening.Params(eps=0.01), spec="uniform_noise:eps=0.01")
+    env = ThreatVecEnv(make_train_vec_env("Pendulum-v1", 2, 0), threat, seed=0)
+    env.victim = _pendulum_victim()
+    env.reset()
+    for i, state in enumerate(env.states):
+        state["id"] = i
+    sums = np.zeros(2)
+    for _ in range(200):
+        _, rewards, dones, _ = env.step(np.zeros((2, 1), dtype=np.float32))
+        sums += rewards
+    assert dones.all() and [h[0] for h in heard] == [0, 1]
+    assert [h[1] for h in heard] == pytest.approx(list(sums), rel=1e-5)  # the Monitor rounds to 6 digits
+    env.close()
+
+
+def _pendulum_victim():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(3, 2))
+    return TorchVictim(_Head(net), "gaussian", gym.spaces.Box(-np.inf, np.inf, (3,), np.float32),
+                       gym.spaces.Box(-2.0, 2.0, (1,), np.float32))
+
+
+class _Head(nn.Module):
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x):
+        out = self.net(x)
+        return out[:, :1], out[:, 1]
+
+
+def test_a_prioritised_preset_keeps_its_pools_returns_in_the_checkpoint_and_resumes_with_them(monkeypatch, tmp_path):
+    """Wiring: a preset with a push temperature hands it to the pool, whose running returns are
+    filled from the training episodes (Pendulum's 200-step episodes end within the run), saved in
+    the checkpoint with the push drawn most, and handed back to the pool on resume."""
+    import json
+
+    from rlgauntlet.training import recipes
+    from rlgauntlet.training.defences import atla
+    from rlgauntlet.training.threat_env import ThreatVecEnv
+
+    monkeypatch.setitem(recipes.PRESETS, "tiny-pendulum-ppo", recipes.TrainPreset(
+        name="tiny-pendulum-ppo", env_id="Pendulum-v1", algo="ppo", total_timesteps=128, n_envs=2, seed=0,
+        target_return=-200.0, checkpoint_every=64,
+        hyperparams=dict(policy="MlpPolicy", n_steps=32, batch_size=32, n_epochs=1)))
+    monkeypatch.setitem(recipes.ATLA_PRESETS, "tiny-prioritized", recipes.ATLAPreset(
+        "tiny-prioritized", "tiny-pendulum-ppo", "pa_atla", eps=0.1, total_agent_steps=448, checkpoint_every=7,
+        push_share=0.5, push_temperature=50.0, adversary={"n_epochs": 1, "batch_size": 32}))
+    threats = []
+    real_init = ThreatVecEnv.__init__
+    monkeypatch.setattr(ThreatVecEnv, "__init__",
+                        lambda self, venv, threat, seed: threats.append(threat) or real_init(self, venv, threat, seed))
+    ckpt = atla.train_atla("tiny-prioritized", tmp_path / "run", log=lambda line: None)
+    assert threats[0].push_temperature == 50.0
+    progress = json.loads((ckpt / "progress.json").read_text())
+    assert progress["config"]["push_temperature"] == 50.0
+    assert progress["pool_returns"] == threats[0].member_returns
+    assert sum(r is not None for r in progress["pool_returns"]) >= 1  # two episodes ended (one per env)
+    worst = progress["history"][-1]["pool_worst"]
+    assert worst["member"].startswith("push:") and worst["probability"] == pytest.approx(max(threats[0].probabilities[1:]))
+    progress["pool_returns"] = [None, -100.0, -900.0]
+    (ckpt / "progress.json").write_text(json.dumps(progress))
+    atla.train_atla("tiny-prioritized", tmp_path / "run", log=lambda line: None)  # finished: restores, trains nothing
+    assert threats[1].member_returns == [None, -100.0, -900.0]

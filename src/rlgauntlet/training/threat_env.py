@@ -9,7 +9,10 @@ its own streams (seed, j), and threats with memory get a fresh state per episode
 
 Image observations go back to the learner as float32 pixel values (x'·255); an on-policy
 buffer keeps them exactly, a uint8 replay buffer rounds them to whole pixel levels. The
-``terminal_observation`` of a finished episode is passed on clean.
+``terminal_observation`` of a finished episode is passed on clean. A threat with an
+``episode_ended(state, episode_return)`` method hears each finished episode's state and full
+return (the Monitor's, before any reward normalisation): a training pool that draws its members
+by how the agent does against them (``training.defences.atla.AdversaryPool``).
 
 Example:
     >>> env = ThreatVecEnv(make_train_vec_env("CartPole-v1", 4, 0), parse_threat("uniform_noise:eps=0.1"), seed=0)  # doctest: +SKIP
@@ -64,7 +67,10 @@ class ThreatVecEnv(VecEnvWrapper):
 
     def step_wait(self):
         obs, rewards, dones, infos = self.venv.step_wait()
+        ended = getattr(self.threat, "episode_ended", None)  # a threat that learns from its episodes' returns
         for i in np.flatnonzero(dones):
+            if ended is not None and "episode" in infos[i]:  # the Monitor's full, unnormalised return
+                ended(self.states[i], float(infos[i]["episode"]["r"]))
             self._start(int(i))  # SB3 envs reset themselves: obs[i] is the new episode's first
         return self._perturb(obs), rewards, dones, infos
 

@@ -87,7 +87,21 @@ class AdversaryPool(Threat):
     directors (``threats.attacks.push``: a PA-AD director that never changes its mind, the
     strongest attack the gauntlet finds on most Hopper agents), uniformly over the directions and
     the push budgets ``eps_fractions`` × ε (a push below the full budget can topple an agent that
-    only met pushes at it). Not registered: it exists only inside a training run."""
+    only met pushes at it). Not registered: it exists only inside a training run.
+
+    With ``push_temperature`` (in return units) the push members are drawn worst first: the pool
+    keeps each member's return over the episodes it met (an exponential average,
+    :attr:`RETURN_RATE` per episode; :meth:`episode_ended`, called by the training env) and
+    shares ``push_share`` among the pushes as (1 − :attr:`UNIFORM_FLOOR`) × softmax(−return /
+    temperature) + :attr:`UNIFORM_FLOOR` / pushes: the agent trains most against the push it
+    currently does worst against (the gauntlet scores the worst member, not the average), and
+    every push keeps being met, so its estimate stays current. A push not met yet counts as the
+    worst one met; before any, the draw is uniform. The learned adversary's share is unchanged."""
+
+    #: the share of the pushes' probability spread uniformly whatever their returns
+    UNIFORM_FLOOR = 0.25
+    #: the weight of a member's newest episode in its running return
+    RETURN_RATE = 0.3
 
     name = "adversary_pool"
     family = "learned"
@@ -98,7 +112,7 @@ class AdversaryPool(Threat):
         eps: float
 
     def __init__(self, learned: LiveAdversary, directions: list[list[int]], push_share: float,
-                 eps_fractions: tuple[float, ...] = (1.0,)) -> None:
+                 eps_fractions: tuple[float, ...] = (1.0,), push_temperature: float | None = None) -> None:
         if not 0.0 < push_share < 1.0:
             raise ValueError(f"push_share {push_share}: give a share strictly between 0 and 1")
         if not eps_fractions or not all(0.0 < f <= 1.0 for f in eps_fractions):
@@ -106,8 +120,14 @@ class AdversaryPool(Threat):
         super().__init__(self.Params(eps=learned.actor.eps), spec=f"adversary_pool:eps={learned.actor.eps:g}")
         directions = [list(d) for d in dict.fromkeys(tuple(d) for d in directions)]  # 1-d: the axes are the corners
         self.learned, self.directions, self.push_share = learned, directions, push_share
+        if push_temperature is not None and not push_temperature > 0:
+            raise ValueError(f"push_temperature {push_temperature}: give a positive return scale, or None for uniform pushes")
         self.eps_fractions = tuple(dict.fromkeys(eps_fractions))
+        self.push_temperature = push_temperature
         self._pushes = self._push_threats(learned.actor.eps)
+        #: each member's running return over the training episodes it met (None: not met yet), the
+        #: learned adversary first; only a prioritised pool's draw reads it
+        self.member_returns: list[float | None] = [None] * (1 + len(self._pushes))
 
     def _push_threats(self, eps: float) -> list[Threat]:
         """The push members, direction by direction, each at every budget fraction (in that order)."""
@@ -121,7 +141,26 @@ class AdversaryPool(Threat):
     def probabilities(self) -> list[float]:
         """Each member's probability per episode: the learned adversary first, then each push."""
         pushes = len(self.directions) * len(self.eps_fractions)
-        return [1.0 - self.push_share] + [self.push_share / pushes] * pushes
+        met = [r for r in self.member_returns[1:] if r is not None]
+        if self.push_temperature is None or not met:
+            return [1.0 - self.push_share] + [self.push_share / pushes] * pushes
+        returns = np.array([min(met) if r is None else r for r in self.member_returns[1:]])
+        weights = np.exp(-(returns - returns.min()) / self.push_temperature)
+        shares = (1.0 - self.UNIFORM_FLOOR) * weights / weights.sum() + self.UNIFORM_FLOOR / pushes
+        return [1.0 - self.push_share] + [float(p) for p in self.push_share * shares]
+
+    def episode_ended(self, state: dict, episode_return: float) -> None:
+        """Fold a finished training episode's return into its member's running return."""
+        member = state.get("member")
+        if member is None:
+            return
+        old = self.member_returns[member]
+        self.member_returns[member] = float(episode_return) if old is None else \
+            (1.0 - self.RETURN_RATE) * old + self.RETURN_RATE * float(episode_return)
+
+    def member_specs(self) -> list[str]:
+        """The members' names, in :attr:`probabilities`' order."""
+        return ["learned", *(t.spec for t in self._pushes)]
 
     @property
     def actor(self) -> AttackActor:
@@ -377,6 +416,8 @@ def _config(preset: ATLAPreset, seed: int) -> dict:
         config["push_share"] = preset.push_share
     if preset.push_eps_fractions != (1.0,):
         config["push_eps_fractions"] = list(preset.push_eps_fractions)
+    if preset.push_temperature is not None:
+        config["push_temperature"] = preset.push_temperature
     if preset.select_clean_min is not None:
         config["select_clean_min"] = preset.select_clean_min
     config[TRAINING_DIGEST] = training_digest(preset, SELECTION_FIELDS)
@@ -448,7 +489,7 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
         from rlgauntlet.threats.attacks.push import push_directions
 
         agent_threat = AdversaryPool(agent_threat, push_directions(int(agent_env.action_space.shape[0])),
-                                     preset.push_share, preset.push_eps_fractions)
+                                     preset.push_share, preset.push_eps_fractions, preset.push_temperature)
     threat_env = ThreatVecEnv(agent_env, agent_threat, seed=recipe.seed)
     agent.set_env(threat_env)
     threat_env.attach(agent)
@@ -468,6 +509,8 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
                             f"({progress.get('config')}); resume it with the same preset and settings, or give a new "
                             "--run-dir")
         _restore(ckpt, agent, adversary, progress)
+        if "pool_returns" in progress:  # a prioritised pool's draw goes on from where the checkpoint left it
+            agent_threat.member_returns = list(progress["pool_returns"])
         log(f"[{name}] resuming at iteration {progress['iteration']} ({progress['agent_steps']} agent steps)")
         if preset.select_clean_min is not None and progress["history"]:
             _restore_last_snapshot(run_dir, ckpt, progress["history"][-1])
@@ -515,6 +558,9 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
                                             "clean_greedy_return": _clean_return(agent, clean_games, agent_env,
                                                                                  recipe.seed),
                                             "applied": _applied(threat_env, adversary_env)})
+                if preset.push_temperature is not None:
+                    progress["pool_returns"] = list(agent_threat.member_returns)
+                    progress["history"][-1]["pool_worst"] = _pool_worst(agent_threat)
                 progress["train_seconds"] = round(base_seconds + time.perf_counter() - started, 1)
                 _save(ckpt, agent, adversary, progress)
                 point = progress["history"][-1]
@@ -542,6 +588,15 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
     if preset.validate_clean_episodes:
         _validate(run_dir, preset, recipe.env_id, progress["history"], log=lambda line: log(f"[{name}] {line}"))
     return ckpt
+
+
+def _pool_worst(pool: AdversaryPool) -> dict:
+    """The push the prioritised pool now draws most (for the run's history): its name, running
+    training return and probability per episode."""
+    probabilities = pool.probabilities
+    worst = 1 + int(np.argmax(probabilities[1:]))
+    return {"member": pool.member_specs()[worst], "return": pool.member_returns[worst],
+            "probability": probabilities[worst]}
 
 
 def _validate(run_dir: Path, preset: ATLAPreset, env_id: str, history: list[dict], log: Callable[[str], None]) -> None:

@@ -66,6 +66,10 @@ class ATLAPreset:
     #: validated choice plays them at): a push below the full budget can topple an agent that met
     #: pushes only at it (the validated seeds 0 and 2: push (0, 0, 1) at 0.05 went lower than at 0.075)
     push_eps_fractions: tuple[float, ...] = (1.0,)
+    #: draw the push members worst first (``AdversaryPool``'s ``push_temperature``, in return units):
+    #: the share of each push follows softmax(−its running training return / temperature) above a
+    #: uniform floor; None: uniformly
+    push_temperature: float | None = None
     #: keep as the run's agent (``RUN_DIR/best``) the checkpoint with the highest recent return under
     #: the adversary among those at the adversary's full ε whose clean greedy return reaches this
     #: (training-time signals only: ``training.defences.atla.selection_score``); None: the last checkpoint
@@ -184,6 +188,15 @@ ATLA_PRESETS: dict[str, ATLAPreset] = {p.name: p for p in (
     # the validated recipe with pushes at three budgets (ε/3, 2ε/3, ε: the gauntlet's ε grid up to the budget)
     # in the pool and in the validation: on two of the three validated agents the worst attack was a push
     # at 0.05, below the budget the pool trained and validated at
+    # the same pool drawn worst first: across the pool3 runs' checkpoints the validated worst push stayed at
+    # 1,000-1,600 from 200k steps to 2M while its 42 pushes were met 1/84 of the episodes each; the gauntlet
+    # scores the worst member, so the pool trains most against the push the agent currently does worst against
+    _official_hopper_pa_atla("hopper-pool3-prioritized-pa-atla-ppo-validated", push_share=0.5,
+                             push_eps_fractions=(1 / 3, 2 / 3, 1.0), push_temperature=300.0, select_clean_min=3000.0,
+                             validate_clean_episodes=10, validate_push_episodes=2,
+                             notes="hopper-pool3-pa-atla-ppo-validated with its pushes drawn worst first: each push's "
+                                   "share of the pool's 0.5 follows softmax(−running training return / 300) above a "
+                                   "uniform floor of a quarter"),
     _official_hopper_pa_atla("hopper-pool3-pa-atla-ppo-validated", push_share=0.5,
                              push_eps_fractions=(1 / 3, 2 / 3, 1.0), select_clean_min=3000.0,
                              validate_clean_episodes=10, validate_push_episodes=2,
