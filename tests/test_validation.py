@@ -8,6 +8,7 @@ import dataclasses
 import json
 import shutil
 
+import numpy as np
 import pytest
 import torch
 
@@ -53,25 +54,26 @@ def test_an_agent_is_validated_clean_and_against_every_push_director_at_the_runs
     returns[direction_param([0, 0, 1])] = 640.0  # the worst one
 
     class Record:
-        def __init__(self, value):
-            self.episode_return = value
+        def __init__(self, value, episode=0):
+            self.episode_return, self.episode = value, episode
 
     def fake_evaluate(env_fn, victim, threat, episodes, seed, n_envs=1, **kwargs):
         episodes = list(episodes)
         calls.append((None if threat is None else threat.spec, episodes, seed))
         if threat is None:
             return [Record(3000.0 + k) for k in episodes]
-        assert threat.params.eps == 0.075
-        return [Record(returns[threat.spec.split("direction=")[1].split(",")[0]]) for _ in episodes]
+        assert {budget for _, budget in threat.games} == {0.075}
+        # finished out of order, as the engine may return them; game k's own return, + k % 2 apart
+        return [Record(returns[direction_param(threat.games[k][0])] + (1 if k % 2 else -1), k) for k in reversed(episodes)]
 
     monkeypatch.setattr(rollout, "evaluate_episodes", fake_evaluate)
     monkeypatch.setattr(sb3, "load_sb3", lambda path, algorithm=None, vecnormalize=None, **kw: ("victim", path, vecnormalize))
     got = validation.validate_agent(tmp_path, "Hopper-v5", 0.075, clean_episodes=10, push_episodes=2)
     assert [c for c in calls if c[0] is None] == [(None, list(range(10)), VALIDATION_SEED)]
-    pushes = [c for c in calls if c[0] is not None]
-    assert sorted(c[0] for c in pushes) == sorted(f"push:direction={d},eps=0.075" for d in returns)
-    assert all(c[1] == [0, 1] and c[2] == VALIDATION_SEED for c in pushes)
-    assert got["clean_return"] == pytest.approx(3004.5) and got["push"] == returns
+    [pushes] = [c for c in calls if c[0] is not None]  # every push game in one engine call
+    assert pushes == ("validation_pushes", list(range(28)), VALIDATION_SEED)
+    assert got["clean_return"] == pytest.approx(3004.5) and got["push"] == pytest.approx(returns)
+    assert got["push_games"] == "own"
     assert got["push_min"] == 640.0 and got["push_worst"] == direction_param([0, 0, 1])
     assert "pushes_skipped_below" not in got
     # below the rule's clean bar no push is played (the rule cannot choose it); at the bar, all are
@@ -82,7 +84,7 @@ def test_an_agent_is_validated_clean_and_against_every_push_director_at_the_runs
     assert got["clean_return"] == pytest.approx(3004.5)
     calls.clear()
     got = validation.validate_agent(tmp_path, "Hopper-v5", 0.075, clean_episodes=10, push_episodes=2, clean_min=3004.5)
-    assert len(calls) == 15 and got["push"] == returns and "pushes_skipped_below" not in got
+    assert len(calls) == 2 and got["push"] == pytest.approx(returns) and "pushes_skipped_below" not in got
 
 
 def test_pushes_are_validated_at_every_budget_fraction(monkeypatch, tmp_path):
@@ -91,22 +93,24 @@ def test_pushes_are_validated_at_every_budget_fraction(monkeypatch, tmp_path):
     from rlgauntlet.engine import rollout
     from rlgauntlet.victims import sb3
 
-    specs = []
+    games = []
 
     class Record:
-        def __init__(self, value):
-            self.episode_return = value
+        def __init__(self, value, episode=0):
+            self.episode_return, self.episode = value, episode
 
     def fake_evaluate(env_fn, victim, threat, episodes, seed, n_envs=1, **kwargs):
-        if threat is not None:
-            specs.append(threat.spec)
-        low = threat is not None and threat.spec == "push:direction=0|0|1,eps=0.05"
-        return [Record(500.0 if low else 2000.0) for _ in episodes]
+        if threat is None:
+            return [Record(2000.0) for _ in episodes]
+        games.extend(threat.games)
+        low = [([0, 0, 1], pytest.approx(0.05)) == (list(d), b) for d, b in threat.games]
+        return [Record(500.0 if low[k] else 2000.0, k) for k in episodes]
 
     monkeypatch.setattr(rollout, "evaluate_episodes", fake_evaluate)
     monkeypatch.setattr(sb3, "load_sb3", lambda path, algorithm=None, vecnormalize=None, **kw: "victim")
     got = validation.validate_agent(tmp_path, "Hopper-v5", 0.075, 2, 2, eps_fractions=(1 / 3, 2 / 3, 1.0))
-    assert len(specs) == 42 and {s.split("eps=")[1] for s in specs} == {"0.025", "0.05", "0.075"}
+    assert len(games) == 84 and len({(tuple(d), round(b, 6)) for d, b in games}) == 42
+    assert {round(b, 6) for _, b in games} == {0.025, 0.05, 0.075}
     assert got["push_min"] == 500.0 and got["push_worst"] == "0|0|1,eps=0.05"
     assert "0|0|1" in got["push"] and got["push_eps_fractions"] == pytest.approx([1 / 3, 2 / 3, 1.0])
 
@@ -349,3 +353,69 @@ def test_a_checkpoint_stopped_before_its_validation_is_validated_from_the_checkp
         {k: v for k, v in json.loads((run / "validations.json").read_text()).items() if k != "2"}))
     with pytest.raises(UserError, match="no snapshot of iteration 2 "):
         train_atla("tiny-validated", run, log=lambda line: None)
+
+
+def test_side_by_side_pushes_perturb_each_row_as_its_own_push_would():
+    """Known answer: six rows with three directions at two budgets; each row's input is the one the
+    registered push of its own direction and budget gives on that row alone."""
+    import gymnasium as gym
+    import torch.nn as nn
+
+    from rlgauntlet.common.seeding import BatchRNG
+    from rlgauntlet.threats import parse_threat
+    from rlgauntlet.threats.base import Memory
+    from rlgauntlet.victims import TorchVictim
+
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 3))
+            self.log_std = nn.Parameter(torch.zeros(3))
+
+        def forward(self, x):
+            return self.body(x), self.log_std
+
+    torch.manual_seed(0)
+    victim = TorchVictim(Head(), "gaussian", gym.spaces.Box(-np.inf, np.inf, (4,), np.float32),
+                         gym.spaces.Box(-1.0, 1.0, (3,), np.float32))
+    games = [([1, 0, 0], 0.05), ([0, -1, 0], 0.1), ([1, 1, -1], 0.05), ([1, 0, 0], 0.1), ([0, -1, 0], 0.05),
+             ([1, 1, -1], 0.1)]
+    threat = validation.PushesSideBySide(games)
+    threat.check_victim(victim)
+    states = [threat.new_state() for _ in games]
+    x = torch.randn(len(games), 4, generator=torch.Generator().manual_seed(1), dtype=victim.dtype)
+    rng = lambda n: BatchRNG([torch.Generator().manual_seed(k) for k in range(n)])  # noqa: E731
+    out, acted = threat.apply(x, victim, rng(len(games)), Memory(states, torch.zeros(len(games))),
+                              torch.ones(len(games), dtype=torch.bool))
+    assert acted.all()
+    for k, (direction, budget) in enumerate(games):
+        alone = parse_threat(f"push:direction={'|'.join(map(str, direction))},eps={budget:g}")
+        with torch.enable_grad():
+            expected = alone.perturb(x[k:k + 1], victim, rng(1))
+        assert torch.allclose(out[k:k + 1], expected, atol=1e-12), (k, direction, budget)
+        assert float((out[k] - x[k]).abs().max()) == pytest.approx(budget)
+    with pytest.raises(RuntimeError, match="more episodes started than games"):
+        threat.new_state()
+
+
+def test_the_validations_push_games_are_each_pushs_own_games_played_side_by_side(monkeypatch, tmp_path):
+    """End to end on Pendulum with an SB3 agent: the pushes' returns from the one side-by-side call
+    (3 slots for 4 games, so the queue refills) equal each push run alone on its own env seeds
+    (VALIDATION_SEED + m·E + j): a game given to the wrong push or seed fails it."""
+    from stable_baselines3 import PPO
+
+    from rlgauntlet.engine.rollout import evaluate_episodes
+    from rlgauntlet.envs import make_env
+    from rlgauntlet.threats import parse_threat
+    from rlgauntlet.victims.sb3 import load_sb3
+
+    PPO("MlpPolicy", "Pendulum-v1", seed=3, device="cpu").save(tmp_path / "model.zip")
+    monkeypatch.setattr(validation, "SIDE_BY_SIDE", 3)
+    got = validation.validate_agent(tmp_path, "Pendulum-v1", 0.5, clean_episodes=1, push_episodes=2)
+    victim = load_sb3(tmp_path / "model.zip", "ppo")
+    for m, direction in enumerate(("1", "-1")):  # Pendulum's 1-d action: the two signed axes
+        records = evaluate_episodes(lambda: make_env("Pendulum-v1"), victim,
+                                    parse_threat(f"push:direction={direction},eps=0.5"), [2 * m, 2 * m + 1],
+                                    VALIDATION_SEED, n_envs=2)
+        assert got["push"][direction] == pytest.approx(np.mean([r.episode_return for r in records]), rel=1e-9)
+    assert got["push"]["1"] != pytest.approx(got["push"]["-1"], rel=1e-3)  # the two pushes differ

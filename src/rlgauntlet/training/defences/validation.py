@@ -39,8 +39,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+import torch
 
+from rlgauntlet.common.seeding import BatchRNG
 from rlgauntlet.errors import UserError
+from rlgauntlet.threats.base import Memory, Threat, ThreatParams
+from rlgauntlet.victims.base import Victim
 
 #: the validation episodes' env seeds: episode k starts from VALIDATION_SEED + k (the gauntlet
 #: evaluates seeds 0-2 × up to 50 episodes; training's greedy games start at 10_000 + seed)
@@ -57,6 +61,10 @@ def validate_agent(folder: Path, env_id: str, eps: float, clean_episodes: int, p
     push director (``threats.attacks.push.push_directions`` of the action space) at each budget
     ``eps_fractions`` × ``eps`` in the agent's budget space (VecNormalize units when it has
     statistics); a push at the full budget is named by its direction, another as ``DIRECTION,eps=E``.
+    The clean games start from env seeds ``VALIDATION_SEED + k``; the push games are played side by
+    side in one engine call (:class:`PushesSideBySide`), push m's E = ``push_episodes`` games from
+    ``VALIDATION_SEED + m·E + j`` (``push_games: "own"`` in the result; a record without it played
+    every push on the same E games, and stands as it is).
     ``clean_min``: when the clean return is below it, no push is played (the rule cannot choose the
     agent whatever its pushes): ``push`` is empty and ``pushes_skipped_below`` says why.
 
@@ -73,8 +81,6 @@ def validate_agent(folder: Path, env_id: str, eps: float, clean_episodes: int, p
 def _global_rngs_kept():
     import random
 
-    import torch
-
     np_state, py_state = np.random.get_state(), random.getstate()
     with torch.random.fork_rng(devices=[]):
         try:
@@ -88,7 +94,6 @@ def _validate_agent(folder: Path, env_id: str, eps: float, clean_episodes: int, 
                     n_envs: int, eps_fractions: tuple[float, ...], clean_min: float | None) -> dict:
     from rlgauntlet.engine.rollout import evaluate_episodes
     from rlgauntlet.envs import make_env
-    from rlgauntlet.threats import parse_threat
     from rlgauntlet.threats.attacks.push import direction_param, push_directions
     from rlgauntlet.victims.sb3 import load_sb3
 
@@ -107,18 +112,81 @@ def _validate_agent(folder: Path, env_id: str, eps: float, clean_episodes: int, 
     skipped = clean_min is not None and clean_return < clean_min
     push = {}
     if push_episodes > 0 and dims > 0 and not skipped:
-        for direction in push_directions(dims):
-            label = direction_param(direction)
-            for fraction in eps_fractions:
-                name = label if fraction == 1.0 else f"{label},eps={eps * fraction:g}"
-                push[name] = mean_return(parse_threat(f"push:direction={label},eps={eps * fraction:g}"), push_episodes)
+        members = [(direction, eps * fraction, direction_param(direction) if fraction == 1.0 else
+                    f"{direction_param(direction)},eps={eps * fraction:g}")
+                   for direction in dict.fromkeys(tuple(d) for d in push_directions(dims)) for fraction in eps_fractions]
+        # every push game in one engine call: push m plays episodes m·E … m·E + E − 1 (E = push_episodes)
+        games = [(direction, budget) for direction, budget, _ in members for _ in range(push_episodes)]
+        records = evaluate_episodes(lambda: make_env(env_id), victim, PushesSideBySide(games), range(len(games)),
+                                    VALIDATION_SEED, n_envs=min(SIDE_BY_SIDE, len(games)))
+        returns = {r.episode: r.episode_return for r in records}
+        for m, (_, _, name) in enumerate(members):
+            push[name] = float(np.mean([returns[m * push_episodes + j] for j in range(push_episodes)]))
     worst = min(push, key=push.get) if push else None
     validation = {"clean_return": clean_return, "clean_episodes": clean_episodes, "push": push,
                   "push_min": push[worst] if push else None, "push_worst": worst, "push_episodes": push_episodes,
                   "push_eps_fractions": list(eps_fractions), "eps": eps, "seed": VALIDATION_SEED}
+    if push:
+        validation["push_games"] = "own"  # each push its own games (earlier records: every push on the same E)
     if skipped:
         validation["pushes_skipped_below"] = clean_min
     return validation
+
+
+#: engine slots of the validation's push games: one batched network call a step serves this many
+#: games (a step of 2 games cost 3.4 times as much per game as one of 16 on a loaded core)
+SIDE_BY_SIDE = 16
+
+
+class PushesSideBySide(Threat):
+    """The validation's push games in one engine call: the k-th episode the engine starts (it
+    starts them in the order it is given them) meets ``games[k]`` = (direction, ε), a constant
+    push director (:class:`~rlgauntlet.threats.attacks.push.Push`, one FGSM step) with its own
+    direction, in its own ℓ∞ ball; one gradient call per budget serves every row at that budget.
+    Not registered: only the validation builds it."""
+
+    name = "validation_pushes"
+    family = "adversarial"
+    budget_params = ("eps",)
+    white_box = True
+
+    class Params(ThreatParams):
+        eps: float
+
+    def __init__(self, games: list[tuple[list[int], float]]) -> None:
+        from rlgauntlet.threats import parse_threat
+        from rlgauntlet.threats.attacks.push import direction_param
+
+        super().__init__(self.Params(eps=max(budget for _, budget in games)), spec="validation_pushes")
+        self.games, self.started = games, 0
+        dims = len(games[0][0])
+        # one push per budget; each row's direction is the reference its ascent takes
+        self.pushes = {budget: parse_threat(f"push:direction={direction_param([1] * dims)},eps={budget:g}")
+                       for budget in dict.fromkeys(b for _, b in games)}
+
+    def check_victim(self, victim: Victim) -> None:
+        for push in self.pushes.values():
+            push.check_victim(victim)
+
+    def new_state(self) -> dict:
+        if self.started >= len(self.games):
+            raise RuntimeError("validation_pushes: more episodes started than games given: a bug")
+        self.started += 1
+        return {"game": self.started - 1}
+
+    def apply(self, x: torch.Tensor, victim: Victim, rng: BatchRNG, memory: Memory,
+              scheduled: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        games = [self.games[state["game"]] for state in memory.states]
+        directions = torch.tensor([direction for direction, _ in games], dtype=x.dtype, device=x.device)
+        directions = directions / directions.norm(dim=1, keepdim=True)
+        budgets = [budget for _, budget in games]
+        out = x.clone()
+        for budget, push in self.pushes.items():
+            rows = torch.tensor([b == budget for b in budgets], device=x.device) & scheduled
+            if rows.any():
+                with torch.enable_grad():
+                    out[rows] = push.ascend(x[rows].detach(), victim, directions[rows], rng.subset(rows)).detach()
+        return out, scheduled
 
 
 def validated_score(point: dict, validation: dict, eps: float, clean_min: float) -> float | None:
