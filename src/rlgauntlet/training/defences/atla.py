@@ -178,17 +178,20 @@ class AdversaryPool(Threat):
     def apply(self, x: torch.Tensor, victim: Victim, rng: BatchRNG, memory, scheduled: torch.Tensor
               ) -> tuple[torch.Tensor, torch.Tensor]:
         draws = rng.uniform(()).reshape(-1).cpu()  # one draw per row and step: a row's stream never depends on others
-        edges = np.cumsum(self.probabilities)
-        for state, draw in zip(memory.states, draws.tolist()):
-            if state["member"] is None:  # the episode's first step
-                state["member"] = int(min(np.searchsorted(edges, draw, side="right"), len(edges) - 1))
-        members = torch.tensor([s["member"] for s in memory.states])
+        if any(state["member"] is None for state in memory.states):  # an episode's first step
+            edges = np.cumsum(self.probabilities)
+            for state, draw in zip(memory.states, draws.tolist()):
+                if state["member"] is None:
+                    state["member"] = int(min(np.searchsorted(edges, draw, side="right"), len(edges) - 1))
+        members = [s["member"] for s in memory.states]
+        threats = [self.learned, *self._pushes]
         out = x.clone()
-        for index, threat in enumerate([self.learned, *self._pushes]):
-            rows = (members == index).to(scheduled.device) & scheduled
+        # only the members some row meets this step (a loop over all 43 cost a fifth of a training step)
+        for index in sorted(set(members)):
+            rows = torch.tensor([m == index for m in members], device=scheduled.device) & scheduled
             if rows.any():
                 with torch.enable_grad():
-                    out[rows] = threat.perturb(x[rows], victim, rng.subset(rows)).detach()
+                    out[rows] = threats[index].perturb(x[rows], victim, rng.subset(rows)).detach()
         return out, scheduled
 
 
