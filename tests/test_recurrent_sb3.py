@@ -138,3 +138,61 @@ def test_an_lstm_preset_trains_resumes_and_gives_a_recurrent_victim(tmp_path, mo
     assert isinstance(victim, SB3RecurrentVictim) and victim.budget_space == "normalized"
     [record] = evaluate_episodes(lambda: gym.make("Hopper-v5"), victim, None, [0], 0, 1, True)
     assert record.length >= 1
+
+
+def test_acting_then_advancing_on_one_input_runs_the_lstm_once_and_changes_no_number(tmp_path, monkeypatch):
+    """The engine acts on x̃ and then advances the state with it: one LSTM step, not two. Counted
+    with a hook on the actor's LSTM over a 200-step episode (clean: 1 call a step, was 2; under FGSM
+    with the clean action compared, besides the gradient's own forward: the reference on x, the
+    check of x̃ inside the attack, the step on x̃: 3 calls a step, was 5), and
+    the episodes' returns and perturbations equal bit for bit those of the victim with nothing
+    kept (the kept step is the same tensors, so bit-exactness is the property here)."""
+    import gymnasium as gym
+
+    from rlgauntlet.threats import parse_threat
+    from rlgauntlet.victims.base import HeldStateSteps
+
+    _, path = _agent(tmp_path, "Pendulum-v1")
+    calls = []
+
+    def run(threat):
+        victim = load_victim(f"sb3:{path}")
+        hook = victim.policy.lstm_actor.register_forward_hook(lambda *a: calls.append(torch.is_grad_enabled()))
+        records = evaluate_episodes(lambda: gym.make("Pendulum-v1"), victim, threat, [0], 0, 1, True)
+        hook.remove()
+        return [(r.episode_return, r.linf_sum, r.action_changes) for r in records]
+
+    kept_clean, kept_fgsm = run(None), None
+    assert len(calls) == 200
+    calls.clear()
+    kept_fgsm = run(parse_threat("fgsm:eps=0.05,objective=maxdiff"))
+    assert sum(not grad for grad in calls) == 600 and sum(calls) == 200
+    calls.clear()
+    monkeypatch.setattr(HeldStateSteps, "step", lambda self, x, held, compute: compute())
+    assert run(None) == kept_clean and len(calls) == 200 * 2
+    calls.clear()
+    assert run(parse_threat("fgsm:eps=0.05,objective=maxdiff")) == kept_fgsm
+    assert sum(not grad for grad in calls) == 1000 and sum(calls) == 200
+
+
+def test_a_kept_step_never_stands_in_for_one_that_needs_a_gradient(tmp_path):
+    """After a no-grad forward on x, a forward on the same x under autograd has its graph (an
+    attack's gradient is non-zero); a state advanced while autograd records carries no graph; an
+    input changed in place, or the same input from other held states, is stepped again."""
+    _, path = _agent(tmp_path, "Pendulum-v1")
+    victim = load_victim(f"sb3:{path}", precision="float32")
+    victim.use_state([victim.initial_state(), victim.initial_state()])
+    x = torch.randn(2, 3)
+    with torch.no_grad():
+        before = victim.forward(x).mean.clone()
+    z = x.clone().requires_grad_(True)
+    (grad,) = torch.autograd.grad(victim.forward(z).mean.sum(), z)
+    assert grad.abs().sum() > 0
+    states = victim.advance_state(x)
+    assert all(h.grad_fn is None and c.grad_fn is None for h, c in states)
+    x.add_(1.0)  # in place: a new input
+    with torch.no_grad():
+        after = victim.forward(x).mean.clone()
+        assert not torch.equal(after, before)
+        victim.use_state(states)  # other states held: the same input is another step
+        assert not torch.equal(victim.forward(x).mean, after)

@@ -73,6 +73,44 @@ class PolicyOutput:
         raise ValueError(f"a {self.kind} policy has no continuous action")
 
 
+class HeldStateSteps:
+    """A recurrent victim's last three recurrent steps taken without a gradient, each by its input
+    and held states: the engine and an attacker's MDP act on an input (``forward``) and then
+    advance the states with that same input (``advance_state``), which is one LSTM step, not two
+    (and the engine's clean comparison meets the clean step a gradient attack's reference took).
+    An input is known by its memory (``x.detach()`` is the same input) and its in-place version:
+    one changed in place since, or states held anew, make a new step. A step taken while autograd
+    records is neither kept nor given (an attack needs its graph).
+
+    Example:
+        >>> steps, x, held = HeldStateSteps(), torch.zeros(1, 2), (torch.zeros(1, 3),)
+        >>> with torch.no_grad():
+        ...     a = steps.step(x, held, lambda: x + 1)
+        ...     steps.step(x, held, lambda: x + 2) is a
+        True
+    """
+
+    def __init__(self) -> None:
+        self.entries: list[tuple] = []
+
+    def step(self, x: torch.Tensor, held: object, compute):
+        """``compute()``, the step of input ``x`` from states ``held``, or its kept result."""
+        if torch.is_grad_enabled():
+            return compute()
+        key = self._key(x)
+        for kept_key, kept_held, result, _ in self.entries:
+            if kept_key == key and kept_held is held:
+                return result
+        result = compute()
+        self.entries = [(key, held, result, x), *self.entries[:2]]  # x kept alive: its memory is not reused
+        return result
+
+    @staticmethod
+    def _key(x: torch.Tensor) -> tuple:
+        """The same numbers: the same memory, layout and in-place version (``x.detach()`` is the same input)."""
+        return (x.data_ptr(), x.shape, x.stride(), x.dtype, x.device, x._version)
+
+
 class Victim(ABC):
     """Agent under test. Subclasses set the attributes and implement ``preprocess`` and ``forward``.
 

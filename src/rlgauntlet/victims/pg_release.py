@@ -45,7 +45,7 @@ import torch
 import torch.nn as nn
 
 from rlgauntlet.errors import UserError
-from rlgauntlet.victims.base import PolicyOutput, Victim, as_tensor, choose_dtype, flatten_chain
+from rlgauntlet.victims.base import HeldStateSteps, PolicyOutput, Victim, as_tensor, choose_dtype, flatten_chain
 from rlgauntlet.victims.mlp_vjp import output_and_vjp, plain_mlp
 
 #: the release's own classes and gym's, read as records (never imported)
@@ -465,6 +465,7 @@ class PGLSTMVictim(PGVictim):
                  device: str | torch.device = "cpu", precision: str = "auto", description: dict | None = None) -> None:
         super().__init__(release, observation_space, action_space, device, precision, description)
         self._held: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._steps = HeldStateSteps()
 
     def initial_state(self) -> tuple[torch.Tensor, torch.Tensor]:
         zeros = torch.zeros(self.module.hidden, dtype=self.dtype, device=self.device)
@@ -477,7 +478,7 @@ class PGLSTMVictim(PGVictim):
         if self._held is None or self._held[0].shape[0] != x.shape[0]:
             held = "none" if self._held is None else f"{self._held[0].shape[0]} rows"
             raise RuntimeError(f"a recurrent victim needs use_state() for this batch of {x.shape[0]} rows (held: {held})")
-        return self.module(x.to(self.dtype), self._held)
+        return self._steps.step(x, self._held, lambda: self.module(x.to(self.dtype), self._held))
 
     def forward(self, x: torch.Tensor) -> PolicyOutput:
         mean, _ = self._step(x)

@@ -28,7 +28,7 @@ from rlgauntlet.errors import UserError
 from rlgauntlet.victims.conv_input_grad import use_fast_input_gradients
 from rlgauntlet.victims.mlp_vjp import output_and_vjp, plain_mlp
 from rlgauntlet.victims.agent_ref import SB3_ALGORITHMS
-from rlgauntlet.victims.base import Affine, PolicyOutput, Victim, as_tensor, choose_dtype, flatten_chain
+from rlgauntlet.victims.base import Affine, HeldStateSteps, PolicyOutput, Victim, as_tensor, choose_dtype, flatten_chain
 
 
 
@@ -340,6 +340,7 @@ class SB3RecurrentVictim(SB3Victim):
         if self.is_image:
             raise UserError("recurrent SB3 agents with image input are not supported; give an MlpLstmPolicy agent")
         self._held: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._steps = HeldStateSteps()
 
     @property
     def _lstm(self) -> nn.LSTM:
@@ -357,6 +358,9 @@ class SB3RecurrentVictim(SB3Victim):
         if self._held is None or self._held[0].shape[1] != x.shape[0]:
             held = "none" if self._held is None else f"{self._held[0].shape[1]} rows"
             raise RuntimeError(f"a recurrent victim needs use_state() for this batch of {x.shape[0]} rows (held: {held})")
+        return self._steps.step(x, self._held, lambda: self._lstm_step(x))
+
+    def _lstm_step(self, x: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         features = self._features(self.policy.pi_features_extractor, x.to(self.dtype))
         out, state = self._lstm(features.unsqueeze(0), self._held)  # one step of every row
         return out.squeeze(0), state
@@ -368,6 +372,7 @@ class SB3RecurrentVictim(SB3Victim):
             return PolicyOutput("categorical", logits=head)
         return PolicyOutput("gaussian", mean=head, log_std=self.policy.log_std.expand_as(head))
 
+    @torch.no_grad()  # a state carries no gradient: recorded, each step's graph would chain to the last
     def advance_state(self, x: torch.Tensor) -> list:
         _, (h, c) = self._step(x)
         return list(zip(h.unbind(1), c.unbind(1)))
