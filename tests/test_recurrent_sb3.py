@@ -196,3 +196,54 @@ def test_a_kept_step_never_stands_in_for_one_that_needs_a_gradient(tmp_path):
         assert not torch.equal(after, before)
         victim.use_state(states)  # other states held: the same input is another step
         assert not torch.equal(victim.forward(x).mean, after)
+
+
+def test_the_release_net_preset_has_the_released_lstm_policys_shape_on_hopper():
+    """Known answer from the release's code (policy_gradients CtsLSTMPolicy with hidden sizes (64,
+    64) on Hopper's 11 numbers and 3 actions): embedding (64, 11), LSTM input and recurrent
+    weights (256, 64) each, output (3, 64), in that order; the value network the same with one
+    output; nothing between the LSTM and the heads."""
+    from rlgauntlet.envs.presets import make_train_vec_env
+    from rlgauntlet.training.kit import build_model
+    from rlgauntlet.training.recipes import PRESETS, agent_recipe, get_atla_preset
+
+    recipe = PRESETS["hopper-lstm-ppo-release-net"]
+    env = make_train_vec_env(recipe.env_id, 1, 0)
+    policy = build_model(recipe, env, "cpu").policy
+    env.close()
+    def weights(*modules):
+        return [tuple(p.shape) for m in modules for n, p in m.named_parameters() if "weight" in n]
+
+    assert policy.pi_features_extractor is not policy.vf_features_extractor
+    assert weights(policy.pi_features_extractor, policy.lstm_actor, policy.action_net) == \
+        [(64, 11), (256, 64), (256, 64), (3, 64)]
+    assert weights(policy.vf_features_extractor, policy.lstm_critic, policy.value_net) == \
+        [(64, 11), (256, 64), (256, 64), (1, 64)]
+    assert not any(p.numel() for p in policy.mlp_extractor.parameters())
+    assert not any(isinstance(m, torch.nn.Tanh) for m in policy.pi_features_extractor.modules())
+    assert agent_recipe(get_atla_preset("hopper-atla-lstm-sappo-release-net")).hyperparams["policy_kwargs"] == \
+        recipe.hyperparams["policy_kwargs"]
+
+
+def test_an_agent_on_the_linear_embedding_loads_as_data_and_acts_as_recurrent_ppo_does(tmp_path):
+    """The extractor is on the allow-list: the saved agent loads without unpickling code and its
+    actions equal RecurrentPPO's own predict over an episode (the state carried)."""
+    from sb3_contrib import RecurrentPPO
+
+    from rlgauntlet.victims.linear_embedding import LinearEmbedding
+
+    model = RecurrentPPO("MlpLstmPolicy", "Pendulum-v1", n_steps=64, batch_size=32, n_epochs=2, seed=3,
+                         policy_kwargs=dict(features_extractor_class=LinearEmbedding,
+                                            features_extractor_kwargs=dict(features_dim=8), share_features_extractor=False,
+                                            lstm_hidden_size=16, net_arch=dict(pi=[], vf=[])))
+    model.learn(128)
+    model.save(tmp_path / "rppo.zip")
+    victim = load_victim(f"sb3:{tmp_path / 'rppo.zip'}", precision="float32")
+    seen, expected, _ = _own_loop(model, "Pendulum-v1", seed=5, steps=40)
+    state, got = victim.initial_state(), []
+    for obs in seen:
+        x = victim.preprocess(obs[None])
+        victim.use_state([state])
+        got.append(victim.actions(victim.forward(x)).cpu().numpy()[0])
+        [state] = victim.advance_state(x)
+    np.testing.assert_allclose(np.clip(np.array(got), -2.0, 2.0), expected, atol=1e-5)

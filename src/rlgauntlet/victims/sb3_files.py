@@ -126,6 +126,7 @@ _KWARGS_CLASSES = {
                                                          "Softplus", "Mish", "Hardtanh", "SELU", "CELU")},
     **{("stable_baselines3.common.torch_layers", n): n for n in ("FlattenExtractor", "NatureCNN", "CombinedExtractor")},
     ("rlgauntlet.victims.minatar_cnn", "MinAtarCNN"): "MinAtarCNN",  # ours: the MinAtar paper's body
+    ("rlgauntlet.victims.linear_embedding", "LinearEmbedding"): "LinearEmbedding",  # ours: the LSTM releases' first layer
 }
 
 

@@ -215,6 +215,13 @@ ATLA_PRESETS: dict[str, ATLAPreset] = {p.name: p for p in (
                notes="the released ATLA-LSTM-SAPPO Hopper config as far as SB3 and sb3-contrib express it: an LSTM "
                      "agent (RecurrentPPO, 64 units) with the sequence SA regulariser against an SA-RL adversary at "
                      "ε 0.075, 5M agent steps"),
+    # the same on the released policy's network (embedding, LSTM, one linear layer), which SB3 expresses
+    ATLAPreset("hopper-atla-lstm-sappo-release-net", "hopper-lstm-ppo-release-net", "atla", eps=0.075,
+               total_agent_steps=5_000_000, sa_kappa=0.3, agent_overrides={"sa_steps": 2, "ramp_fraction": 1831 / 2441},
+               adversary={"learning_rate": 1e-2, "clip_range": 0.2, "ent_coef": 1e-3, "batch_size": 64},
+               checkpoint_every=10, target_return=_HOPPER_ROBUST_BAR,
+               notes="hopper-atla-lstm-sappo on the released ATLA-LSTM-SAPPO agent's network: a linear embedding of "
+                     "the state, the LSTM (64) and one linear layer to the action mean, the value network apart"),
 )}
 
 

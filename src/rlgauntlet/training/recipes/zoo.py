@@ -545,6 +545,23 @@ PRESETS["hopper-lstm-sappo"] = dataclasses.replace(
           "no adversary (the ablation's 'LSTM + SA-Reg' row)")
 
 
+def _release_lstm_net() -> dict:
+    from rlgauntlet.victims.linear_embedding import LinearEmbedding
+
+    # CtsLSTMPolicy: embedding (64, no activation), LSTM (64), one linear layer to the mean; its value
+    # network the same, apart ("use_lstm_val": true, "share_weights": false)
+    return dict(features_extractor_class=LinearEmbedding, features_extractor_kwargs=dict(features_dim=64),
+                share_features_extractor=False, lstm_hidden_size=64, n_lstm_layers=1, net_arch=dict(pi=[], vf=[]))
+
+
+#: hopper-lstm-ppo with the released LSTM policy's network (docs/decisions.md: the recipe's network
+#: departed from the release's until 2026-11-30); SB3's initialisation gains stay SB3's
+PRESETS["hopper-lstm-ppo-release-net"] = dataclasses.replace(
+    PRESETS["hopper-lstm-ppo"], name="hopper-lstm-ppo-release-net",
+    hyperparams={**PRESETS["hopper-lstm-ppo"].hyperparams, "policy_kwargs": _release_lstm_net()},
+    notes="hopper-lstm-ppo with the released CtsLSTMPolicy's network: a linear embedding of the state (64, no "
+          "activation), the LSTM (64) and one linear layer to the action mean; the value network the same, apart")
+
 def register_preset(preset: TrainPreset) -> TrainPreset:
     """Add a recipe (e.g. one whose ``algo`` is a registered subclass of an SB3 algorithm)."""
     if preset.name in PRESETS and PRESETS[preset.name] != preset:
