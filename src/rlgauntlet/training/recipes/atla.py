@@ -219,9 +219,11 @@ ATLA_PRESETS: dict[str, ATLAPreset] = {p.name: p for p in (
     ATLAPreset("hopper-atla-lstm-sappo-release-net", "hopper-lstm-ppo-release-net", "atla", eps=0.075,
                total_agent_steps=5_000_000, sa_kappa=0.3, agent_overrides={"sa_steps": 2, "ramp_fraction": 1831 / 2441},
                adversary={"learning_rate": 1e-2, "clip_range": 0.2, "ent_coef": 1e-3, "batch_size": 64},
-               checkpoint_every=10, target_return=_HOPPER_ROBUST_BAR,
+               checkpoint_every=10, target_return=_HOPPER_ROBUST_BAR, select_clean_min=3000.0,
                notes="hopper-atla-lstm-sappo on the released ATLA-LSTM-SAPPO agent's network: a linear embedding of "
-                     "the state, the LSTM (64) and one linear layer to the action mean, the value network apart"),
+                     "the state, the LSTM (64) and one linear layer to the action mean, the value network apart; "
+                     "every checkpoint's agent kept, and the best by training-time signals in RUN_DIR/best (the "
+                     "run's final agent is the reproduction's)"),
 )}
 
 
