@@ -188,6 +188,11 @@ ATLA_PRESETS: dict[str, ATLAPreset] = {p.name: p for p in (
     # the validated recipe with pushes at three budgets (ε/3, 2ε/3, ε: the gauntlet's ε grid up to the budget)
     # in the pool and in the validation: on two of the three validated agents the worst attack was a push
     # at 0.05, below the budget the pool trained and validated at
+    _official_hopper_pa_atla("hopper-pool3-pa-atla-ppo-validated", push_share=0.5,
+                             push_eps_fractions=(1 / 3, 2 / 3, 1.0), select_clean_min=3000.0,
+                             validate_clean_episodes=10, validate_push_episodes=2,
+                             notes="hopper-pool-pa-atla-ppo-validated with its 14 push directions each at ε/3, 2ε/3 "
+                                   "and ε, in the pool (p 0.5/42 each) and in the validation"),
     # the same pool drawn worst first: across the pool3 runs' checkpoints the validated worst push stayed at
     # 1,000-1,600 from 200k steps to 2M while its 42 pushes were met 1/84 of the episodes each; the gauntlet
     # scores the worst member, so the pool trains most against the push the agent currently does worst against
@@ -197,11 +202,6 @@ ATLA_PRESETS: dict[str, ATLAPreset] = {p.name: p for p in (
                              notes="hopper-pool3-pa-atla-ppo-validated with its pushes drawn worst first: each push's "
                                    "share of the pool's 0.5 follows softmax(−running training return / 300) above a "
                                    "uniform floor of a quarter"),
-    _official_hopper_pa_atla("hopper-pool3-pa-atla-ppo-validated", push_share=0.5,
-                             push_eps_fractions=(1 / 3, 2 / 3, 1.0), select_clean_min=3000.0,
-                             validate_clean_episodes=10, validate_push_episodes=2,
-                             notes="hopper-pool-pa-atla-ppo-validated with its 14 push directions each at ε/3, 2ε/3 "
-                                   "and ε, in the pool (p 0.5/42 each) and in the validation"),
     # the released ATLA-LSTM-SAPPO Hopper config (config_hopper_atla_lstm_sappo.json), as far as SB3 expresses
     # it: the LSTM agent of hopper-lstm-ppo for 2441 iterations (5M steps) with the sequence SA regulariser
     # (κ 0.3, 2 SGLD steps, ε ramped over 1831 iterations), against an SA-RL adversary at a constant ε 0.075

@@ -562,6 +562,7 @@ PRESETS["hopper-lstm-ppo-release-net"] = dataclasses.replace(
     notes="hopper-lstm-ppo with the released CtsLSTMPolicy's network: a linear embedding of the state (64, no "
           "activation), the LSTM (64) and one linear layer to the action mean; the value network the same, apart")
 
+
 def register_preset(preset: TrainPreset) -> TrainPreset:
     """Add a recipe (e.g. one whose ``algo`` is a registered subclass of an SB3 algorithm)."""
     if preset.name in PRESETS and PRESETS[preset.name] != preset:
