@@ -111,19 +111,12 @@ def test_a_pool_preset_trains_its_agent_against_the_pool(monkeypatch, tmp_path):
 
     from rlgauntlet.training import recipes
     from rlgauntlet.training.defences import atla
-    from rlgauntlet.training.threat_env import ThreatVecEnv
 
-    monkeypatch.setitem(recipes.PRESETS, "tiny-pendulum-ppo", recipes.TrainPreset(
-        name="tiny-pendulum-ppo", env_id="Pendulum-v1", algo="ppo", total_timesteps=128, n_envs=2, seed=0,
-        target_return=-200.0, checkpoint_every=64,
-        hyperparams=dict(policy="MlpPolicy", n_steps=32, batch_size=32, n_epochs=1)))
+    _tiny_pendulum_ppo(monkeypatch)
     monkeypatch.setitem(recipes.ATLA_PRESETS, "tiny-pool", recipes.ATLAPreset(
         "tiny-pool", "tiny-pendulum-ppo", "pa_atla", eps=0.1, total_agent_steps=64, checkpoint_every=1,
         push_share=0.5, adversary={"n_epochs": 1, "batch_size": 32}))
-    threats = []
-    real_init = ThreatVecEnv.__init__
-    monkeypatch.setattr(ThreatVecEnv, "__init__",
-                        lambda self, venv, threat, seed: threats.append(threat) or real_init(self, venv, threat, seed))
+    threats = _training_threats(monkeypatch)
     ckpt = atla.train_atla("tiny-pool", tmp_path / "run", log=lambda line: None)
     [threat] = threats
     assert isinstance(threat, AdversaryPool) and threat.directions == [[1], [-1]]
@@ -262,19 +255,12 @@ def test_a_prioritised_preset_keeps_its_pools_returns_in_the_checkpoint_and_resu
 
     from rlgauntlet.training import recipes
     from rlgauntlet.training.defences import atla
-    from rlgauntlet.training.threat_env import ThreatVecEnv
 
-    monkeypatch.setitem(recipes.PRESETS, "tiny-pendulum-ppo", recipes.TrainPreset(
-        name="tiny-pendulum-ppo", env_id="Pendulum-v1", algo="ppo", total_timesteps=128, n_envs=2, seed=0,
-        target_return=-200.0, checkpoint_every=64,
-        hyperparams=dict(policy="MlpPolicy", n_steps=32, batch_size=32, n_epochs=1)))
+    _tiny_pendulum_ppo(monkeypatch)
     monkeypatch.setitem(recipes.ATLA_PRESETS, "tiny-prioritized", recipes.ATLAPreset(
         "tiny-prioritized", "tiny-pendulum-ppo", "pa_atla", eps=0.1, total_agent_steps=448, checkpoint_every=7,
         push_share=0.5, push_temperature=50.0, adversary={"n_epochs": 1, "batch_size": 32}))
-    threats = []
-    real_init = ThreatVecEnv.__init__
-    monkeypatch.setattr(ThreatVecEnv, "__init__",
-                        lambda self, venv, threat, seed: threats.append(threat) or real_init(self, venv, threat, seed))
+    threats = _training_threats(monkeypatch)
     ckpt = atla.train_atla("tiny-prioritized", tmp_path / "run", log=lambda line: None)
     assert threats[0].push_temperature == 50.0
     progress = json.loads((ckpt / "progress.json").read_text())
@@ -287,3 +273,24 @@ def test_a_prioritised_preset_keeps_its_pools_returns_in_the_checkpoint_and_resu
     (ckpt / "progress.json").write_text(json.dumps(progress))
     atla.train_atla("tiny-prioritized", tmp_path / "run", log=lambda line: None)  # finished: restores, trains nothing
     assert threats[1].member_returns == [None, -100.0, -900.0]
+
+
+def _tiny_pendulum_ppo(monkeypatch) -> None:
+    """A Pendulum PPO agent preset small enough to train alternating runs in seconds."""
+    from rlgauntlet.training import recipes
+
+    monkeypatch.setitem(recipes.PRESETS, "tiny-pendulum-ppo", recipes.TrainPreset(
+        name="tiny-pendulum-ppo", env_id="Pendulum-v1", algo="ppo", total_timesteps=128, n_envs=2, seed=0,
+        target_return=-200.0, checkpoint_every=64,
+        hyperparams=dict(policy="MlpPolicy", n_steps=32, batch_size=32, n_epochs=1)))
+
+
+def _training_threats(monkeypatch) -> list:
+    """The threats training envs are built with from now on (filled as runs build them)."""
+    from rlgauntlet.training.threat_env import ThreatVecEnv
+
+    threats = []
+    real_init = ThreatVecEnv.__init__
+    monkeypatch.setattr(ThreatVecEnv, "__init__",
+                        lambda self, venv, threat, seed: threats.append(threat) or real_init(self, venv, threat, seed))
+    return threats

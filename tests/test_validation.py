@@ -383,9 +383,11 @@ def test_side_by_side_pushes_perturb_each_row_as_its_own_push_would():
     threat = validation.PushesSideBySide(games)
     threat.check_victim(victim)
     states = [threat.new_state() for _ in games]
+    order = [3, 0, 5, 1, 4, 2]  # rows in another order than the games: each row meets its episode's game
+    games = [games[k] for k in order]
     x = torch.randn(len(games), 4, generator=torch.Generator().manual_seed(1), dtype=victim.dtype)
     rng = lambda n: BatchRNG([torch.Generator().manual_seed(k) for k in range(n)])  # noqa: E731
-    out, acted = threat.apply(x, victim, rng(len(games)), Memory(states, torch.zeros(len(games))),
+    out, acted = threat.apply(x, victim, rng(len(games)), Memory(states, torch.zeros(len(games)), episodes=order),
                               torch.ones(len(games), dtype=torch.bool))
     assert acted.all()
     for k, (direction, budget) in enumerate(games):
@@ -394,8 +396,9 @@ def test_side_by_side_pushes_perturb_each_row_as_its_own_push_would():
             expected = alone.perturb(x[k:k + 1], victim, rng(1))
         assert torch.allclose(out[k:k + 1], expected, atol=1e-12), (k, direction, budget)
         assert float((out[k] - x[k]).abs().max()) == pytest.approx(budget)
-    with pytest.raises(RuntimeError, match="more episodes started than games"):
-        threat.new_state()
+    with pytest.raises(RuntimeError, match="for 6 games: a bug"):
+        threat.apply(x, victim, rng(len(games)), Memory(states, torch.zeros(len(games)), episodes=[6, 0, 1, 2, 3, 4]),
+                     torch.ones(len(games), dtype=torch.bool))
 
 
 def test_the_validations_push_games_are_each_pushs_own_games_played_side_by_side(monkeypatch, tmp_path):

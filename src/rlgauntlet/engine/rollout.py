@@ -226,7 +226,7 @@ def evaluate_episodes(
 def _memory(active: list[_Slot], device) -> Memory:
     return Memory([s.threat_state for s in active],
                   torch.tensor([s.record.length for s in active], device=device),
-                  [s.env for s in active], [s.obs for s in active])
+                  [s.env for s in active], [s.obs for s in active], [s.record.episode for s in active])
 
 
 @torch.no_grad()

@@ -90,18 +90,22 @@ class Memory:
             restore, as best-of-m searches do).
         observations: each row's env observation of this step, before preprocessing (the true
             state a model-based planner starts from).
+        episodes: each row's episode index (the engine's ``k``, whose env seed is ``seed + k``;
+            a training env's episode count), where the caller knows it.
     """
 
     states: list[Any]
     steps: torch.Tensor
     envs: list[gym.Env] = field(default_factory=list)
     observations: list[Any] = field(default_factory=list)
+    episodes: list[int] = field(default_factory=list)
 
     def rows(self, mask: torch.Tensor) -> "Memory":
         """The memory of the rows where ``mask`` is true."""
         idx = mask.nonzero().flatten().tolist()
         pick = lambda values: [values[i] for i in idx] if values else []  # noqa: E731
-        return Memory(pick(self.states), self.steps[mask], pick(self.envs), pick(self.observations))
+        return Memory(pick(self.states), self.steps[mask], pick(self.envs), pick(self.observations),
+                      pick(self.episodes))
 
 
 class Threat(ABC):

@@ -93,7 +93,7 @@ class ThreatVecEnv(VecEnvWrapper):
         x = self._to_input(obs)
         stream = lambda s: BatchRNG([g[s] for g in self.generators], x.device)  # noqa: E731
         scheduled = self.threat.schedule.mask(stream("schedule"))
-        memory = Memory(self.states, torch.tensor(self.steps, device=x.device), [])
+        memory = Memory(self.states, torch.tensor(self.steps, device=x.device), [], [], list(self.episodes))
         x_in, acted = self.threat.apply(x, self.victim, stream("threat"), memory, scheduled)
         if not torch.isfinite(x_in).all():
             raise RuntimeError(f"threat {self.threat.spec!r} returned a non-finite input: a bug")

@@ -139,8 +139,8 @@ SIDE_BY_SIDE = 16
 
 
 class PushesSideBySide(Threat):
-    """The validation's push games in one engine call: the k-th episode the engine starts (it
-    starts them in the order it is given them) meets ``games[k]`` = (direction, ε), a constant
+    """The validation's push games in one engine call: episode k (``Memory.episodes``) meets
+    ``games[k]`` = (direction, ε), a constant
     push director (:class:`~rlgauntlet.threats.attacks.push.Push`, one FGSM step) with its own
     direction, in its own ℓ∞ ball; one gradient call per budget serves every row at that budget.
     Not registered: only the validation builds it."""
@@ -158,7 +158,7 @@ class PushesSideBySide(Threat):
         from rlgauntlet.threats.attacks.push import direction_param
 
         super().__init__(self.Params(eps=max(budget for _, budget in games)), spec="validation_pushes")
-        self.games, self.started = games, 0
+        self.games = games
         dims = len(games[0][0])
         # one push per budget; each row's direction is the reference its ascent takes
         self.pushes = {budget: parse_threat(f"push:direction={direction_param([1] * dims)},eps={budget:g}")
@@ -168,15 +168,11 @@ class PushesSideBySide(Threat):
         for push in self.pushes.values():
             push.check_victim(victim)
 
-    def new_state(self) -> dict:
-        if self.started >= len(self.games):
-            raise RuntimeError("validation_pushes: more episodes started than games given: a bug")
-        self.started += 1
-        return {"game": self.started - 1}
-
     def apply(self, x: torch.Tensor, victim: Victim, rng: BatchRNG, memory: Memory,
               scheduled: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        games = [self.games[state["game"]] for state in memory.states]
+        if len(memory.episodes) != x.shape[0] or max(memory.episodes) >= len(self.games):
+            raise RuntimeError(f"validation_pushes: episodes {memory.episodes} for {len(self.games)} games: a bug")
+        games = [self.games[k] for k in memory.episodes]
         directions = torch.tensor([direction for direction, _ in games], dtype=x.dtype, device=x.device)
         directions = directions / directions.norm(dim=1, keepdim=True)
         budgets = [budget for _, budget in games]
