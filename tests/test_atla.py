@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+import zipfile
 
 import numpy as np
 import pytest
@@ -242,7 +243,13 @@ def test_each_checkpoint_records_the_clean_greedy_return_of_the_agent_it_saves(t
     ckpt = train_atla("tiny-pa_atla", tmp_path / "run", log=lambda line: None)
     history = json.loads((ckpt / "progress.json").read_text())["history"]
     assert len(history) == 3 and all(h["clean_greedy_return"] > 0 for h in history)
-    saved = PPO.load(ckpt / "agent" / "model.zip", device="cpu")  # our own file, written by this test
+    from rlgauntlet.victims.sb3_files import read_sb3_zip
+
+    data, weights = read_sb3_zip(ckpt / "agent" / "model.zip")  # the file evaluation reads, as data
+    with zipfile.ZipFile(ckpt / "agent" / "model.zip") as archive:  # weights only: the optimizer is optimizer.pt's
+        assert sorted(archive.namelist()) == ["data", "policy.pth"]
+    saved = PPO("MlpPolicy", "CartPole-v1", device="cpu")
+    saved.policy.load_state_dict(weights)
     games = make_train_vec_env("CartPole-v1", atla.CLEAN_GAMES, 0 + GREEDY_SEED_OFFSET)
     replayed = greedy_returns(saved, games, 0 + GREEDY_SEED_OFFSET)  # the same games, no perturbation
     assert history[-1]["clean_greedy_return"] == pytest.approx(sum(replayed) / len(replayed))

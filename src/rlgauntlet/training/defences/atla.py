@@ -224,6 +224,7 @@ def _save(folder: Path, agent, adversary, progress: dict) -> None:
     any) and the progress, replaced atomically."""
     from rlgauntlet.training.checkpoints import replace_folder
     from rlgauntlet.training.kit import find_vecnormalize
+    from rlgauntlet.victims.sb3_files import write_agent_zip
 
     tmp = folder.with_name(folder.name + ".tmp")
     if tmp.exists():
@@ -234,10 +235,14 @@ def _save(folder: Path, agent, adversary, progress: dict) -> None:
         torch.save(model.policy.optimizer.state_dict(), tmp / part / "optimizer.pt")
     schedule = agent.__dict__.pop("_update_current_progress_remaining", None)  # a closure: not saved
     try:
-        agent.save(tmp / "agent" / "model.zip")  # the agent as an SB3 zip (read as data by evaluation)
+        agent.save(tmp / "agent" / "full.zip")
     finally:
         if schedule is not None:
             agent._update_current_progress_remaining = schedule
+    # the agent as evaluation reads it (as data): the zoo's weights-only zip. The optimizer is in
+    # optimizer.pt for the resume; a copy in the zip would double every snapshot, best/ and validated/
+    write_agent_zip(tmp / "agent" / "full.zip", tmp / "agent" / "model.zip")
+    (tmp / "agent" / "full.zip").unlink()
     norm = find_vecnormalize(agent.get_env())
     if norm is not None:
         norm.save(str(tmp / "agent" / "vecnormalize.pkl"))  # read back as data (restore_vecnormalize)
