@@ -53,7 +53,9 @@ from rlgauntlet.victims.base import Victim
 class LiveAdversary(Threat):
     """An observation threat played by an adversary being trained: its SB3 policy picks the
     director action from the clean input (sampled), its actor makes the perturbed input.
-    Not registered: it exists only inside a training run."""
+    A recurrent adversary (sb3-contrib's LSTM policy, as the released ATLA-LSTM adversaries)
+    keeps its LSTM state per episode in the env's memory (:meth:`new_state`) and moves it on
+    every step. Not registered: it exists only inside a training run."""
 
     name = "live_adversary"
     family = "learned"
@@ -66,18 +68,53 @@ class LiveAdversary(Threat):
     def __init__(self, adversary, actor: AttackActor) -> None:
         super().__init__(self.Params(eps=actor.eps), spec=f"live_adversary:eps={actor.eps:g}")
         self.adversary, self.actor = adversary, actor
+        self.recurrent = hasattr(adversary.policy, "lstm_actor")
 
-    def perturb(self, x: torch.Tensor, victim: Victim, rng: BatchRNG) -> torch.Tensor:
+    def new_state(self) -> dict | None:
+        """A recurrent adversary's memory of the episode: its actor LSTM's (h, c) at the start,
+        each (layers, 1, units); None for a memoryless one."""
+        if not self.recurrent:
+            return None
+        lstm = self.adversary.policy.lstm_actor
+        shape = (lstm.num_layers, 1, lstm.hidden_size)
+        return {"lstm": (torch.zeros(shape), torch.zeros(shape))}
+
+    def _actions(self, x: torch.Tensor, states: list[dict] | None = None) -> torch.Tensor:
+        """The adversary's sampled actions (B, *action_shape) for clean inputs ``x``, clipped to its
+        action space; a recurrent adversary reads and moves on each row's ``states`` entry."""
         policy = self.adversary.policy
-        obs = x.detach().to(torch.float32).reshape(len(x), *self.adversary.observation_space.shape)
-        # SB3's predict() minus its per-call checks and array round trips (0.12 of 0.63 ms a call,
-        # A/B timed; 3% of a PA-ATLA step): the same sample from the same draws, clipped as predict() does
+        obs = x.detach().to(torch.float32).reshape(len(x), *self.adversary.observation_space.shape).to(policy.device)
         with torch.no_grad():
-            actions = policy._predict(obs.to(policy.device), deterministic=False).cpu()
+            if not self.recurrent:
+                # SB3's predict() minus its per-call checks and array round trips (0.12 of 0.63 ms a call,
+                # A/B timed; 3% of a PA-ATLA step): the same sample from the same draws, clipped as predict() does
+                actions = policy._predict(obs, deterministic=False)
+            else:  # each row one step of its own sequence: the state was reset by new_state at its episode's start
+                held = [torch.cat([s["lstm"][k] for s in states], dim=1).to(policy.device) for k in (0, 1)]
+                dist, (h, c) = policy.get_distribution(obs, (held[0], held[1]), torch.zeros(len(obs), device=policy.device))
+                actions = dist.get_actions(deterministic=False)
+                for i, state in enumerate(states):
+                    state["lstm"] = (h[:, i:i + 1].cpu().clone(), c[:, i:i + 1].cpu().clone())
+        actions = actions.cpu()
         space = self.adversary.action_space
         if isinstance(space, spaces.Box):
             actions = torch.clamp(actions, torch.as_tensor(space.low), torch.as_tensor(space.high))
-        return self.actor.perturb(x, victim, actions, rng)
+        return actions
+
+    def perturb(self, x: torch.Tensor, victim: Victim, rng: BatchRNG) -> torch.Tensor:
+        if self.recurrent:
+            raise RuntimeError("a recurrent live adversary needs its memory of the episode: it runs through apply()")
+        return self.actor.perturb(x, victim, self._actions(x), rng)
+
+    def apply(self, x: torch.Tensor, victim: Victim, rng: BatchRNG, memory, scheduled: torch.Tensor):
+        if not self.recurrent:
+            return super().apply(x, victim, rng, memory, scheduled)
+        actions = self._actions(x, memory.states)  # every row's memory moves every step, acted on or not
+        if not scheduled.any():
+            return x, scheduled
+        with torch.enable_grad():  # PA-AD's actor takes a gradient step on the agent
+            perturbed = self.actor.perturb(x, victim, actions, rng).detach()
+        return torch.where(scheduled.reshape(-1, *([1] * (x.ndim - 1))), perturbed, x), scheduled
 
 
 class AdversaryPool(Threat):
@@ -213,6 +250,12 @@ def _adversary_recipe(preset: ATLAPreset, recipe):
     steps = recipe.hyperparams["n_steps"] * recipe.n_envs
     settings["n_steps"] = steps // recipe.n_envs  # one adversary rollout per agent rollout, as long
     algo = "ppo_split_lr" if "value_learning_rate" in settings else "ppo"  # the critic at a rate of its own
+    if preset.adversary_recurrent:
+        from rlgauntlet.training.attackers.attack_train import recurrent_settings
+
+        # an LSTM director as the gauntlet's recurrent directors are trained: RecurrentPPO's loss through
+        # our sequence loop with no regulariser (training.attackers.attack_train.learn_attacker)
+        settings, algo = {**recurrent_settings(settings), "sa_kappa": 0.0}, "sa_recurrent_ppo"
     return TrainPreset(name=f"{preset.name}-adversary", env_id=recipe.env_id, algo=algo,
                        total_timesteps=preset.total_agent_steps, n_envs=recipe.n_envs,
                        seed=recipe.seed + 1, hyperparams=settings, target_return=0.0, checkpoint_every=steps,
@@ -428,6 +471,8 @@ def _config(preset: ATLAPreset, seed: int) -> dict:
         config["push_temperature"] = preset.push_temperature
     if preset.select_clean_min is not None:
         config["select_clean_min"] = preset.select_clean_min
+    if preset.adversary_recurrent:
+        config["adversary_recurrent"] = True
     config[TRAINING_DIGEST] = training_digest(preset, SELECTION_FIELDS)
     return config
 
@@ -468,6 +513,9 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
     if preset.method == "pa_atla" and recipe.algo in ("recurrent_ppo", "sa_recurrent_ppo"):
         raise UserError(f"{name}: PA-ATLA's actor needs the LSTM agent's gradient in its own training envs, whose "
                         "memory the agent's rollout keeps to itself; train an LSTM agent with ATLA (an SA-RL adversary)")
+    if preset.adversary_recurrent and preset.push_share > 0:
+        raise UserError(f"{name}: the adversary pool draws one member per episode and keeps no member's memory; "
+                        "a recurrent adversary trains without pushes (push_share 0)")
     adversary_recipe = _adversary_recipe(preset, recipe)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -495,6 +543,7 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
     agent_threat: Threat = LiveAdversary(adversary, actor)
     if preset.push_share > 0:
         from rlgauntlet.threats.attacks.push import push_directions
+
 
         agent_threat = AdversaryPool(agent_threat, push_directions(int(agent_env.action_space.shape[0])),
                                      preset.push_share, preset.push_eps_fractions, preset.push_temperature)

@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from rlgauntlet.errors import UserError
-from rlgauntlet.training.recipes.zoo import PRESETS, ROBUST_BAR
+from rlgauntlet.training.recipes.zoo import PRESETS, ROBUST_BAR, linear_schedule, release_lstm_net
 
 
 #: the alternating-training methods: ATLA (an SA-RL adversary) and PA-ATLA (a PA-AD adversary)
@@ -80,6 +80,9 @@ class ATLAPreset:
     #: average (needs ``select_clean_min``: the snapshots and the clean bar). 0: no validation
     validate_clean_episodes: int = 0
     validate_push_episodes: int = 0
+    #: the adversary an LSTM policy (sb3-contrib's RecurrentPPO, 64 units, one learning rate), as the
+    #: released ATLA-LSTM adversaries are, with its own memory of each of the agent's episodes
+    adversary_recurrent: bool = False
 
 
 #: the agents alternating training runs, and each one's algorithm with the SA regulariser
@@ -224,6 +227,20 @@ ATLA_PRESETS: dict[str, ATLAPreset] = {p.name: p for p in (
                      "the state, the LSTM (64) and one linear layer to the action mean, the value network apart; "
                      "every checkpoint's agent kept, and the best by training-time signals in RUN_DIR/best (the "
                      "run's final agent is the reproduction's)"),
+    # and with the released adversary's network and updates too: the release's adversary is the same kind of
+    # LSTM policy (the file's adversary_policy_model: embedding, LSTM 64, one linear layer to its 11 outputs)
+    # with its own memory of each of the agent's episodes, updated as the release's LSTM policies are (10
+    # full-batch steps an iteration, no gradient clipping) at Adam 1e-2 annealed to 0 (anneal_lr applies to
+    # the adversary's optimizers too; the MLP adversary above keeps 1e-2 throughout)
+    ATLAPreset("hopper-atla-lstm-sappo-lstm-adversary", "hopper-lstm-ppo-release-net", "atla", eps=0.075,
+               total_agent_steps=5_000_000, sa_kappa=0.3, agent_overrides={"sa_steps": 2, "ramp_fraction": 1831 / 2441},
+               adversary={"learning_rate": linear_schedule(1e-2), "clip_range": 0.2, "ent_coef": 1e-3,
+                          "batch_size": 2048, "n_epochs": 10, "max_grad_norm": float("inf"),
+                          "policy_kwargs": release_lstm_net()},
+               adversary_recurrent=True, checkpoint_every=10, target_return=_HOPPER_ROBUST_BAR, select_clean_min=3000.0,
+               notes="hopper-atla-lstm-sappo-release-net with the released adversary's network and updates: an SA-RL "
+                     "director with a linear embedding, an LSTM (64) and one linear layer and a memory of each of the "
+                     "agent's episodes, 10 full-batch steps an iteration, Adam 1e-2 annealed"),
 )}
 
 

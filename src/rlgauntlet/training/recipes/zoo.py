@@ -545,7 +545,8 @@ PRESETS["hopper-lstm-sappo"] = dataclasses.replace(
           "no adversary (the ablation's 'LSTM + SA-Reg' row)")
 
 
-def _release_lstm_net() -> dict:
+def release_lstm_net() -> dict:
+    """The policy_kwargs of ATLA_robust_RL's released CtsLSTMPolicy network (agents and adversaries)."""
     from rlgauntlet.victims.linear_embedding import LinearEmbedding
 
     # CtsLSTMPolicy: embedding (64, no activation), LSTM (64), one linear layer to the mean; its value
@@ -558,7 +559,7 @@ def _release_lstm_net() -> dict:
 #: departed from the release's until 2026-11-30); SB3's initialisation gains stay SB3's
 PRESETS["hopper-lstm-ppo-release-net"] = dataclasses.replace(
     PRESETS["hopper-lstm-ppo"], name="hopper-lstm-ppo-release-net",
-    hyperparams={**PRESETS["hopper-lstm-ppo"].hyperparams, "policy_kwargs": _release_lstm_net()},
+    hyperparams={**PRESETS["hopper-lstm-ppo"].hyperparams, "policy_kwargs": release_lstm_net()},
     notes="hopper-lstm-ppo with the released CtsLSTMPolicy's network: a linear embedding of the state (64, no "
           "activation), the LSTM (64) and one linear layer to the action mean; the value network the same, apart")
 
