@@ -75,10 +75,8 @@ MUJOCO_PREFIXES = (
 ANT_CONTACT_FORCES = "AntContactForces-v4"
 #: older task versions this package runs on purpose, made without Gymnasium's "out of date"
 #: warning (one per env made, dozens per gauntlet): Walker2d-v4 keeps gym's Walker2d-v2 foot
-#: frictions, which the published Walker2d agents need; Humanoid-v4 observes gym's Humanoid-v2's
-#: 376 numbers in their order (v5 drops the world body's constant rows: 348), which the published
-#: Humanoid agents read (docs/decisions.md)
-CHOSEN_OLD_VERSIONS = frozenset({"Walker2d-v4", "Humanoid-v4"})
+#: frictions, which the published Walker2d agents need (docs/decisions.md)
+CHOSEN_OLD_VERSIONS = frozenset({"Walker2d-v4"})
 #: MuJoCo warnings about Gymnasium's own model files that a user can do nothing about, printed
 #: by MuJoCo's C library once per env made (HalfCheetah's ``settotalmass``: thousands of lines
 #: in a gauntlet); the attribute still applies, so the physics is unchanged
