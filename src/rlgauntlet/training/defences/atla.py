@@ -44,7 +44,7 @@ from gymnasium import spaces
 
 from rlgauntlet.common.seeding import BatchRNG
 from rlgauntlet.errors import UserError
-from rlgauntlet.threats.base import Threat, ThreatParams
+from rlgauntlet.threats.base import Memory, Threat, ThreatParams
 from rlgauntlet.threats.learned.actor import AttackActor, default_variant
 from rlgauntlet.training.greedy_eval import greedy_returns
 from rlgauntlet.training.recipes import ATLA_PRESETS, ATLAPreset, agent_recipe, get_atla_preset, training_digest
@@ -106,7 +106,8 @@ class LiveAdversary(Threat):
             raise RuntimeError("a recurrent live adversary needs its memory of the episode: it runs through apply()")
         return self.actor.perturb(x, victim, self._actions(x), rng)
 
-    def apply(self, x: torch.Tensor, victim: Victim, rng: BatchRNG, memory, scheduled: torch.Tensor):
+    def apply(self, x: torch.Tensor, victim: Victim, rng: BatchRNG, memory: Memory,
+              scheduled: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if not self.recurrent:
             return super().apply(x, victim, rng, memory, scheduled)
         actions = self._actions(x, memory.states)  # every row's memory moves every step, acted on or not
@@ -543,7 +544,6 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
     agent_threat: Threat = LiveAdversary(adversary, actor)
     if preset.push_share > 0:
         from rlgauntlet.threats.attacks.push import push_directions
-
 
         agent_threat = AdversaryPool(agent_threat, push_directions(int(agent_env.action_space.shape[0])),
                                      preset.push_share, preset.push_eps_fractions, preset.push_temperature)
