@@ -64,7 +64,7 @@ def test_the_live_lstm_adversary_steps_each_episode_as_its_own_sequence():
             states[row], starts[row] = threat.new_state(), t
         memory = Memory(states, torch.tensor([t - starts[0], t - starts[1]]))
         out, acted = threat.apply(inputs[t], victim, _rng(), memory, scheduled[t])
-        assert torch.equal(acted, scheduled[t])
+        assert torch.equal(acted, scheduled[t])  # booleans: exact equality is the property
         outs.append(out)
     for row in (0, 1):
         state = None
@@ -124,6 +124,8 @@ def test_an_atla_run_trains_an_lstm_adversary_and_plays_it_with_memory(tiny_lstm
     assert built == [0.0]  # the adversary (the agent is plain PPO): no regulariser
     progress = json.loads((ckpt / "progress.json").read_text())
     assert progress["config"]["adversary_recurrent"] is True and progress["iteration"] == 1
+    applied = progress["history"][-1]["applied"]["agent_envs"]  # measured in the agent's envs, not assumed
+    assert applied["perturbed_steps"] == applied["steps"] > 0 and 0 < applied["linf_max"] <= 0.1 + 1e-6
     assert len(seen) > 5 and all(h.shape == (1, 1, 64) for h in seen[0])
     assert all(float(h.abs().sum()) == 0.0 for h in seen[0])  # each episode starts from zeros
     assert any(float(h.abs().sum()) > 0.0 for h in seen[5])  # and remembers after a few steps
