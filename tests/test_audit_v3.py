@@ -935,7 +935,8 @@ def test_a_foreign_file_in_the_gauntlet_cache_is_never_replaced(tmp_path):
 #: recipe fields added after the digests were recorded, with the value every earlier recipe has: a
 #: recipe counts one only when it sets it (so adding a field changes no recorded recipe)
 ADDED_LATER = {"push_share": 0.0, "select_clean_min": None, "validate_clean_episodes": 0, "validate_push_episodes": 0, "push_eps_fractions": (1.0,),
-               "push_temperature": None, "adversary_recurrent": False}
+               "push_temperature": None, "adversary_recurrent": False, "validate_confirm_episodes": 0,
+               "validate_finalists": 0}
 
 
 def _recipe_digests() -> dict[str, str]:

@@ -422,3 +422,121 @@ def test_the_validations_push_games_are_each_pushs_own_games_played_side_by_side
                                     VALIDATION_SEED, n_envs=2)
         assert got["push"][direction] == pytest.approx(np.mean([r.episode_return for r in records]), rel=1e-9)
     assert got["push"]["1"] != pytest.approx(got["push"]["-1"], rel=1e-3)  # the two pushes differ
+
+
+def test_a_finalist_is_confirmed_with_more_games_against_every_push_from_its_own_seeds(monkeypatch, tmp_path):
+    """Every push of the screen (42: 14 directions × 3 budgets) plays C = 8 more games in one engine
+    call from CONFIRM_SEED; the confirmed worst is over all E + C = 10 games of a push, weighted by
+    games: a push screened at 3000 (both games standing) that falls in the confirmation's games is
+    found, and one screened low but standing in the confirmation is lifted by (2·low + 8·high)/10."""
+    from rlgauntlet.engine import rollout
+    from rlgauntlet.threats.attacks.push import direction_param, push_directions
+    from rlgauntlet.victims import sb3
+
+    calls = []
+
+    class Record:
+        def __init__(self, value, episode):
+            self.episode_return, self.episode = value, episode
+
+    topples = ([0, 0, 1], pytest.approx(0.075))
+
+    def fake_evaluate(env_fn, victim, threat, episodes, seed, n_envs=1, **kwargs):
+        calls.append((len(threat.games), seed))
+        return [Record(1000.0 if (list(threat.games[k][0]), threat.games[k][1]) == topples else 3000.0, k)
+                for k in episodes]
+
+    monkeypatch.setattr(rollout, "evaluate_episodes", fake_evaluate)
+    monkeypatch.setattr(sb3, "load_sb3", lambda path, algorithm=None, vecnormalize=None, **kw: "victim")
+    names = [direction_param(d) + suffix for d in push_directions(3) for suffix in (",eps=0.025", ",eps=0.05", "")]
+    screen = {**_val(3500.0, 2000.0), "push": {name: 3000.0 for name in names},
+              "push_eps_fractions": [1 / 3, 2 / 3, 1.0]}
+    screen["push"]["1|1|1"] = 2000.0  # screened worst: two unlucky games
+    got = validation.confirm_agent(tmp_path, "Hopper-v5", screen, confirm_episodes=8)
+    assert calls == [(42 * 8, validation.CONFIRM_SEED)]
+    assert got["episodes"] == 8 and got["seed"] == validation.CONFIRM_SEED and set(got["push"]) == set(names)
+    assert got["push"]["0|0|1"] == 1000.0 and got["push"]["1|1|1"] == 3000.0
+    assert got["push_worst"] == "0|0|1" and got["push_min"] == pytest.approx((2 * 3000.0 + 8 * 1000.0) / 10)
+    # the lifted one: (2 · 2000 + 8 · 3000) / 10 = 2800, not its screen's 2000 nor the confirmation's 3000 alone
+    monkeypatch.setattr(rollout, "evaluate_episodes", lambda env_fn, victim, threat, episodes, seed, **kw:
+                        [Record(3000.0, k) for k in episodes])
+    assert validation.confirm_agent(tmp_path, "Hopper-v5", screen, 8)["push_min"] == pytest.approx(2800.0)
+
+
+def _val_pushes(clean, pushes):
+    return {**_val(clean, min(pushes.values())), "push": pushes, "push_worst": min(pushes, key=pushes.get)}
+
+
+def test_the_confirmed_rule_keeps_the_best_confirmed_finalist_and_stops_when_the_rest_cannot_beat_it(
+        monkeypatch, tmp_path):
+    """Screen scores 40: 2400, 30: 2000, 20: 1700, 10: 1500. 40's confirmation finds its push at 1200
+    (score 1200), 30's holds (1900): 30 is kept where the validated rule keeps 40; 20 is confirmed
+    (its screen 1700 could not beat 1900: not confirmed), and so nothing else is played. The
+    validated folder is left as the validated rule chose; a second call confirms nothing again."""
+    history = [_point(10, 1500.0), _point(20, 1700.0), _point(30, 2100.0), _point(40, 2500.0)]
+    vals = {10: _val_pushes(3100.0, {"a": 1600.0, "b": 3000.0}), 20: _val_pushes(3100.0, {"a": 2000.0, "b": 3000.0}),
+            30: _val_pushes(3300.0, {"a": 2000.0, "b": 3000.0}), 40: _val_pushes(3400.0, {"a": 2400.0, "b": 3000.0})}
+    confirmed_at = {40: {"a": 900.0, "b": 3000.0}, 30: {"a": 1875.0, "b": 3000.0}}
+    confirmed = []
+
+    def fake_confirm(folder, env_id, validation_, confirm_episodes):
+        it = int(folder.name.split("-")[1])
+        confirmed.append(it)
+        pushes = {k: (2 * validation_["push"][k] + 8 * v) / 10 for k, v in confirmed_at[it].items()}
+        worst = min(pushes, key=pushes.get)
+        return {"episodes": confirm_episodes, "seed": validation.CONFIRM_SEED, "push": confirmed_at[it],
+                "push_min": pushes[worst], "push_worst": worst}
+
+    monkeypatch.setattr(validation, "validate_agent", lambda folder, *a, **k: vals[int(folder.name.split("-")[1])])
+    monkeypatch.setattr(validation, "confirm_agent", fake_confirm)
+    run = _constructed_run(tmp_path, [10, 20, 30, 40])
+    assert select_validated(run, history, "Hopper-v5", 0.075, 3000.0, 10, 2, log=lambda line: None)["iteration"] == 40
+    chosen = select_validated(run, history, "Hopper-v5", 0.075, 3000.0, 10, 2, log=lambda line: None,
+                              confirm_episodes=8, finalists=5)
+    assert confirmed == [40, 30]
+    # 40: min(2500, (2·2400 + 8·900)/10 = 1200); 30: min(2100, (2·2000 + 8·1875)/10 = 1900)
+    assert chosen["iteration"] == 30 and chosen["score"] == pytest.approx(1900.0)
+    assert chosen["validation"]["confirm"]["push_min"] == pytest.approx(1900.0)
+    assert (run / validation.CONFIRMED / "model.zip").read_bytes() == b"weights of iteration 30"
+    assert (run / VALIDATED / "model.zip").read_bytes() == b"weights of iteration 40"
+    ledger = json.loads((run / "validations.json").read_text())
+    assert "confirm" in ledger["40"] and "confirm" in ledger["30"] and "confirm" not in ledger["20"]
+    assert "confirm" in json.loads((run / "snapshots" / "iter-0030" / "validation.json").read_text())
+    select_validated(run, history, "Hopper-v5", 0.075, 3000.0, 10, 2, log=lambda line: None, confirm_episodes=8,
+                     finalists=5)
+    assert confirmed == [40, 30]
+    # the validated rule reads the same record and still keeps 40: the confirmation is beside its figures
+    assert select_validated(run, history, "Hopper-v5", 0.075, 3000.0, 10, 2, log=lambda line: None)["iteration"] == 40
+    # at most `finalists`: with one, 40 alone is confirmed and kept, whatever its confirmation says
+    shutil.rmtree(run / validation.CONFIRMED)
+    (run / "validations.json").unlink()
+    for snapshot in (run / "snapshots").iterdir():
+        (snapshot / "validation.json").unlink()
+    confirmed.clear()
+    chosen = select_validated(run, history, "Hopper-v5", 0.075, 3000.0, 10, 2, log=lambda line: None,
+                              confirm_episodes=8, finalists=1)
+    assert confirmed == [40] and chosen["iteration"] == 40 and chosen["score"] == pytest.approx(1200.0)
+
+
+def test_a_finalist_without_its_snapshot_or_confirmation_is_refused_in_one_line(monkeypatch, tmp_path):
+    monkeypatch.setattr(validation, "validate_agent", lambda *a, **k: _val_pushes(3500.0, {"a": 1500.0}))
+    run = _constructed_run(tmp_path, [10])
+    history = [_point(10, 1700.0)]
+    select_validated(run, history, "Hopper-v5", 0.075, 3000.0, 10, 2, log=lambda line: None)
+    shutil.rmtree(run / "snapshots")
+    with pytest.raises(UserError, match=r"no snapshot of iteration 10 .*no confirmation of it"):
+        select_validated(run, history, "Hopper-v5", 0.075, 3000.0, 10, 2, confirm_episodes=8, finalists=5)
+    assert not (run / validation.CONFIRMED).exists()
+
+
+def test_the_confirmed_preset_trains_as_the_prioritized_one_and_keeps_its_agent_apart(tmp_path):
+    confirmed = presets.ATLA_PRESETS["hopper-pool3-prioritized-pa-atla-ppo-confirmed"]
+    assert atla.trains_as(confirmed, "hopper-pool3-prioritized-pa-atla-ppo-validated")
+    assert not atla.trains_as(confirmed, "hopper-pool3-pa-atla-ppo-validated")  # drawn uniformly
+    assert (presets.training_digest(confirmed, atla.SELECTION_FIELDS) == presets.training_digest(
+        presets.ATLA_PRESETS["hopper-pool3-prioritized-pa-atla-ppo-validated"], atla.SELECTION_FIELDS))
+    for folder in (VALIDATED, validation.CONFIRMED):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "selection.json").write_text("{}")
+    assert atla.run_agent(confirmed.name, tmp_path) == tmp_path / validation.CONFIRMED
+    assert atla.run_agent("hopper-pool3-prioritized-pa-atla-ppo-validated", tmp_path) == tmp_path / VALIDATED

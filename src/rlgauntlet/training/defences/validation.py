@@ -17,7 +17,12 @@ instead the checkpoint that holds up best against the pool's worst member:
   so a snapshot is never played twice;
 * the rule (:func:`validated_score`): among checkpoints at the full ε whose validated clean
   return reaches the preset's ``select_clean_min``, the highest min(recent return under the
-  training adversaries, the worst push director's validated return).
+  training adversaries, the worst push director's validated return);
+* a preset with ``validate_confirm_episodes`` (the confirmed rule, its agent in ``RUN_DIR/confirmed``)
+  takes that ranking as a shortlist: its best checkpoints play every push again with more games
+  (:func:`confirm_agent`) and the one with the best min(training return, worst push over all its
+  games) is kept. The screen's two games a push flatter: the pool recipes' validated choices lost
+  500-1,000 to a push under the gauntlet that their screen had put 500 higher.
 
 Only the recipe's own threats decide, never a gauntlet number: the learned directors the
 gauntlet trains against the kept agent, and the other agents' directors a board transfers,
@@ -94,34 +99,20 @@ def _validate_agent(folder: Path, env_id: str, eps: float, clean_episodes: int, 
                     n_envs: int, eps_fractions: tuple[float, ...], clean_min: float | None) -> dict:
     from rlgauntlet.engine.rollout import evaluate_episodes
     from rlgauntlet.envs import make_env
-    from rlgauntlet.threats.attacks.push import direction_param, push_directions
-    from rlgauntlet.victims.sb3 import load_sb3
 
-    norm = folder / "vecnormalize.pkl"
-    victim = load_sb3(folder / "model.zip", "ppo", vecnormalize=norm if norm.exists() else None)
+    victim = _load(folder)
 
     def mean_return(threat, episodes: int) -> float:
         records = evaluate_episodes(lambda: make_env(env_id), victim, threat, range(episodes), VALIDATION_SEED,
                                     n_envs=min(n_envs, episodes))
         return float(np.mean([r.episode_return for r in records]))
 
-    probe = make_env(env_id)
-    dims = int(probe.action_space.shape[0]) if probe.action_space.shape else 0
-    probe.close()
+    dims = _action_dims(env_id)
     clean_return = mean_return(None, clean_episodes)
     skipped = clean_min is not None and clean_return < clean_min
     push = {}
     if push_episodes > 0 and dims > 0 and not skipped:
-        members = [(direction, eps * fraction, direction_param(direction) if fraction == 1.0 else
-                    f"{direction_param(direction)},eps={eps * fraction:g}")
-                   for direction in dict.fromkeys(tuple(d) for d in push_directions(dims)) for fraction in eps_fractions]
-        # every push game in one engine call: push m plays episodes m·E … m·E + E − 1 (E = push_episodes)
-        games = [(direction, budget) for direction, budget, _ in members for _ in range(push_episodes)]
-        records = evaluate_episodes(lambda: make_env(env_id), victim, PushesSideBySide(games), range(len(games)),
-                                    VALIDATION_SEED, n_envs=min(SIDE_BY_SIDE, len(games)))
-        returns = {r.episode: r.episode_return for r in records}
-        for m, (_, _, name) in enumerate(members):
-            push[name] = float(np.mean([returns[m * push_episodes + j] for j in range(push_episodes)]))
+        push = _push_means(victim, env_id, dims, eps, eps_fractions, push_episodes, VALIDATION_SEED)
     worst = min(push, key=push.get) if push else None
     validation = {"clean_return": clean_return, "clean_episodes": clean_episodes, "push": push,
                   "push_min": push[worst] if push else None, "push_worst": worst, "push_episodes": push_episodes,
@@ -131,6 +122,71 @@ def _validate_agent(folder: Path, env_id: str, eps: float, clean_episodes: int, 
     if skipped:
         validation["pushes_skipped_below"] = clean_min
     return validation
+
+
+def _load(folder: Path) -> Victim:
+    from rlgauntlet.victims.sb3 import load_sb3
+
+    norm = folder / "vecnormalize.pkl"
+    return load_sb3(folder / "model.zip", "ppo", vecnormalize=norm if norm.exists() else None)
+
+
+def _action_dims(env_id: str) -> int:
+    from rlgauntlet.envs import make_env
+
+    probe = make_env(env_id)
+    dims = int(probe.action_space.shape[0]) if probe.action_space.shape else 0
+    probe.close()
+    return dims
+
+
+def _push_means(victim: Victim, env_id: str, dims: int, eps: float, eps_fractions: tuple[float, ...],
+                games_per_push: int, base_seed: int) -> dict[str, float]:
+    """The mean return of ``games_per_push`` games against each push director (each direction of
+    the action cube at each budget ``eps_fractions`` × ``eps``), by name; push m's games start from
+    env seeds ``base_seed + m·E + j`` (E = ``games_per_push``), all played in one engine call."""
+    from rlgauntlet.engine.rollout import evaluate_episodes
+    from rlgauntlet.envs import make_env
+    from rlgauntlet.threats.attacks.push import direction_param, push_directions
+
+    members = [(direction, eps * fraction, direction_param(direction) if fraction == 1.0 else
+                f"{direction_param(direction)},eps={eps * fraction:g}")
+               for direction in dict.fromkeys(tuple(d) for d in push_directions(dims)) for fraction in eps_fractions]
+    games = [(direction, budget) for direction, budget, _ in members for _ in range(games_per_push)]
+    records = evaluate_episodes(lambda: make_env(env_id), victim, PushesSideBySide(games), range(len(games)),
+                                base_seed, n_envs=min(SIDE_BY_SIDE, len(games)))
+    returns = {r.episode: r.episode_return for r in records}
+    return {name: float(np.mean([returns[m * games_per_push + j] for j in range(games_per_push)]))
+            for m, (_, _, name) in enumerate(members)}
+
+
+#: env seeds of a finalist's confirming push games: push m's C games start from CONFIRM_SEED + m·C + j
+#: (apart from the screen's VALIDATION_SEED + k, the gauntlet's and training's seeds)
+CONFIRM_SEED = 30_000
+
+
+def confirm_agent(folder: Path, env_id: str, validation: dict, confirm_episodes: int) -> dict:
+    """A finalist's confirmation: ``confirm_episodes`` more games against every push director its
+    screen (``validation``, from :func:`validate_agent`) played, from env seeds ``CONFIRM_SEED + m·C + j``.
+    Two games a push rank a checkpoint by luck as much as by robustness: a push that topples the
+    agent in half its games leaves both of its two games standing a quarter of the time.
+
+    Returns ``{"episodes": C, "seed": CONFIRM_SEED, "push": {name: mean of the C games}, "push_min",
+    "push_worst"}`` where ``push_min`` is the worst push's mean over all its E + C games (the screen's
+    E and these C), the figure the confirmed rule ranks by."""
+    with _global_rngs_kept():
+        victim = _load(folder)
+        fractions = tuple(validation.get("push_eps_fractions", (1.0,)))
+        confirm = _push_means(victim, env_id, _action_dims(env_id), float(validation["eps"]), fractions,
+                              confirm_episodes, CONFIRM_SEED)
+    screen_games = int(validation["push_episodes"])
+    if set(confirm) != set(validation["push"]):
+        raise RuntimeError(f"confirmation played {sorted(confirm)}, the screen {sorted(validation['push'])}: a bug")
+    combined = {name: (screen_games * validation["push"][name] + confirm_episodes * confirm[name])
+                / (screen_games + confirm_episodes) for name in confirm}
+    worst = min(combined, key=combined.get)
+    return {"episodes": confirm_episodes, "seed": CONFIRM_SEED, "push": confirm, "push_min": combined[worst],
+            "push_worst": worst}
 
 
 #: engine slots of the validation's push games: one batched network call a step serves this many
@@ -219,6 +275,8 @@ def _checked(validation: dict) -> dict:
         float(validation["push_min"])
     if "pushes_skipped_below" in validation:
         float(validation["pushes_skipped_below"])
+    if "confirm" in validation:
+        float(validation["confirm"]["push_min"]), int(validation["confirm"]["episodes"])
     return validation
 
 
@@ -251,18 +309,26 @@ def snapshot_validation(snapshot: Path, env_id: str, eps: float, clean_episodes:
 
 def select_validated(run_dir: Path, history: list[dict], env_id: str, eps: float, clean_min: float,
                      clean_episodes: int, push_episodes: int, log=print,
-                     eps_fractions: tuple[float, ...] = (1.0,)) -> dict | None:
+                     eps_fractions: tuple[float, ...] = (1.0,), confirm_episodes: int = 0,
+                     finalists: int = 0) -> dict | None:
     """Validate every snapshot of ``run_dir`` that ``history`` (the run's ``progress.json``
     checkpoints) names and keep the best by :func:`validated_score` in ``RUN_DIR/validated``
     (agent files and ``selection.json``); returns the selection, or None when no checkpoint
-    qualified (``validated`` is then left as it was). Every validation is also recorded in
+    qualified (the folder is then left as it was). Every validation is also recorded in
     ``RUN_DIR/validations.json`` (committed with the run, where the snapshots are not), so a run
     resumed on another machine ranks its earlier checkpoints without their snapshots. A
-    checkpoint neither recorded nor kept is refused: the rule ranks every checkpoint or none."""
+    checkpoint neither recorded nor kept is refused: the rule ranks every checkpoint or none.
+
+    ``confirm_episodes`` > 0 (the confirmed rule, kept in ``RUN_DIR/confirmed``): the screen's
+    scores only shortlist. Checkpoints are confirmed (:func:`confirm_agent`) in the order of their
+    screen score, best first, and ranked by min(recent return under the training adversaries, worst
+    push over the screen's and the confirmation's games); confirming stops after ``finalists``
+    checkpoints, or as soon as the best confirmed score reaches the next checkpoint's screen score
+    (the screen, a best-of-few, is taken as that checkpoint's most it could confirm at)."""
     from rlgauntlet.training.checkpoints import copy_agent_files, read_selection, replace_folder
 
     ledger = _read_ledger(run_dir)
-    best: tuple[float, dict, dict] | None = None
+    ranked: list[tuple[float, dict, dict]] = []
     for point in history:
         snapshot = run_dir / "snapshots" / f"iter-{point['iteration']:04d}"
         validation = ledger.get(str(point["iteration"]))
@@ -279,13 +345,24 @@ def select_validated(run_dir: Path, history: list[dict], env_id: str, eps: float
         log(f"iteration {point['iteration']}: clean {validation['clean_return']:.1f}, worst push "
             f"{validation['push_min'] if validation['push_min'] is None else round(validation['push_min'], 1)}, "
             f"score {score if score is None else round(score, 1)}")
-        if score is not None and (best is None or score > best[0]):
-            best = (score, point, validation)
-    if best is None:
+        if score is not None:
+            ranked.append((score, point, validation))
+    if not ranked:
         return None
-    score, point, validation = best
+    rule = (f"highest min(recent return under the training adversaries, worst push director's validated "
+            f"return) among checkpoints at ε {eps:g} with a validated clean return of at least "
+            f"{clean_min:g} ({clean_episodes} games; {push_episodes} per push direction and budget "
+            f"{', '.join(f'{eps * f:g}' for f in eps_fractions)}; env seeds {VALIDATION_SEED}+k)")
+    if confirm_episodes > 0:
+        score, point, validation = _confirmed_best(run_dir, ledger, ranked, env_id, confirm_episodes, finalists, log)
+        target = run_dir / CONFIRMED
+        rule += (f"; the screen's best confirmed with {confirm_episodes} more games per push (env seeds "
+                 f"{CONFIRM_SEED}+k), up to {finalists} of them, in screen order until the best confirmed score "
+                 "reaches the next screen score, and ranked by the worst push over all their games")
+    else:
+        score, point, validation = max(ranked, key=lambda entry: entry[0])  # the first of equals
+        target = run_dir / VALIDATED
     snapshot = run_dir / "snapshots" / f"iter-{point['iteration']:04d}"
-    target = run_dir / VALIDATED
     if not (snapshot / "model.zip").exists():  # an earlier machine's choice: kept there already, or lost
         kept = read_selection(target)
         if kept is not None and int(kept["iteration"]) == point["iteration"]:
@@ -294,14 +371,54 @@ def select_validated(run_dir: Path, history: list[dict], env_id: str, eps: float
                         f"here and is not the one in {target}; run it where its snapshots are")
     tmp = copy_agent_files(snapshot, target)
     selection = {"iteration": point["iteration"], "agent_steps": point["agent_steps"], "score": score,
-                 "recent_return_attacked": point["recent_return_attacked"], "validation": validation,
-                 "rule": f"highest min(recent return under the training adversaries, worst push director's validated "
-                         f"return) among checkpoints at ε {eps:g} with a validated clean return of at least "
-                         f"{clean_min:g} ({clean_episodes} games; {push_episodes} per push direction and budget "
-                         f"{', '.join(f'{eps * f:g}' for f in eps_fractions)}; env seeds {VALIDATION_SEED}+k)"}
+                 "recent_return_attacked": point["recent_return_attacked"], "validation": validation, "rule": rule}
     (tmp / "selection.json").write_text(json.dumps(selection, indent=2))
     replace_folder(tmp, target)
     return selection
+
+
+#: the folder a confirmed preset keeps its agent in (a run may hold the validated rule's choice beside it)
+CONFIRMED = "confirmed"
+
+
+def _played_confirm(validation: dict, confirm_episodes: int) -> bool:
+    confirm = validation.get("confirm")
+    return (isinstance(confirm, dict) and confirm.get("episodes") == confirm_episodes
+            and confirm.get("seed") == CONFIRM_SEED and set(confirm.get("push", {})) == set(validation["push"]))
+
+
+def _confirmed_best(run_dir: Path, ledger: dict, ranked: list[tuple[float, dict, dict]], env_id: str,
+                    confirm_episodes: int, finalists: int, log) -> tuple[float, dict, dict]:
+    """The confirmed rule's choice among ``ranked`` (screen score, point, validation): see
+    :func:`select_validated`. Each confirmation is kept in the checkpoint's validation record (the
+    ledger and the snapshot's ``validation.json``), so a checkpoint is confirmed once."""
+    order = sorted(ranked, key=lambda entry: -entry[0])  # stable: the earlier of equal screen scores first
+    best: tuple[float, dict, dict] | None = None
+    for count, (screen_score, point, validation) in enumerate(order):
+        if count >= max(finalists, 1) or (best is not None and best[0] >= screen_score):
+            break
+        if validation.get("push_min") is None:  # no push to confirm (a discrete action space)
+            if best is None or screen_score > best[0]:
+                best = (screen_score, point, validation)
+            continue
+        if not _played_confirm(validation, confirm_episodes):
+            snapshot = run_dir / "snapshots" / f"iter-{point['iteration']:04d}"
+            if not (snapshot / "model.zip").exists():
+                raise UserError(f"{run_dir} has no snapshot of iteration {point['iteration']} ({snapshot}) and no "
+                                "confirmation of it; run the training command where the run's snapshots are")
+            validation = {**validation, "confirm": confirm_agent(snapshot, env_id, validation, confirm_episodes)}
+            ledger[str(point["iteration"])] = validation
+            _write_ledger(run_dir, ledger)
+            tmp = snapshot / "validation.json.tmp"
+            tmp.write_text(json.dumps(validation, indent=2))
+            tmp.replace(snapshot / "validation.json")
+        score = min(float(point["recent_return_attacked"]), float(validation["confirm"]["push_min"]))
+        log(f"iteration {point['iteration']}: screen score {screen_score:.1f}, confirmed worst push "
+            f"{validation['confirm']['push_min']:.1f} ({validation['confirm']['push_worst']}), score {score:.1f}")
+        if best is None or score > best[0]:
+            best = (score, point, validation)
+    assert best is not None  # ranked is not empty
+    return best
 
 
 #: the run's record of every checkpoint's validation, by iteration

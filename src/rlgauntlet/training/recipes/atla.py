@@ -80,6 +80,12 @@ class ATLAPreset:
     #: average (needs ``select_clean_min``: the snapshots and the clean bar). 0: no validation
     validate_clean_episodes: int = 0
     validate_push_episodes: int = 0
+    #: the confirmed rule (``training.defences.validation.select_validated``): up to
+    #: ``validate_finalists`` of the validated ranking's best checkpoints play every push
+    #: ``validate_confirm_episodes`` more times, and the agent kept (``RUN_DIR/confirmed``) is ranked
+    #: by its worst push over all those games. 0: the validated rule's choice stands
+    validate_confirm_episodes: int = 0
+    validate_finalists: int = 0
     #: the adversary an LSTM policy (sb3-contrib's RecurrentPPO, 64 units, one learning rate), as the
     #: released ATLA-LSTM adversaries are, with its own memory of each of the agent's episodes
     adversary_recurrent: bool = False
@@ -205,6 +211,17 @@ ATLA_PRESETS: dict[str, ATLAPreset] = {p.name: p for p in (
                              notes="hopper-pool3-pa-atla-ppo-validated with its pushes drawn worst first: each push's "
                                    "share of the pool's 0.5 follows softmax(−running training return / 300) above a "
                                    "uniform floor of a quarter"),
+    # the same runs, their agent confirmed: the validated rule's two games a push flattered its choices (seed 1
+    # kept a checkpoint its screen put at 2132 against its worst push, the gauntlet's push (0, 0, 1) at 1616 in
+    # ten games); here the screen shortlists, and up to 5 of its best checkpoints play every push 8 more times
+    _official_hopper_pa_atla("hopper-pool3-prioritized-pa-atla-ppo-confirmed", push_share=0.5,
+                             push_eps_fractions=(1 / 3, 2 / 3, 1.0), push_temperature=300.0, select_clean_min=3000.0,
+                             validate_clean_episodes=10, validate_push_episodes=2, validate_confirm_episodes=8,
+                             validate_finalists=5,
+                             notes="hopper-pool3-prioritized-pa-atla-ppo-validated with its agent confirmed: up to 5 "
+                                   "of the validated ranking's best checkpoints play every push 8 more games, and "
+                                   "the one with the highest min(training return, worst push over its 10 games) is "
+                                   "kept"),
     # the released ATLA-LSTM-SAPPO Hopper config (config_hopper_atla_lstm_sappo.json), as far as SB3 expresses
     # it: the LSTM agent of hopper-lstm-ppo for 2441 iterations (5M steps) with the sequence SA regulariser
     # (κ 0.3, 2 SGLD steps, ε ramped over 1831 iterations), against an SA-RL adversary at a constant ε 0.075
