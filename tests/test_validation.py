@@ -540,3 +540,15 @@ def test_the_confirmed_preset_trains_as_the_prioritized_one_and_keeps_its_agent_
         (tmp_path / folder / "selection.json").write_text("{}")
     assert atla.run_agent(confirmed.name, tmp_path) == tmp_path / validation.CONFIRMED
     assert atla.run_agent("hopper-pool3-prioritized-pa-atla-ppo-validated", tmp_path) == tmp_path / VALIDATED
+
+
+def test_without_push_directors_the_confirmed_rule_keeps_the_screens_choice_and_plays_nothing(monkeypatch, tmp_path):
+    """A discrete action space has no push to confirm: the confirmed rule ranks as the validated one
+    (the training return alone) and never calls the confirmation."""
+    monkeypatch.setattr(validation, "validate_agent", lambda folder, *a, **k: _val(3500.0, None))
+    monkeypatch.setattr(validation, "confirm_agent", lambda *a, **k: pytest.fail("confirmed a run without pushes"))
+    run = _constructed_run(tmp_path, [10, 20, 30])
+    chosen = select_validated(run, [_point(10, 1500.0), _point(20, 1900.0), _point(30, 1700.0)], "Hopper-v5", 0.075,
+                              3000.0, 10, 2, log=lambda line: None, confirm_episodes=8, finalists=5)
+    assert chosen["iteration"] == 20 and chosen["score"] == 1900.0
+    assert (run / validation.CONFIRMED / "model.zip").read_bytes() == b"weights of iteration 20"

@@ -222,6 +222,15 @@ ATLA_PRESETS: dict[str, ATLAPreset] = {p.name: p for p in (
                                    "of the validated ranking's best checkpoints play every push 8 more games, and "
                                    "the one with the highest min(training return, worst push over its 10 games) is "
                                    "kept"),
+    # the confirmed recipe with three quarters of the episodes against the pushes: its three seeds' worst
+    # attacks under the gauntlet were a push on two (1616, 1824) and the learned adversary had fallen to
+    # 3,100-3,400 against them (PA-AD), so the learned adversary's half now trains what no longer topples them
+    _official_hopper_pa_atla("hopper-pool3-prioritized-push75-pa-atla-ppo-confirmed", push_share=0.75,
+                             push_eps_fractions=(1 / 3, 2 / 3, 1.0), push_temperature=300.0, select_clean_min=3000.0,
+                             validate_clean_episodes=10, validate_push_episodes=2, validate_confirm_episodes=8,
+                             validate_finalists=5,
+                             notes="hopper-pool3-prioritized-pa-atla-ppo-confirmed with the pushes' share of the "
+                                   "training episodes at 0.75 (the learned PA-AD adversary 0.25)"),
     # the released ATLA-LSTM-SAPPO Hopper config (config_hopper_atla_lstm_sappo.json), as far as SB3 expresses
     # it: the LSTM agent of hopper-lstm-ppo for 2441 iterations (5M steps) with the sequence SA regulariser
     # (κ 0.3, 2 SGLD steps, ε ramped over 1831 iterations), against an SA-RL adversary at a constant ε 0.075
