@@ -308,6 +308,10 @@ def test_validation_does_not_change_the_trajectory_and_ranks_a_finished_run_of_t
     # the validated preset on the finished selecting run: nothing trained, every snapshot played, its own folder
     shutil.copytree(tmp_path / "select", tmp_path / "both")
     before = (tmp_path / "both" / "best" / "selection.json").read_text()
+    # a finished run kept without its resume-only files (the policies' and optimizers' state) ranks all the same
+    shutil.rmtree(tmp_path / "both" / "checkpoint" / "adversary")
+    for part in ("policy.pt", "optimizer.pt"):
+        (tmp_path / "both" / "checkpoint" / "agent" / part).unlink()
     train_atla("tiny-validated", tmp_path / "both", log=lambda line: None)
     assert json.loads((tmp_path / "both" / "checkpoint" / "progress.json").read_text())["iteration"] == 3
     assert (tmp_path / "both" / "best" / "selection.json").read_text() == before  # the selecting preset's choice kept

@@ -567,7 +567,11 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
             raise UserError(f"{run_dir} holds a {progress.get('config', {}).get('preset')} run "
                             f"({progress.get('config')}); resume it with the same preset and settings, or give a new "
                             "--run-dir")
-        _restore(ckpt, agent, adversary, progress)
+        if progress["agent_steps"] < preset.total_agent_steps:
+            _restore(ckpt, agent, adversary, progress)
+        # else a finished run: nothing trains, so its resume-only files (the policies' and optimizers'
+        # state, the adversary) are not read; its agent files rank and register it, and a finished run
+        # may be kept without the rest (checkpoints/defences/README.md)
         if "pool_returns" in progress:  # a prioritised pool's draw goes on from where the checkpoint left it
             agent_threat.member_returns = list(progress["pool_returns"])
         log(f"[{name}] resuming at iteration {progress['iteration']} ({progress['agent_steps']} agent steps)")
