@@ -21,8 +21,8 @@ instead the checkpoint that holds up best against the pool's worst member:
 * a preset with ``validate_confirm_episodes`` (the confirmed rule, its agent in ``RUN_DIR/confirmed``)
   takes that ranking as a shortlist: its best checkpoints play every push again with more games
   (:func:`confirm_agent`) and the one with the best min(training return, worst push over all its
-  games) is kept. The screen's two games a push flatter: the pool recipes' validated choices lost
-  500-1,000 to a push under the gauntlet that their screen had put 500 higher.
+  games) is kept. Two games a push are a screen: the worst-first pool's seed 1 kept a checkpoint
+  screened at 2132 against its worst push that the gauntlet's push (0, 0, 1) took to 1616 in ten.
 
 Only the recipe's own threats decide, never a gauntlet number: the learned directors the
 gauntlet trains against the kept agent, and the other agents' directors a board transfers,
