@@ -10,7 +10,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace, field
 
 from rlgauntlet.errors import UserError
 from rlgauntlet.training.recipes.zoo import PRESETS, ROBUST_BAR, linear_schedule, release_lstm_net
@@ -125,6 +125,20 @@ def _official_hopper_pa_atla(name: str, **settings) -> ATLAPreset:
                       checkpoint_every=10, target_return=_HOPPER_ROBUST_BAR, **settings)
 
 
+#: the worst-first push pool, validated (``ATLA_PRESETS``); the confirmed presets are built on it
+_PRIORITIZED = _official_hopper_pa_atla("hopper-pool3-prioritized-pa-atla-ppo-validated", push_share=0.5,
+                                        push_eps_fractions=(1 / 3, 2 / 3, 1.0), push_temperature=300.0, select_clean_min=3000.0,
+                                        validate_clean_episodes=10, validate_push_episodes=2,
+                                        notes="hopper-pool3-pa-atla-ppo-validated with its pushes drawn worst first: each push's "
+                                        "share of the pool's 0.5 follows softmax(−running training return / 300) above a "
+                                        "uniform floor of a quarter")
+
+
+def _confirmed(validated: ATLAPreset, name: str, notes: str) -> ATLAPreset:
+    """``validated`` with its agent confirmed (up to 5 finalists, 8 more games a push): the same training."""
+    return replace(validated, name=name, notes=notes, validate_confirm_episodes=8, validate_finalists=5)
+
+
 #: the alternating-training presets (``rlgauntlet train --preset NAME``)
 ATLA_PRESETS: dict[str, ATLAPreset] = {p.name: p for p in (
     # ε = 0.05 raw: where vanilla cartpole-ppo falls below 100 under PA-AD (47.3; docs/reproduction.md).
@@ -205,32 +219,20 @@ ATLA_PRESETS: dict[str, ATLAPreset] = {p.name: p for p in (
     # the same pool drawn worst first: across the pool3 runs' checkpoints the validated worst push stayed at
     # 1,000-1,600 from 200k steps to 2M while its 42 pushes were met 1/84 of the episodes each; the gauntlet
     # scores the worst member, so the pool trains most against the push the agent currently does worst against
-    _official_hopper_pa_atla("hopper-pool3-prioritized-pa-atla-ppo-validated", push_share=0.5,
-                             push_eps_fractions=(1 / 3, 2 / 3, 1.0), push_temperature=300.0, select_clean_min=3000.0,
-                             validate_clean_episodes=10, validate_push_episodes=2,
-                             notes="hopper-pool3-pa-atla-ppo-validated with its pushes drawn worst first: each push's "
-                                   "share of the pool's 0.5 follows softmax(−running training return / 300) above a "
-                                   "uniform floor of a quarter"),
+    _PRIORITIZED,
     # the same runs, their agent confirmed: the validated rule's two games a push flattered its choices (seed 1
     # kept a checkpoint its screen put at 2132 against its worst push, the gauntlet's push (0, 0, 1) at 1616 in
     # ten games); here the screen shortlists, and up to 5 of its best checkpoints play every push 8 more times
-    _official_hopper_pa_atla("hopper-pool3-prioritized-pa-atla-ppo-confirmed", push_share=0.5,
-                             push_eps_fractions=(1 / 3, 2 / 3, 1.0), push_temperature=300.0, select_clean_min=3000.0,
-                             validate_clean_episodes=10, validate_push_episodes=2, validate_confirm_episodes=8,
-                             validate_finalists=5,
-                             notes="hopper-pool3-prioritized-pa-atla-ppo-validated with its agent confirmed: up to 5 "
-                                   "of the validated ranking's best checkpoints play every push 8 more games, and "
-                                   "the one with the highest min(training return, worst push over its 10 games) is "
-                                   "kept"),
+    _confirmed(_PRIORITIZED, "hopper-pool3-prioritized-pa-atla-ppo-confirmed",
+               notes="hopper-pool3-prioritized-pa-atla-ppo-validated with its agent confirmed: up to 5 of the "
+                     "validated ranking's best checkpoints play every push 8 more games, and the one with the "
+                     "highest min(training return, worst push over its 10 games) is kept"),
     # the confirmed recipe with three quarters of the episodes against the pushes: its three seeds' worst
     # attacks under the gauntlet were a push on two (1616, 1824) and the learned adversary had fallen to
     # 3,100-3,400 against them (PA-AD), so the learned adversary's half now trains what no longer topples them
-    _official_hopper_pa_atla("hopper-pool3-prioritized-push75-pa-atla-ppo-confirmed", push_share=0.75,
-                             push_eps_fractions=(1 / 3, 2 / 3, 1.0), push_temperature=300.0, select_clean_min=3000.0,
-                             validate_clean_episodes=10, validate_push_episodes=2, validate_confirm_episodes=8,
-                             validate_finalists=5,
-                             notes="hopper-pool3-prioritized-pa-atla-ppo-confirmed with the pushes' share of the "
-                                   "training episodes at 0.75 (the learned PA-AD adversary 0.25)"),
+    _confirmed(replace(_PRIORITIZED, push_share=0.75), "hopper-pool3-prioritized-push75-pa-atla-ppo-confirmed",
+               notes="hopper-pool3-prioritized-pa-atla-ppo-confirmed with the pushes' share of the training "
+                     "episodes at 0.75 (the learned PA-AD adversary 0.25)"),
     # the released ATLA-LSTM-SAPPO Hopper config (config_hopper_atla_lstm_sappo.json), as far as SB3 expresses
     # it: the LSTM agent of hopper-lstm-ppo for 2441 iterations (5M steps) with the sequence SA regulariser
     # (κ 0.3, 2 SGLD steps, ε ramped over 1831 iterations), against an SA-RL adversary at a constant ε 0.075
