@@ -32,7 +32,8 @@ from rlgauntlet.errors import UserError
 HERE = Path(__file__).resolve().parent
 BOARDS = ("published-hopper", "published-walker2d", "published-pa-atla", "published-halfcheetah-ant",
           "published-readme-halfcheetah-ant", "published-wocar", "published-sa-ppo", "published-radial",
-          "published-sa-dqn", "field-hopper", "field-walker2d", "field-halfcheetah", "field-ant")
+          "published-sa-dqn", "published-sa-ppo-humanoid", "field-hopper", "field-walker2d", "field-halfcheetah",
+          "field-ant")
 OUT = HERE / "results" / "published_board.json"
 
 

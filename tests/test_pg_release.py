@@ -262,14 +262,14 @@ def test_the_catalogue_names_every_release_once_with_its_hash_env_and_the_papers
     from rlgauntlet.published import catalogue, releases
 
     entries = releases()
-    # 6 ATLA methods × 4 envs, PA-ATLA × 4, WocaR-PPO × 4 and WocaR's earlier HalfCheetah file, SA_PPO's 12
-    # Hopper and Walker2d files but the 4 that are ATLA's (listed once), RADIAL-PPO's 3; SA-DQN's 3 and WocaR-DQN's
-    # 1 per game × 2
-    assert len(entries) == 52 and len({e["name"] for e in entries}) == 52
+    # 6 ATLA methods × 4 envs, PA-ATLA × 4, WocaR-PPO × 4 and WocaR's earlier HalfCheetah file, SA_PPO's 18
+    # Hopper, Walker2d and Humanoid files but the 4 that are ATLA's (listed once), RADIAL-PPO's 3; SA-DQN's 3 and
+    # WocaR-DQN's 1 per game × 2
+    assert len(entries) == 58 and len({e["name"] for e in entries}) == 58
     # no file twice: a sha256, or (SA-DQN's files, only their repository's tree readable) the tree's git blob id
-    assert len({e["sha256"] or e["git_blob"] for e in entries}) == 52
+    assert len({e["sha256"] or e["git_blob"] for e in entries}) == 58
     papers_eps = {"Hopper-v5": 0.075, "Walker2d-v4": 0.05, "HalfCheetah-v5": 0.15, "AntContactForces-v4": 0.15,
-                  "SADQN/Pong-v0": 1 / 255, "SADQN/Freeway-v0": 1 / 255}
+                  "HumanoidMuJoCo15-v4": 0.075, "SADQN/Pong-v0": 1 / 255, "SADQN/Freeway-v0": 1 / 255}
     for e in entries:
         assert e["repository"] in catalogue()["repositories"]
         if e.get("format") == "sa_dqn":
@@ -278,7 +278,7 @@ def test_the_catalogue_names_every_release_once_with_its_hash_env_and_the_papers
             assert len(e["sha256"]) == 64 and int(e["sha256"], 16) >= 0
         assert papers_eps[e["env"]] == pytest.approx(e["eps"], rel=1e-6)
         task = e["env"].rpartition("/")[2].split("-")[0]
-        assert e["name"].endswith(task.lower().replace("contactforces", ""))
+        assert e["name"].endswith(task.lower().replace("contactforces", "").replace("mujoco15", ""))
         check_env_id(e["env"])  # a Gymnasium id, registered (the Ant and SA-DQN ones by rlgauntlet)
     readme = {e["name"]: e["readme"] for e in entries if e["readme"]}
     assert readme["ppo-hopper"] == {**readme["ppo-hopper"], "natural": 3167.3, "strongest_attack": 636.4}
@@ -286,6 +286,9 @@ def test_the_catalogue_names_every_release_once_with_its_hash_env_and_the_papers
     assert readme["wocar-ppo-hopper"] == {**readme["wocar-ppo-hopper"], "natural": 3624, "strongest_attack": 2642}
     assert "wocar-ppo-2023-01-halfcheetah" not in readme  # the README's table is of the September 2023 files
     assert readme["median-sa-ppo-sgld-hopper"]["strongest_attack"] == 1403.3 and "best-sa-ppo-sgld-hopper" not in readme
+    assert readme["median-sa-ppo-sgld-humanoid"] == {**readme["median-sa-ppo-sgld-humanoid"], "natural": 6624.0,
+                                                     "strongest_attack": 6073.8}
+    assert readme["median-ppo-humanoid"]["strongest_attack"] == 884.1 and "best-ppo-humanoid" not in readme
 
 
 def test_a_published_name_resolves_to_the_users_clone_checked_by_sha256(tmp_path, monkeypatch):
@@ -314,7 +317,7 @@ def test_published_list_and_a_missing_clone_on_the_cli(tmp_path, cli_env):
     assert listed.returncode == 0, listed.stderr
     import json
 
-    assert len(json.loads(listed.stdout)["releases"]) == 52
+    assert len(json.loads(listed.stdout)["releases"]) == 58
     proc = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "evaluate", "--agent", "published:sa-ppo-hopper",
                            "--env", "Hopper-v5", "--episodes", "1"], capture_output=True, text=True,
                           env={**cli_env, "RLGAUNTLET_RELEASES": str(tmp_path)})

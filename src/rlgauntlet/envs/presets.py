@@ -69,10 +69,16 @@ MUJOCO_PREFIXES = (
     "InvertedDoublePendulum",
     "Pusher",
     "AntContactForces",
+    "HumanoidMuJoCo15",
 )
 #: Gymnasium's Ant-v4 with the contact forces in its observation (111 numbers, as gym's Ant-v2,
 #: on which the SA-PPO / ATLA / PA-ATLA Ant agents were trained); registered by this package
 ANT_CONTACT_FORCES = "AntContactForces-v4"
+#: gym's Humanoid-v2 as MuJoCo 1.5 simulated it (masses, control and impact costs; 376 numbers, as
+#: v2), on which the SA-PPO paper's Humanoid agents were trained: ``envs.humanoid_v2``
+HUMANOID_MUJOCO15 = "HumanoidMuJoCo15-v4"
+#: the MuJoCo task of this package's own ids (the same task, observed or scored as gym's -v2)
+_TASK_OF = {ANT_CONTACT_FORCES.split("-")[0]: "Ant", HUMANOID_MUJOCO15.split("-")[0]: "Humanoid"}
 #: older task versions this package runs on purpose, made without Gymnasium's "out of date"
 #: warning (one per env made, dozens per gauntlet): Walker2d-v4 keeps gym's Walker2d-v2 foot
 #: frictions, which the published Walker2d agents need (docs/decisions.md)
@@ -98,14 +104,15 @@ def _register_ale() -> None:
 
 def mujoco_task(env_id: str) -> str:
     """The MuJoCo task an id runs, without its version: ``Hopper-v5`` → ``Hopper``;
-    ``AntContactForces-v4`` → ``Ant`` (the same task, observed with its contact forces).
+    ``AntContactForces-v4`` → ``Ant`` (the same task, observed with its contact forces),
+    ``HumanoidMuJoCo15-v4`` → ``Humanoid`` (the same task, as MuJoCo 1.5 simulated and scored it).
 
     Example:
-        >>> mujoco_task("AntContactForces-v4"), mujoco_task("Walker2d-v4")
-        ('Ant', 'Walker2d')
+        >>> mujoco_task("AntContactForces-v4"), mujoco_task("Walker2d-v4"), mujoco_task("HumanoidMuJoCo15-v4")
+        ('Ant', 'Walker2d', 'Humanoid')
     """
     base = env_id.split("-")[0]
-    return "Ant" if base == ANT_CONTACT_FORCES.split("-")[0] else base
+    return _TASK_OF.get(base, base)
 
 
 def resolve_preset(env_id: str, override: str | None = None) -> Preset:
@@ -306,6 +313,9 @@ def _register_family(env_id: str) -> None:
     if env_id == ANT_CONTACT_FORCES and env_id not in gym.registry:
         gym.register(ANT_CONTACT_FORCES, entry_point="gymnasium.envs.mujoco.ant_v4:AntEnv", max_episode_steps=1000,
                      reward_threshold=6000.0, kwargs={"use_contact_forces": True})
+    if env_id == HUMANOID_MUJOCO15 and env_id not in gym.registry:
+        gym.register(HUMANOID_MUJOCO15, entry_point="rlgauntlet.envs.humanoid_v2:HumanoidMuJoCo15Env",
+                     max_episode_steps=1000)
 
 
 def mujoco_warning(message: str) -> None:
