@@ -9,7 +9,11 @@ Writes ``benchmarks/results/published_natural.json`` (per release: natural and a
 ± SEM, the README's numbers), updated after every release, resumable through its store.
 
 Run: python benchmarks/published_natural.py [--names lstm-ppo-hopper ...] [--episodes 50]
-     [--store runs/published/natural.sqlite]
+     [--store runs/published/natural.sqlite] [--mujoco15]
+
+``--mujoco15`` runs each release on its task as MuJoCo 1.5 simulated gym's -v2 of it
+(``HopperMuJoCo15-v4`` ..., ``envs.mujoco15``) instead of its catalogued env, and writes
+``benchmarks/results/published_natural_mujoco15.json``.
 """
 
 from __future__ import annotations
@@ -20,14 +24,19 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "results" / "published_natural.json"
+OUT_MUJOCO15 = HERE / "results" / "published_natural_mujoco15.json"
 
 
-def measure(name: str, episodes: int, store: Path) -> dict:
-    """One release: natural and the authors' attacker over ``episodes`` episodes."""
+def measure(name: str, episodes: int, store: Path, mujoco15: bool = False) -> dict:
+    """One release: natural and the authors' attacker over ``episodes`` episodes (on its task's
+    MuJoCo 1.5 form with ``mujoco15``)."""
+    from rlgauntlet.envs.presets import mujoco15_form
     from rlgauntlet.experiments.evaluate import evaluate
     from rlgauntlet.published import local_file, release
 
-    entry = release(name)
+    entry = dict(release(name))
+    if mujoco15:
+        entry["env"] = mujoco15_form(entry["env"]) or entry["env"]
     threats = []
     if entry.get("attacker"):
         threats.append(f"released_attacker:path={local_file(entry, 'attacker')},eps={entry['eps']}")
@@ -68,20 +77,22 @@ def main() -> None:
     parser.add_argument("--names", nargs="+", default=[e["name"] for e in releases()])
     parser.add_argument("--episodes", type=int, default=50)
     parser.add_argument("--store", type=Path, default=Path("runs/published/natural.sqlite"))
+    parser.add_argument("--mujoco15", action="store_true", help="on each task's MuJoCo 1.5 form (envs.mujoco15)")
     args = parser.parse_args()
+    out = OUT_MUJOCO15 if args.mujoco15 else OUT
     try:
         local_file(releases()[0])
     except UserError as exc:  # the weights are the user's local copies, never downloaded
         print(f"published_natural: skipped, {exc}")
         return
     args.store.parent.mkdir(parents=True, exist_ok=True)
-    results = json.loads(OUT.read_text()) if OUT.exists() else {}
+    results = json.loads(out.read_text()) if out.exists() else {}
     rows = {r["name"]: r for r in results.get("rows", [])}
     for name in args.names:
-        rows[name] = measure(name, args.episodes, args.store)
+        rows[name] = measure(name, args.episodes, args.store, args.mujoco15)
         print(table([rows[name]]).splitlines()[-1], flush=True)
         order = [e["name"] for e in releases()]
-        write_json(OUT, {"episodes": args.episodes, "rows": sorted(rows.values(), key=lambda r: order.index(r["name"]))},
+        write_json(out, {"episodes": args.episodes, "rows": sorted(rows.values(), key=lambda r: order.index(r["name"]))},
                    kind="benchmark")  # after every release: a long run keeps what it finished
     print(table([rows[n] for n in args.names]))
 

@@ -719,3 +719,6 @@ def test_the_ant_with_contact_forces_trains_its_directors_with_the_official_ant_
     assert (official["learning_rate"], official["value_learning_rate"], official["clip_range"],
             official["ent_coef"]) == (policy_lr, value_lr, clip, entropy)
     assert director_settings("Ant-v5", "official") == official
+    # and on the releases' own physics (gym's -v2 as MuJoCo 1.5 simulated it), every task keeps its settings
+    for task in ("Hopper", "Walker2d", "HalfCheetah", "Ant"):
+        assert director_settings(f"{task}MuJoCo15-v4", "official") == director_settings(f"{task}-v5", "official")

@@ -69,16 +69,13 @@ MUJOCO_PREFIXES = (
     "InvertedDoublePendulum",
     "Pusher",
     "AntContactForces",
-    "HumanoidMuJoCo15",
 )
 #: Gymnasium's Ant-v4 with the contact forces in its observation (111 numbers, as gym's Ant-v2,
 #: on which the SA-PPO / ATLA / PA-ATLA Ant agents were trained); registered by this package
 ANT_CONTACT_FORCES = "AntContactForces-v4"
-#: gym's Humanoid-v2 as MuJoCo 1.5 simulated it (masses, control and impact costs; 376 numbers, as
-#: v2), on which the SA-PPO paper's Humanoid agents were trained: ``envs.humanoid_v2``
-HUMANOID_MUJOCO15 = "HumanoidMuJoCo15-v4"
-#: the MuJoCo task of this package's own ids (the same task, observed or scored as gym's -v2)
-_TASK_OF = {ANT_CONTACT_FORCES.split("-")[0]: "Ant", HUMANOID_MUJOCO15.split("-")[0]: "Humanoid"}
+#: gym's -v2 tasks as MuJoCo 1.5 simulated them (``HopperMuJoCo15-v4`` ...), on which the released
+#: agents were trained: ``envs.mujoco15``; the id's task word ends with this
+MUJOCO15 = "MuJoCo15"
 #: older task versions this package runs on purpose, made without Gymnasium's "out of date"
 #: warning (one per env made, dozens per gauntlet): Walker2d-v4 keeps gym's Walker2d-v2 foot
 #: frictions, which the published Walker2d agents need (docs/decisions.md)
@@ -105,14 +102,27 @@ def _register_ale() -> None:
 def mujoco_task(env_id: str) -> str:
     """The MuJoCo task an id runs, without its version: ``Hopper-v5`` → ``Hopper``;
     ``AntContactForces-v4`` → ``Ant`` (the same task, observed with its contact forces),
-    ``HumanoidMuJoCo15-v4`` → ``Humanoid`` (the same task, as MuJoCo 1.5 simulated and scored it).
+    ``HopperMuJoCo15-v4`` → ``Hopper`` (the same task, as MuJoCo 1.5 simulated it).
 
     Example:
         >>> mujoco_task("AntContactForces-v4"), mujoco_task("Walker2d-v4"), mujoco_task("HumanoidMuJoCo15-v4")
         ('Ant', 'Walker2d', 'Humanoid')
     """
-    base = env_id.split("-")[0]
-    return _TASK_OF.get(base, base)
+    base = env_id.rpartition("/")[2].split("-")[0].removesuffix(MUJOCO15)
+    return "Ant" if base == ANT_CONTACT_FORCES.split("-")[0] else base
+
+
+def mujoco15_form(env_id: str) -> str | None:
+    """The id of ``env_id``'s task as MuJoCo 1.5 simulated gym's -v2 of it (``envs.mujoco15``), or
+    None for a task without one.
+
+    Example:
+        >>> mujoco15_form("Hopper-v5"), mujoco15_form("AntContactForces-v4"), mujoco15_form("CartPole-v1")
+        ('HopperMuJoCo15-v4', 'AntMuJoCo15-v4', None)
+    """
+    task = mujoco_task(env_id)
+    form = f"{task}{MUJOCO15}-v4"
+    return form if task in ("Hopper", "Walker2d", "HalfCheetah", "Ant", "Humanoid") else None
 
 
 def resolve_preset(env_id: str, override: str | None = None) -> Preset:
@@ -133,7 +143,7 @@ def resolve_preset(env_id: str, override: str | None = None) -> Preset:
         return "sa_dqn"
     if env_id in CLASSIC_IDS:
         return "classic"
-    if env_id.split("-")[0] in MUJOCO_PREFIXES:
+    if env_id.split("-")[0] in MUJOCO_PREFIXES or mujoco_task(env_id) in MUJOCO_PREFIXES:
         return "mujoco"
     return "none"
 
@@ -281,7 +291,7 @@ def observation_layout(env: gym.Env) -> dict[str, list[int]]:
     if layout is not None:
         return dict(layout)
     env_id = env.spec.id if env.spec is not None else ""
-    return dict(NAMED_OBSERVATIONS.get(env_id.split("-")[0], {}))
+    return dict(NAMED_OBSERVATIONS.get(env_id.split("-")[0].removesuffix(MUJOCO15), {}))
 
 
 def _register_dmc() -> None:
@@ -313,9 +323,11 @@ def _register_family(env_id: str) -> None:
     if env_id == ANT_CONTACT_FORCES and env_id not in gym.registry:
         gym.register(ANT_CONTACT_FORCES, entry_point="gymnasium.envs.mujoco.ant_v4:AntEnv", max_episode_steps=1000,
                      reward_threshold=6000.0, kwargs={"use_contact_forces": True})
-    if env_id == HUMANOID_MUJOCO15 and env_id not in gym.registry:
-        gym.register(HUMANOID_MUJOCO15, entry_point="rlgauntlet.envs.humanoid_v2:HumanoidMuJoCo15Env",
-                     max_episode_steps=1000)
+    if MUJOCO15 in env_id and env_id not in gym.registry:
+        from rlgauntlet.envs.mujoco15 import MUJOCO15_ENVS
+
+        for name, cls in MUJOCO15_ENVS.items():
+            gym.register(name, entry_point=f"{cls.__module__}:{cls.__name__}", max_episode_steps=1000)
 
 
 def mujoco_warning(message: str) -> None:

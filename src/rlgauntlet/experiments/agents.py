@@ -176,9 +176,11 @@ def check_device(device: str) -> None:
 
 def check_trained_task(victim: Victim, env: str, other_env: bool = False) -> None:
     """Refuse ``env`` when the agent's file names another task (see :func:`load_for_env`)."""
+    from rlgauntlet.envs.presets import mujoco_task
+
     tasks = victim.trained_for
     task = env.rpartition("/")[2].split("-v")[0]
-    if other_env or not tasks or task in tasks:
+    if other_env or not tasks or task in tasks or mujoco_task(env) in tasks:  # HopperMuJoCo15 is Hopper
         return
     name = victim.description.get("name") or victim.description.get("path") or "the agent"
     suggested = victim.description.get("mapped_env") or f"{tasks[0]}-v5"

@@ -61,6 +61,15 @@ PIXEL_HEURISTICS: dict[str, tuple[str, ...]] = {
 }
 
 
+def _task_key(env_id: str, table: dict) -> str:
+    """``env_id``'s key in a per-task table: the id's first word (``AntContactForces``) where the
+    table has it, else its MuJoCo task (``HopperMuJoCo15-v4`` → ``Hopper``)."""
+    from rlgauntlet.envs.presets import mujoco_task
+
+    word = env_id.split("-")[0]
+    return word if word in table else mujoco_task(env_id)
+
+
 def _physics_grid(params: tuple[str, ...], scales: tuple[str, ...]) -> list[str]:
     return [f"physics:param={p},scale={s}" for p in params for s in scales]
 
@@ -151,14 +160,15 @@ class Protocol:
 
     def for_env(self, env_id: str) -> "Protocol":
         """This protocol with ``env_id``'s own ε grid and headline ε where it has them."""
-        budgets = self.env_budgets.get(env_id.split("-")[0])
+        budgets = self.env_budgets.get(_task_key(env_id, self.env_budgets))
         return self if budgets is None else replace(self, eps_grid=budgets[0], headline_eps=budgets[1])
 
     def director_steps_of(self, level: str, env_id: str, recurrent: bool = False) -> int:
         """A director's training steps at ``level`` on ``env_id``: the task's own where the protocol
         gives one (:attr:`director_steps`), else the level's; an LSTM director's at least
         :attr:`recurrent_min_steps`. (Robust Sarsa, no director, trains the level's steps.)"""
-        steps = self.director_steps.get(level, {}).get(env_id.split("-")[0], self.level(level).attacker_steps)
+        table = self.director_steps.get(level, {})
+        steps = table.get(_task_key(env_id, table), self.level(level).attacker_steps)
         return max(steps, self.recurrent_min_steps.get(level, 0)) if recurrent else steps
 
     @property

@@ -52,9 +52,9 @@ from rlgauntlet.victims.mlp_vjp import output_and_vjp, plain_mlp
 RECORD_MODULES = ("policy_gradients.", "gym.")
 #: the Gymnasium tasks (the id before ``-v``) a release may run on, by the gym MuJoCo env class its
 #: file names (``envs[0].env.env``); AntContactForces is this project's Ant with gym -v2's contact
-#: forces in the observation, HumanoidMuJoCo15 its Humanoid as MuJoCo 1.5 ran gym's -v2 (``envs.presets``)
+#: forces in the observation (``envs.presets``); a task's MuJoCo 1.5 form (``HopperMuJoCo15``) is the task
 TASKS = {"HopperEnv": ("Hopper",), "Walker2dEnv": ("Walker2d",), "HalfCheetahEnv": ("HalfCheetah",),
-         "AntEnv": ("Ant", "AntContactForces"), "HumanoidEnv": ("Humanoid", "HumanoidMuJoCo15"), "HumanoidStandupEnv": ("HumanoidStandup",),
+         "AntEnv": ("Ant", "AntContactForces"), "HumanoidEnv": ("Humanoid",), "HumanoidStandupEnv": ("HumanoidStandup",),
          "SwimmerEnv": ("Swimmer",), "ReacherEnv": ("Reacher",), "InvertedPendulumEnv": ("InvertedPendulum",),
          "InvertedDoublePendulumEnv": ("InvertedDoublePendulum",)}
 STORAGES = ("FloatStorage", "DoubleStorage", "HalfStorage", "LongStorage", "IntStorage", "ByteStorage", "BoolStorage")

@@ -1,6 +1,7 @@
-"""HumanoidMuJoCo15-v4: gym's Humanoid-v2 as MuJoCo 1.5 simulated and scored it (envs.humanoid_v2).
-Known answers: the capsule masses and inertias by the cylinder formula MuJoCo < 2.1.2 used, the
-control cost on the clamped control, the impact cost on the observation's contact forces."""
+"""gym's -v2 MuJoCo tasks as MuJoCo 1.5 simulated them (envs.mujoco15). Known answers: the capsule
+masses and inertias by the cylinder formula MuJoCo < 2.1.2 used, Humanoid's control cost on the
+clamped control and its impact cost on the observation's contact forces, and each task read as its
+own by the protocol and the release loader."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ from rlgauntlet.errors import UserError
 DENSITY = 1000.0  # MuJoCo's default geom density (humanoid.xml sets none)
 
 
-def _old_capsule_mass(length: float, radius: float) -> float:
+def _old_capsule_mass(length: float, radius: float, density: float = DENSITY) -> float:
     """MuJoCo < 2.1.2: a cylinder of the capsule's radius, its length plus one radius."""
-    return DENSITY * math.pi * radius**2 * (length + radius)
+    return density * math.pi * radius**2 * (length + radius)
 
 
 def _sphere_mass(radius: float) -> float:
@@ -52,6 +53,44 @@ def test_capsules_weigh_as_mujoco_150_did(env):
     assert v4.body_mass[torso_id] == pytest.approx(8.907, abs=5e-4)  # the exact capsules: what changed
     # the derived constants follow the masses (mj_setConst): the subtree mass of the root is the total
     assert model.body_subtreemass[1] == pytest.approx(model.body_mass[1:].sum(), rel=1e-9)
+
+
+@pytest.mark.parametrize("env_id, body, capsule, base_id, headline", [
+    ("HopperMuJoCo15-v4", "torso", (0.4, 0.05, DENSITY), "Hopper-v4", "0.075"),  # fromto z 1.45 → 1.05, size .05
+    ("Walker2dMuJoCo15-v4", "torso", (0.4, 0.05, DENSITY), "Walker2d-v4", "0.05"),
+    # a hip segment: fromto (0, 0, 0) → (0.2, 0.2, 0), size 0.08, the model's default density 5
+    ("AntMuJoCo15-v4", "aux_1", (math.hypot(0.2, 0.2), 0.08, 5.0), "AntContactForces-v4", "0.15"),
+])
+def test_every_task_weighs_its_capsules_as_mujoco_150_did(env_id, body, capsule, base_id, headline):
+    """One single-capsule body per task: its mass by the cylinder formula, against the exact
+    capsule's in Gymnasium's own task; the same spaces, the task's protocol budget (ε headline and
+    director steps) and the task's name for a release's check."""
+    import mujoco
+
+    from rlgauntlet.gauntlet.protocols import PROTOCOLS
+
+    length, radius, density = capsule
+    env, base = make_env(env_id), make_env(base_id)
+    model, exact = env.unwrapped.model, base.unwrapped.model
+    index = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, body)
+    assert model.body_mass[index] == pytest.approx(_old_capsule_mass(length, radius, density), rel=1e-9)
+    exact_mass = density * math.pi * radius**2 * (length + 4 * radius / 3)
+    assert exact.body_mass[index] == pytest.approx(exact_mass, rel=1e-9)
+    assert env.observation_space.shape == base.observation_space.shape
+    assert env.action_space == base.action_space
+    mujoco_v5 = PROTOCOLS["mujoco"]
+    assert mujoco_v5.for_env(env_id).headline_eps == headline
+    assert mujoco_v5.director_steps_of("standard", env_id) == mujoco_v5.director_steps_of("standard", base_id)
+    assert mujoco_task(env_id) == mujoco_task(base_id) == env_id.split("MuJoCo15")[0]
+
+
+def test_halfcheetah_keeps_its_total_mass():
+    """HalfCheetah's model sets its total mass (14, ``settotalmass``): the old inertials are scaled to
+    it as MuJoCo 1.5 scaled them, so the total stays and the torso's share changes."""
+    model = make_env("HalfCheetahMuJoCo15-v4").unwrapped.model
+    today = make_env("HalfCheetah-v4").unwrapped.model
+    assert model.body_mass.sum() == pytest.approx(14.0, rel=1e-9) == today.body_mass.sum()
+    assert model.body_mass[1] > today.body_mass[1] + 0.05  # the torso's capsule lost less than the limbs'
 
 
 def test_the_control_cost_is_charged_on_the_clamped_control(env):
@@ -108,6 +147,6 @@ def test_a_humanoid_release_runs_on_it(tmp_path, monkeypatch):
     path = tmp_path / "model-humanoid.model"
     pg._write(path, content, meta, legacy=False)
     victim, _ = load_for_env(f"pg:{path}", "HumanoidMuJoCo15-v4")
-    assert victim.trained_for == ("Humanoid", "HumanoidMuJoCo15")
+    assert victim.trained_for == ("Humanoid",)
     with pytest.raises(UserError, match="trained on Humanoid"):  # and not on another task of its sizes
         load_for_env(f"pg:{path}", "HumanoidStandup-v4")
