@@ -136,7 +136,7 @@ def test_positions_and_velocities_are_humanoid_v4s_at_reset(env):
 
 def test_a_humanoid_release_runs_on_it(tmp_path, monkeypatch):
     """A policy_gradients file whose env is gym's HumanoidEnv loads on HumanoidMuJoCo15-v4 (its task)."""
-    import tests.test_pg_release as pg
+    import test_pg_release as pg  # the tests folder is on the path (pytest's rootdir-relative imports)
 
     from rlgauntlet.experiments.agents import load_for_env
 
