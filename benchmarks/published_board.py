@@ -15,8 +15,9 @@ Run: python benchmarks/published_board.py [--boards published-hopper ...] [--out
      [--executor ray --address HOST:PORT]
      python benchmarks/published_board.py --table   (the tables of the finished boards, nothing run)
      python benchmarks/published_board.py --claims  (one claims table over the boards run under this version)
-     python benchmarks/published_board.py --ship [--store S ...]   (the board's results, numbers only, into
-         the package: src/rlgauntlet/published/results/mujoco-vN.json, for `leaderboard --with-published`)
+     python benchmarks/published_board.py --ship [--store S ...] [--fresh]   (the board's results, numbers only,
+         into the package: src/rlgauntlet/published/results/mujoco-vN.json, for `leaderboard --with-published`;
+         added to what already ships for that version unless --fresh)
 """
 
 from __future__ import annotations
@@ -277,16 +278,19 @@ def stale_entries(entries: list[dict], results: dict, boards: list[str]) -> list
     return stale
 
 
-def ship_results(stores: list[Path], boards: list[str]) -> None:
+def ship_results(stores: list[Path], boards: list[str], fresh: bool = False) -> None:
     """The published board's results under the current ``mujoco`` version, numbers only, into the
-    package (``rlgauntlet.published.SHIPPED``), for ``rlgauntlet leaderboard --with-published``."""
+    package (``rlgauntlet.published.SHIPPED``), for ``rlgauntlet leaderboard --with-published``:
+    added to the results already shipped for that version (an agent the stores hold replaces its
+    shipped entry), or, with ``fresh``, replacing them."""
     from rlgauntlet.common.outputs import write_json
     from rlgauntlet.gauntlet.leaderboard import ship
     from rlgauntlet.gauntlet.protocols import PROTOCOLS
-    from rlgauntlet.published import SHIPPED
+    from rlgauntlet.published import SHIPPED, shipped_results
 
     protocol = PROTOCOLS["mujoco"]
-    data = ship(stores, protocol.name, protocol.version, board=", ".join(boards))
+    previous = None if fresh else shipped_results(protocol.name, protocol.version)
+    data = ship(stores, protocol.name, protocol.version, board=", ".join(boards), previous=previous)
     stale = stale_entries(data["entries"], json.loads(OUT.read_text()) if OUT.exists() else {}, boards)
     if stale:  # nothing written
         print(f"published_board --ship: the stores' latest result of {', '.join(stale)} is not that board's row "
@@ -315,9 +319,11 @@ def main() -> None:
                         help="write the finished boards' results into the package (leaderboard --with-published)")
     parser.add_argument("--store", type=Path, nargs="+", default=None,
                         help="with --ship: the stores to read (default OUT/gauntlet.sqlite)")
+    parser.add_argument("--fresh", action="store_true",
+                        help="with --ship: replace the results shipped for this version instead of adding to them")
     args = parser.parse_args()
     if args.ship:
-        ship_results(args.store or [args.out / "gauntlet.sqlite"], args.boards)
+        ship_results(args.store or [args.out / "gauntlet.sqlite"], args.boards, fresh=args.fresh)
         return
     from rlgauntlet.gauntlet.protocols import PROTOCOLS
 

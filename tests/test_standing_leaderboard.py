@@ -230,3 +230,20 @@ def test_the_latest_result_is_the_one_computed_last_not_the_run_created_last(tmp
     store.close()
     [entry] = gauntlet_entries([path])
     assert (entry["score"], entry["method"], entry["run_id"]) == (1509.0, "on the board", board)
+
+
+def test_shipping_again_adds_to_what_ships_and_replaces_only_the_stores_agents(shipped, tmp_path):
+    from rlgauntlet.gauntlet.leaderboard import ship
+
+    later = [dict(FIELD[1], score=250.0),  # the same agent and env again: its new number replaces the shipped one
+             {"env": "HumanoidMuJoCo15-v4", "eps": "0.075", "agent": "published:median-ppo-humanoid",
+              "sha256": "e" * 64, "method": "PPO (released, median)", "score": 542.0, "clean": 4734.0}]
+    data = ship([_store(tmp_path / "later.sqlite", later)], "mujoco", 5, board="humanoid, test board",
+                previous=shipped)
+    scores = {(e["agent"], e["env"]): e["score"] for e in data["entries"]}
+    assert scores == {("published:ppo-hopper", "Hopper-v5"): 250.0, ("published:sa-ppo-hopper", "Hopper-v5"): 1024.0,
+                      ("zoo:walker-ppo", "Walker2d-v4"): 900.0,
+                      ("published:median-ppo-humanoid", "HumanoidMuJoCo15-v4"): 542.0}
+    assert data["board"] == "test board, humanoid"  # each board named once, the earlier first
+    with pytest.raises(UserError, match="ship each version on its own"):
+        ship([tmp_path / "later.sqlite"], "mujoco", 6, board="b", previous=shipped)

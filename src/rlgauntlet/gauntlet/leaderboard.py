@@ -116,19 +116,29 @@ SHIPPED_FIELDS = ("protocol", "version", "level", "env", "agent", "sha256", "met
 SHIPPED_STORE = "published board (shipped)"
 
 
-def ship(paths: list[str | Path], protocol: str, version: int, board: str) -> dict:
+def ship(paths: list[str | Path], protocol: str, version: int, board: str, previous: dict | None = None) -> dict:
     """The shipped form of the published board's results in the stores at ``paths`` under
     ``protocol`` v``version`` (what :func:`rlgauntlet.published.shipped_results` reads): the
     catalogue's and the zoo's agents only (a local file's path means nothing elsewhere), numbers
-    only. ``board``: what it was computed from, recorded in the file."""
+    only. ``board``: what it was computed from, recorded in the file. ``previous``: the results
+    already shipped for that version; its entries of an (agent, env) the stores do not hold are
+    kept, so a board run later (or on another machine) adds to the file instead of replacing it."""
     from rlgauntlet.published import SHIPPED_FORMAT
 
+    if previous is not None and (previous.get("protocol"), previous.get("version")) != (protocol, version):
+        raise UserError(f"the results shipped before are {previous.get('protocol')} v{previous.get('version')}, "
+                        f"not {protocol} v{version}; ship each version on its own")
     kept = [{k: e[k] for k in SHIPPED_FIELDS} for e in gauntlet_entries(paths)
             if e["protocol"] == protocol and e["version"] == version
             and str(e["agent"]).startswith(("published:", "zoo:"))]
     if not kept:
         raise UserError(f"the stores hold no result of a published or zoo agent under {protocol} v{version}; run the "
                         "published board first (benchmarks/published_board.py)")
+    if previous is not None:
+        fresh = {(e["agent"], e["env"]) for e in kept}
+        kept += [e for e in previous["entries"] if (e["agent"], e["env"]) not in fresh]
+        boards = [b.strip() for b in str(previous.get("board", "")).split(",") if b.strip()]
+        board = ", ".join(boards + [b.strip() for b in board.split(",") if b.strip() not in boards])
     kept.sort(key=lambda e: (e["env"], str(e["method"]), e["agent"]))
     return {"format": SHIPPED_FORMAT, "protocol": protocol, "version": version, "board": board,
             "rlgauntlet_version": __version__, "entries": kept}
