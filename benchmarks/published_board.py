@@ -281,8 +281,8 @@ def stale_entries(entries: list[dict], results: dict, boards: list[str]) -> list
 def ship_results(stores: list[Path], boards: list[str], fresh: bool = False) -> None:
     """The published board's results under the current ``mujoco`` version, numbers only, into the
     package (``rlgauntlet.published.SHIPPED``), for ``rlgauntlet leaderboard --with-published``:
-    added to the results already shipped for that version (an agent the stores hold replaces its
-    shipped entry), or, with ``fresh``, replacing them."""
+    added to the results already shipped for that version (a result the stores hold, the same agent
+    file on the same env and level, replaces its shipped entry), or, with ``fresh``, replacing them."""
     from rlgauntlet.common.outputs import write_json
     from rlgauntlet.gauntlet.leaderboard import ship
     from rlgauntlet.gauntlet.protocols import PROTOCOLS

@@ -70,6 +70,12 @@ def _mean(values: list[float | None]) -> float | None:
     return float(np.mean(known)) if known else None
 
 
+def result_identity(entry: dict) -> tuple:
+    """What makes two gauntlet results the same agent's result: protocol, version, level, env and
+    the agent file's sha256 (its name may point at another file later)."""
+    return (entry.get("protocol"), entry.get("version"), entry.get("level"), entry.get("env"), entry.get("sha256"))
+
+
 def gauntlet_entries(paths: list[str | Path]) -> list[dict]:
     """Every gauntlet result stored in ``paths``: its identity and metrics (the latest result of
     an agent, by sha256, under one protocol version, level and env, when the stores hold several:
@@ -90,8 +96,7 @@ def gauntlet_entries(paths: list[str | Path]) -> list[dict]:
                 protocol = PROTOCOLS.get(meta.get("protocol"))
                 headline = protocol.headline_of(meta.get("version"), meta.get("env")) if protocol else None
                 # one agent counts once: its latest result (and the method that result names)
-                key = (meta.get("protocol"), meta.get("version"), meta.get("level"), meta.get("env"),
-                       meta.get("sha256"))
+                key = result_identity(meta)
                 if key in written and written[key] > when:
                     continue
                 written[key] = when
@@ -121,8 +126,8 @@ def ship(paths: list[str | Path], protocol: str, version: int, board: str, previ
     ``protocol`` v``version`` (what :func:`rlgauntlet.published.shipped_results` reads): the
     catalogue's and the zoo's agents only (a local file's path means nothing elsewhere), numbers
     only. ``board``: what it was computed from, recorded in the file. ``previous``: the results
-    already shipped for that version; its entries of an (agent, env) the stores do not hold are
-    kept, so a board run later (or on another machine) adds to the file instead of replacing it."""
+    already shipped for that version; its entries of a result the stores do not hold
+    (:func:`result_identity`) are kept, so a board run later (or on another machine) adds to the file instead of replacing it."""
     from rlgauntlet.published import SHIPPED_FORMAT
 
     if previous is not None and (previous.get("protocol"), previous.get("version")) != (protocol, version):
@@ -135,8 +140,8 @@ def ship(paths: list[str | Path], protocol: str, version: int, board: str, previ
         raise UserError(f"the stores hold no result of a published or zoo agent under {protocol} v{version}; run the "
                         "published board first (benchmarks/published_board.py)")
     if previous is not None:
-        fresh = {(e["agent"], e["env"]) for e in kept}
-        kept += [e for e in previous["entries"] if (e["agent"], e["env"]) not in fresh]
+        fresh = {result_identity(e) for e in kept}
+        kept += [e for e in previous["entries"] if result_identity(e) not in fresh]
         boards = [b.strip() for b in str(previous.get("board", "")).split(",") if b.strip()]
         board = ", ".join(boards + [b.strip() for b in board.split(",") if b.strip() not in boards])
     kept.sort(key=lambda e: (e["env"], str(e["method"]), e["agent"]))
@@ -159,11 +164,11 @@ def with_published(entries: list[dict]) -> list[dict]:
         raise UserError(f"--with-published: this rlgauntlet ships the published board's results for {have}, and your "
                         f"stores hold results under {yours}; drop --with-published, or run the gauntlet under a "
                         "protocol version that ships (a newer rlgauntlet may ship yours)")
-    own = {(e["protocol"], e["version"], e["level"], e["env"], e["sha256"]) for e in entries}
+    own = {result_identity(e) for e in entries}
     merged = list(entries)
     for _, data in shipped:
         for e in data["entries"]:
-            if (e["protocol"], e["version"], e["level"], e["env"], e["sha256"]) not in own:
+            if result_identity(e) not in own:
                 merged.append({**e, "store": SHIPPED_STORE, "run_id": None, "shipped": True})
     return merged
 
