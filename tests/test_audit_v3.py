@@ -936,7 +936,7 @@ def test_a_foreign_file_in_the_gauntlet_cache_is_never_replaced(tmp_path):
 #: recipe counts one only when it sets it (so adding a field changes no recorded recipe)
 ADDED_LATER = {"push_share": 0.0, "select_clean_min": None, "validate_clean_episodes": 0, "validate_push_episodes": 0, "push_eps_fractions": (1.0,),
                "push_temperature": None, "adversary_recurrent": False, "validate_confirm_episodes": 0,
-               "validate_finalists": 0}
+               "validate_finalists": 0, "select_with_training_return": True}
 
 
 def _recipe_digests() -> dict[str, str]:

@@ -522,6 +522,67 @@ def test_the_confirmed_rule_keeps_the_best_confirmed_finalist_and_stops_when_the
     assert confirmed == [40] and chosen["iteration"] == 40 and chosen["score"] == pytest.approx(1200.0)
 
 
+def test_the_push_ranked_score_is_the_worst_push_alone():
+    # the training return (1300) no longer caps it; the bar, the full ε and a push-less run as before
+    assert validated_score(_point(10, 1300.0), _val(3200.0, 1400.0), 0.075, 3000.0, with_training_return=False) == 1400.0
+    assert validated_score(_point(10, 1900.0), _val(3200.0, 1400.0), 0.075, 3000.0, with_training_return=False) == 1400.0
+    assert validated_score(_point(10, 1900.0), _val(2999.0, 2800.0), 0.075, 3000.0, with_training_return=False) is None
+    assert validated_score(_point(10, 1900.0, eps=0.05), _val(3500.0, 2800.0), 0.075, 3000.0,
+                           with_training_return=False) is None
+    assert validated_score(_point(10, 1900.0), _val(3500.0, None), 0.075, 3000.0, with_training_return=False) == 1900.0
+    assert validation.rule_folder(True, False) == "push-confirmed" and validation.rule_folder(False, False) == "push-validated"
+    assert validation.rule_folder(True) == validation.CONFIRMED and validation.rule_folder(False) == VALIDATED
+
+
+def test_the_push_confirmed_rule_keeps_the_best_confirmed_push_whatever_the_training_return(monkeypatch, tmp_path):
+    """The worst-first pool's seed 1, in small: 10 has the best training return (1650) and a push
+    screened at 2100 that confirms at 1700; 20 a lower training return (1600) and a push screened at
+    3100 that confirms at 2500. The confirmed rule (min with the training return) keeps 10 and never
+    plays 20 (its screen score 1600 cannot beat 10's 1650); the push-confirmed rule confirms 20 first
+    (screen order by the push), stops (2500 ≥ 10's screen 2100) and keeps it in its own folder."""
+    history = [_point(10, 1650.0), _point(20, 1600.0)]
+    vals = {10: _val_pushes(3500.0, {"a": 2100.0, "b": 3000.0}), 20: _val_pushes(3500.0, {"a": 3100.0, "b": 3300.0})}
+    confirmed_at = {10: {"a": 1600.0, "b": 3000.0}, 20: {"a": 2350.0, "b": 3300.0}}
+    confirmed = []
+
+    def fake_confirm(folder, env_id, validation_, confirm_episodes):
+        it = int(folder.name.split("-")[1])
+        confirmed.append(it)
+        pushes = {k: (2 * validation_["push"][k] + 8 * v) / 10 for k, v in confirmed_at[it].items()}
+        worst = min(pushes, key=pushes.get)
+        return {"episodes": confirm_episodes, "seed": validation.CONFIRM_SEED, "push": confirmed_at[it],
+                "push_min": pushes[worst], "push_worst": worst}
+
+    monkeypatch.setattr(validation, "validate_agent", lambda folder, *a, **k: vals[int(folder.name.split("-")[1])])
+    monkeypatch.setattr(validation, "confirm_agent", fake_confirm)
+    run = _constructed_run(tmp_path, [10, 20])
+    by_min = select_validated(run, history, "Hopper-v5", 0.075, 3000.0, 10, 2, log=lambda line: None,
+                              confirm_episodes=8, finalists=5)
+    assert confirmed == [10] and by_min["iteration"] == 10 and by_min["score"] == pytest.approx(1650.0)
+    confirmed.clear()
+    by_push = select_validated(run, history, "Hopper-v5", 0.075, 3000.0, 10, 2, log=lambda line: None,
+                               confirm_episodes=8, finalists=5, with_training_return=False)
+    # 20: (2·3100 + 8·2350)/10 = 2500, above 10's screen (2100): 10's confirmation (kept from the first
+    # call: 1700) is never compared, and nothing else is played
+    assert confirmed == [20] and by_push["iteration"] == 20 and by_push["score"] == pytest.approx(2500.0)
+    assert "worst push director's validated return" in by_push["rule"] and "training" not in by_push["rule"]
+    assert (run / "push-confirmed" / "model.zip").read_bytes() == b"weights of iteration 20"
+    assert (run / validation.CONFIRMED / "model.zip").read_bytes() == b"weights of iteration 10"
+
+
+def test_the_push_confirmed_preset_trains_as_the_prioritized_one_and_keeps_its_agent_apart(tmp_path):
+    push_confirmed = presets.ATLA_PRESETS["hopper-pool3-prioritized-pa-atla-ppo-push-confirmed"]
+    assert not push_confirmed.select_with_training_return and push_confirmed.validate_confirm_episodes == 8
+    assert atla.trains_as(push_confirmed, "hopper-pool3-prioritized-pa-atla-ppo-validated")
+    assert (presets.training_digest(push_confirmed, atla.SELECTION_FIELDS) == presets.training_digest(
+        presets.ATLA_PRESETS["hopper-pool3-prioritized-pa-atla-ppo-validated"], atla.SELECTION_FIELDS))
+    for folder in (validation.CONFIRMED, "push-confirmed"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "selection.json").write_text("{}")
+    assert atla.run_agent(push_confirmed.name, tmp_path) == tmp_path / "push-confirmed"
+    assert atla.run_agent("hopper-pool3-prioritized-pa-atla-ppo-confirmed", tmp_path) == tmp_path / validation.CONFIRMED
+
+
 def test_a_finalist_without_its_snapshot_or_confirmation_is_refused_in_one_line(monkeypatch, tmp_path):
     monkeypatch.setattr(validation, "validate_agent", lambda *a, **k: _val_pushes(3500.0, {"a": 1500.0}))
     run = _constructed_run(tmp_path, [10])

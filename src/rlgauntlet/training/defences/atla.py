@@ -398,14 +398,14 @@ def run_agent(preset_name: str, run_dir: str | Path, for_zoo: bool = False) -> P
     """The folder of the agent a run of ``preset_name`` gives: ``best`` for a preset that selects
     its checkpoint (once one qualified), else the last checkpoint's agent. ``for_zoo``: a
     selecting run that selected nothing is refused (the zoo never gets an unselected agent)."""
-    from rlgauntlet.training.defences.validation import CONFIRMED, VALIDATED
+    from rlgauntlet.training.defences.validation import rule_folder
 
     preset, run_dir = get_atla_preset(preset_name), Path(run_dir)
     last = run_dir / "checkpoint" / "agent"
     if preset.select_clean_min is None:
         return last
-    kept = run_dir / (CONFIRMED if preset.validate_confirm_episodes else
-                      VALIDATED if preset.validate_clean_episodes else "best")
+    kept = run_dir / (rule_folder(preset.validate_confirm_episodes > 0, preset.select_with_training_return)
+                      if preset.validate_clean_episodes else "best")
     if (kept / "selection.json").exists():
         return kept
     if for_zoo:
@@ -430,7 +430,7 @@ def adversary_actor(preset: ATLAPreset, agent: Victim) -> AttackActor:
 
 #: the preset fields that choose which checkpoint a run keeps, not how it trains
 SELECTION_FIELDS = ("select_clean_min", "validate_clean_episodes", "validate_push_episodes",
-                    "validate_confirm_episodes", "validate_finalists")
+                    "validate_confirm_episodes", "validate_finalists", "select_with_training_return")
 
 
 def trains_as(preset: ATLAPreset, other_name: str) -> bool:
@@ -663,15 +663,16 @@ def _pool_worst(pool: AdversaryPool) -> dict:
 
 
 def _validate(run_dir: Path, preset: ATLAPreset, env_id: str, history: list[dict], log: Callable[[str], None]) -> None:
-    """Keep the validated (or confirmed) rule's choice among the checkpoints so far in
-    ``RUN_DIR/validated`` (``RUN_DIR/confirmed``); each snapshot is played once:
-    ``training.defences.validation``."""
-    from rlgauntlet.training.defences.validation import select_validated
+    """Keep the validated (or confirmed) rule's choice among the checkpoints so far in its folder
+    (``RUN_DIR/validated``, ``RUN_DIR/confirmed``, ``validation.rule_folder``); each snapshot is
+    played once: ``training.defences.validation``."""
+    from rlgauntlet.training.defences.validation import rule_folder, select_validated
 
     chosen = select_validated(run_dir, history, env_id, preset.eps, preset.select_clean_min,
                               preset.validate_clean_episodes, preset.validate_push_episodes, log=log,
                               eps_fractions=preset.push_eps_fractions,
-                              confirm_episodes=preset.validate_confirm_episodes, finalists=preset.validate_finalists)
+                              confirm_episodes=preset.validate_confirm_episodes, finalists=preset.validate_finalists,
+                              with_training_return=preset.select_with_training_return)
     if chosen is not None:
-        rule = "confirmed" if preset.validate_confirm_episodes else "validated"
+        rule = rule_folder(preset.validate_confirm_episodes > 0, preset.select_with_training_return)
         log(f"{rule}: kept iteration {chosen['iteration']} (score {chosen['score']:.1f})")

@@ -22,7 +22,12 @@ instead the checkpoint that holds up best against the pool's worst member:
   takes that ranking as a shortlist: its best checkpoints play every push again with more games
   (:func:`confirm_agent`) and the one with the best min(training return, worst push over all its
   games) is kept. Two games a push are a screen: the worst-first pool's seed 1 kept a checkpoint
-  screened at 2132 against its worst push that the gauntlet's push (0, 0, 1) took to 1616 in ten.
+  screened at 2132 against its worst push that the gauntlet's push (0, 0, 1) took to 1616 in ten;
+* a preset with ``select_with_training_return`` False (the push-ranked rules, their agents in
+  ``RUN_DIR/push-validated`` and ``RUN_DIR/push-confirmed``) ranks by the worst push alone: the
+  training return is the average over the learned adversary's and the pushes' training episodes of
+  a stochastic policy still changing, and on the worst-first pool's three seeds it, not a push,
+  set every confirmed choice's score (docs/decisions.md).
 
 Only the recipe's own threats decide, never a gauntlet number: the learned directors the
 gauntlet trains against the kept agent, and the other agents' directors a board transfers,
@@ -57,6 +62,8 @@ VALIDATION_SEED = 20_000
 #: the folder a validated preset keeps its agent in (a run folder may also hold ``best``: the
 #: choice of the selecting preset it was first trained under)
 VALIDATED = "validated"
+#: the folder a confirmed preset keeps its agent in (a run may hold the validated rule's choice beside it)
+CONFIRMED = "confirmed"
 
 
 def validate_agent(folder: Path, env_id: str, eps: float, clean_episodes: int, push_episodes: int,
@@ -241,17 +248,28 @@ class PushesSideBySide(Threat):
         return out, scheduled
 
 
-def validated_score(point: dict, validation: dict, eps: float, clean_min: float) -> float | None:
+def validated_score(point: dict, validation: dict, eps: float, clean_min: float,
+                    with_training_return: bool = True) -> float | None:
     """How a checkpoint ranks under the validated rule: min(its recent return under the training
     adversaries, its worst push director's validated return), when the adversary's ε had reached
     ``eps`` and its validated clean return reaches ``clean_min``; None (never chosen) otherwise.
-    A run without push directors (a discrete action space) ranks by the recent return alone."""
+    A run without push directors (a discrete action space) ranks by the recent return alone.
+    ``with_training_return`` False (the push-ranked rules): by the worst push alone."""
     if point.get("recent_return_attacked") is None or point["eps"] < eps or validation["clean_return"] < clean_min:
         return None
-    scores = [float(point["recent_return_attacked"])]
-    if validation.get("push_min") is not None:
-        scores.append(float(validation["push_min"]))
-    return min(scores)
+    if validation.get("push_min") is None:
+        return float(point["recent_return_attacked"])
+    if not with_training_return:
+        return float(validation["push_min"])
+    return min(float(point["recent_return_attacked"]), float(validation["push_min"]))
+
+
+def rule_folder(confirm: bool, with_training_return: bool = True) -> str:
+    """The folder of ``RUN_DIR`` a validation rule keeps its agent in: ``validated``, ``confirmed``,
+    or, for the rules ranked by the worst push alone, ``push-validated`` and ``push-confirmed`` (so
+    one run folder holds every rule's choice side by side)."""
+    folder = CONFIRMED if confirm else VALIDATED
+    return folder if with_training_return else f"push-{folder}"
 
 
 def read_validation(snapshot: Path) -> dict | None:
@@ -310,7 +328,7 @@ def snapshot_validation(snapshot: Path, env_id: str, eps: float, clean_episodes:
 def select_validated(run_dir: Path, history: list[dict], env_id: str, eps: float, clean_min: float,
                      clean_episodes: int, push_episodes: int, log=print,
                      eps_fractions: tuple[float, ...] = (1.0,), confirm_episodes: int = 0,
-                     finalists: int = 0) -> dict | None:
+                     finalists: int = 0, with_training_return: bool = True) -> dict | None:
     """Validate every snapshot of ``run_dir`` that ``history`` (the run's ``progress.json``
     checkpoints) names and keep the best by :func:`validated_score` in ``RUN_DIR/validated``
     (agent files and ``selection.json``); returns the selection, or None when no checkpoint
@@ -324,7 +342,10 @@ def select_validated(run_dir: Path, history: list[dict], env_id: str, eps: float
     screen score, best first, and ranked by min(recent return under the training adversaries, worst
     push over the screen's and the confirmation's games); confirming stops after ``finalists``
     checkpoints, or as soon as the best confirmed score reaches the next checkpoint's screen score
-    (the screen, a best-of-few, is taken as that checkpoint's most it could confirm at)."""
+    (the screen, a best-of-few, is taken as that checkpoint's most it could confirm at).
+
+    ``with_training_return`` False: every score above is the worst push's alone (the training
+    return left out), and the agent is kept in ``RUN_DIR/push-validated`` (``push-confirmed``)."""
     from rlgauntlet.training.checkpoints import copy_agent_files, read_selection, replace_folder
 
     ledger = _read_ledger(run_dir)
@@ -341,7 +362,7 @@ def select_validated(run_dir: Path, history: list[dict], env_id: str, eps: float
                                              clean_min)
             ledger[str(point["iteration"])] = validation
             _write_ledger(run_dir, ledger)
-        score = validated_score(point, validation, eps, clean_min)
+        score = validated_score(point, validation, eps, clean_min, with_training_return)
         log(f"iteration {point['iteration']}: clean {validation['clean_return']:.1f}, worst push "
             f"{validation['push_min'] if validation['push_min'] is None else round(validation['push_min'], 1)}, "
             f"score {score if score is None else round(score, 1)}")
@@ -349,19 +370,20 @@ def select_validated(run_dir: Path, history: list[dict], env_id: str, eps: float
             ranked.append((score, point, validation))
     if not ranked:
         return None
-    rule = (f"highest min(recent return under the training adversaries, worst push director's validated "
-            f"return) among checkpoints at ε {eps:g} with a validated clean return of at least "
+    ranked_by = ("min(recent return under the training adversaries, worst push director's validated return)"
+                 if with_training_return else "worst push director's validated return")
+    rule = (f"highest {ranked_by} among checkpoints at ε {eps:g} with a validated clean return of at least "
             f"{clean_min:g} ({clean_episodes} games; {push_episodes} per push direction and budget "
             f"{', '.join(f'{eps * f:g}' for f in eps_fractions)}; env seeds {VALIDATION_SEED}+k)")
     if confirm_episodes > 0:
-        score, point, validation = _confirmed_best(run_dir, ledger, ranked, env_id, confirm_episodes, finalists, log)
-        target = run_dir / CONFIRMED
+        score, point, validation = _confirmed_best(run_dir, ledger, ranked, env_id, confirm_episodes, finalists, log,
+                                                   with_training_return)
         rule += (f"; the screen's best confirmed with {confirm_episodes} more games per push (env seeds "
                  f"{CONFIRM_SEED}+k), up to {finalists} of them, in screen order until the best confirmed score "
                  "reaches the next screen score, and ranked by the worst push over all their games")
     else:
         score, point, validation = max(ranked, key=lambda entry: entry[0])  # the first of equals
-        target = run_dir / VALIDATED
+    target = run_dir / rule_folder(confirm_episodes > 0, with_training_return)
     snapshot = run_dir / "snapshots" / f"iter-{point['iteration']:04d}"
     if not (snapshot / "model.zip").exists():  # an earlier machine's choice: kept there already, or lost
         kept = read_selection(target)
@@ -377,10 +399,6 @@ def select_validated(run_dir: Path, history: list[dict], env_id: str, eps: float
     return selection
 
 
-#: the folder a confirmed preset keeps its agent in (a run may hold the validated rule's choice beside it)
-CONFIRMED = "confirmed"
-
-
 def _played_confirm(validation: dict, confirm_episodes: int) -> bool:
     confirm = validation.get("confirm")
     return (isinstance(confirm, dict) and confirm.get("episodes") == confirm_episodes
@@ -388,7 +406,8 @@ def _played_confirm(validation: dict, confirm_episodes: int) -> bool:
 
 
 def _confirmed_best(run_dir: Path, ledger: dict, ranked: list[tuple[float, dict, dict]], env_id: str,
-                    confirm_episodes: int, finalists: int, log) -> tuple[float, dict, dict]:
+                    confirm_episodes: int, finalists: int, log,
+                    with_training_return: bool = True) -> tuple[float, dict, dict]:
     """The confirmed rule's choice among ``ranked`` (screen score, point, validation): see
     :func:`select_validated`. Each confirmation is kept in the checkpoint's validation record (the
     ledger and the snapshot's ``validation.json``), so a checkpoint is confirmed once."""
@@ -412,7 +431,9 @@ def _confirmed_best(run_dir: Path, ledger: dict, ranked: list[tuple[float, dict,
             tmp = snapshot / "validation.json.tmp"
             tmp.write_text(json.dumps(validation, indent=2))
             tmp.replace(snapshot / "validation.json")
-        score = min(float(point["recent_return_attacked"]), float(validation["confirm"]["push_min"]))
+        score = float(validation["confirm"]["push_min"])
+        if with_training_return:
+            score = min(float(point["recent_return_attacked"]), score)
         log(f"iteration {point['iteration']}: screen score {screen_score:.1f}, confirmed worst push "
             f"{validation['confirm']['push_min']:.1f} ({validation['confirm']['push_worst']}), score {score:.1f}")
         if best is None or score > best[0]:

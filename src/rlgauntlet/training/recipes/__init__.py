@@ -42,7 +42,7 @@ _PROSE = ("notes", "source")
 #: every earlier recipe keeps the digest its zoo entries recorded
 _LATER_FIELDS = {"select_clean_min": None, "validate_clean_episodes": 0, "validate_push_episodes": 0, "push_eps_fractions": (1.0,),
                  "push_temperature": None, "adversary_recurrent": False, "validate_confirm_episodes": 0,
-                 "validate_finalists": 0}
+                 "validate_finalists": 0, "select_with_training_return": True}
 
 
 def _canonical(value: Any) -> Any:

@@ -86,6 +86,9 @@ class ATLAPreset:
     #: by its worst push over all those games. 0: the validated rule's choice stands
     validate_confirm_episodes: int = 0
     validate_finalists: int = 0
+    #: the validated and confirmed rules rank a checkpoint by min(recent return under the training
+    #: adversaries, worst push); False: by the worst push alone (agent in ``RUN_DIR/push-confirmed``)
+    select_with_training_return: bool = True
     #: the adversary an LSTM policy (sb3-contrib's RecurrentPPO, 64 units, one learning rate), as the
     #: released ATLA-LSTM adversaries are, with its own memory of each of the agent's episodes
     adversary_recurrent: bool = False
@@ -227,6 +230,15 @@ ATLA_PRESETS: dict[str, ATLAPreset] = {p.name: p for p in (
                notes="hopper-pool3-prioritized-pa-atla-ppo-validated with its agent confirmed: up to 5 of the "
                      "validated ranking's best checkpoints play every push 8 more games, and the one with the "
                      "highest min(training return, worst push over its 10 games) is kept"),
+    # the same runs, their agent confirmed by the worst push alone: on the three seeds each confirmed choice's
+    # score was its training return (1809, 1657, 1798), not its push, and seed 1's iteration 660, screened at
+    # 3084 against its worst push and confirmed at 2467, lost to 710 (1725) on a training return 70 lower; the
+    # training return averages the learned adversary's and the pushes' episodes of the still-changing
+    # stochastic policy, where the gauntlet plays the kept checkpoint greedily against each attack
+    replace(_confirmed(_PRIORITIZED, "hopper-pool3-prioritized-pa-atla-ppo-push-confirmed",
+                       notes="hopper-pool3-prioritized-pa-atla-ppo-confirmed ranking its checkpoints by the worst push "
+                             "alone (screen, then up to 5 confirmed with 8 more games a push), without the training "
+                             "return"), select_with_training_return=False),
     # the confirmed recipe with three quarters of the episodes against the pushes: its three seeds' worst
     # attacks under the gauntlet were a push on two (1616, 1824) and the learned adversary had fallen to
     # 3,100-3,400 against them (PA-AD), so the learned adversary's half now trains what no longer topples them
