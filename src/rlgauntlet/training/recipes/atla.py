@@ -245,6 +245,11 @@ ATLA_PRESETS: dict[str, ATLAPreset] = {p.name: p for p in (
     _confirmed(replace(_PRIORITIZED, push_share=0.75), "hopper-pool3-prioritized-push75-pa-atla-ppo-confirmed",
                notes="hopper-pool3-prioritized-pa-atla-ppo-confirmed with the pushes' share of the training "
                      "episodes at 0.75 (the learned PA-AD adversary 0.25)"),
+    # and ranked by the worst push alone, as the push-confirmed rule ranks the 0.5 share's runs (a run of the rule
+    # on runs it was not designed on)
+    replace(_confirmed(replace(_PRIORITIZED, push_share=0.75), "hopper-pool3-prioritized-push75-pa-atla-ppo-push-confirmed",
+                       notes="hopper-pool3-prioritized-push75-pa-atla-ppo-confirmed ranking its checkpoints by the worst "
+                             "push alone"), select_with_training_return=False),
     # the released ATLA-LSTM-SAPPO Hopper config (config_hopper_atla_lstm_sappo.json), as far as SB3 expresses
     # it: the LSTM agent of hopper-lstm-ppo for 2441 iterations (5M steps) with the sequence SA regulariser
     # (κ 0.3, 2 SGLD steps, ε ramped over 1831 iterations), against an SA-RL adversary at a constant ε 0.075
