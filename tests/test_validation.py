@@ -570,6 +570,22 @@ def test_the_push_confirmed_rule_keeps_the_best_confirmed_push_whatever_the_trai
     assert (run / validation.CONFIRMED / "model.zip").read_bytes() == b"weights of iteration 10"
 
 
+def test_the_push_validated_rule_keeps_the_highest_worst_push_beside_the_validated_choice(monkeypatch, tmp_path):
+    """The checkpoints of the validated rule's test: by the worst push alone 30 (1900) wins where
+    min(attacked, push) keeps 20; 50's higher push (2400) is before the full ε and stays unranked."""
+    history = [_point(10, 1500.0), _point(20, 1700.0), _point(30, 1600.0), _point(40, 2100.0), _point(50, 2500.0, 0.05)]
+    vals = {10: _val(3100.0, 1450.0), 20: _val(3300.0, 1650.0), 30: _val(3050.0, 1900.0), 40: _val(3400.0, 1000.0),
+            50: _val(3600.0, 2400.0)}
+    monkeypatch.setattr(validation, "validate_agent", lambda folder, *a, **k: vals[int(folder.name.split("-")[1])])
+    run = _constructed_run(tmp_path, [10, 20, 30, 40, 50])
+    assert select_validated(run, history, "Hopper-v5", 0.075, 3000.0, 10, 2, log=lambda line: None)["iteration"] == 20
+    chosen = select_validated(run, history, "Hopper-v5", 0.075, 3000.0, 10, 2, log=lambda line: None,
+                              with_training_return=False)
+    assert chosen["iteration"] == 30 and chosen["score"] == 1900.0
+    assert (run / "push-validated" / "model.zip").read_bytes() == b"weights of iteration 30"
+    assert (run / VALIDATED / "model.zip").read_bytes() == b"weights of iteration 20"
+
+
 def test_the_push_confirmed_preset_trains_as_the_prioritized_one_and_keeps_its_agent_apart(tmp_path):
     push_confirmed = presets.ATLA_PRESETS["hopper-pool3-prioritized-pa-atla-ppo-push-confirmed"]
     assert not push_confirmed.select_with_training_return and push_confirmed.validate_confirm_episodes == 8
