@@ -471,6 +471,20 @@ def _val_pushes(clean, pushes):
     return {**_val(clean, min(pushes.values())), "push": pushes, "push_worst": min(pushes, key=pushes.get)}
 
 
+def _fake_confirmations(confirmed_at, confirmed):
+    """A stand-in for ``confirm_agent``: the 8 confirming games of checkpoint ``it`` average
+    ``confirmed_at[it]`` per push, combined with the screen's 2 as the real one combines them;
+    each confirmed iteration is appended to ``confirmed``."""
+    def fake_confirm(folder, env_id, validation_, confirm_episodes):
+        it = int(folder.name.split("-")[1])
+        confirmed.append(it)
+        pushes = {k: (2 * validation_["push"][k] + 8 * v) / 10 for k, v in confirmed_at[it].items()}
+        worst = min(pushes, key=pushes.get)
+        return {"episodes": confirm_episodes, "seed": validation.CONFIRM_SEED, "push": confirmed_at[it],
+                "push_min": pushes[worst], "push_worst": worst}
+    return fake_confirm
+
+
 def test_the_confirmed_rule_keeps_the_best_confirmed_finalist_and_stops_when_the_rest_cannot_beat_it(
         monkeypatch, tmp_path):
     """Screen scores 40: 2400, 30: 2000, 20: 1700, 10: 1500. 40's confirmation finds its push at 1200
@@ -482,17 +496,8 @@ def test_the_confirmed_rule_keeps_the_best_confirmed_finalist_and_stops_when_the
             30: _val_pushes(3300.0, {"a": 2000.0, "b": 3000.0}), 40: _val_pushes(3400.0, {"a": 2400.0, "b": 3000.0})}
     confirmed_at = {40: {"a": 900.0, "b": 3000.0}, 30: {"a": 1875.0, "b": 3000.0}}
     confirmed = []
-
-    def fake_confirm(folder, env_id, validation_, confirm_episodes):
-        it = int(folder.name.split("-")[1])
-        confirmed.append(it)
-        pushes = {k: (2 * validation_["push"][k] + 8 * v) / 10 for k, v in confirmed_at[it].items()}
-        worst = min(pushes, key=pushes.get)
-        return {"episodes": confirm_episodes, "seed": validation.CONFIRM_SEED, "push": confirmed_at[it],
-                "push_min": pushes[worst], "push_worst": worst}
-
     monkeypatch.setattr(validation, "validate_agent", lambda folder, *a, **k: vals[int(folder.name.split("-")[1])])
-    monkeypatch.setattr(validation, "confirm_agent", fake_confirm)
+    monkeypatch.setattr(validation, "confirm_agent", _fake_confirmations(confirmed_at, confirmed))
     run = _constructed_run(tmp_path, [10, 20, 30, 40])
     assert select_validated(run, history, "Hopper-v5", 0.075, 3000.0, 10, 2, log=lambda line: None)["iteration"] == 40
     chosen = select_validated(run, history, "Hopper-v5", 0.075, 3000.0, 10, 2, log=lambda line: None,
@@ -544,17 +549,8 @@ def test_the_push_confirmed_rule_keeps_the_best_confirmed_push_whatever_the_trai
     vals = {10: _val_pushes(3500.0, {"a": 2100.0, "b": 3000.0}), 20: _val_pushes(3500.0, {"a": 3100.0, "b": 3300.0})}
     confirmed_at = {10: {"a": 1600.0, "b": 3000.0}, 20: {"a": 2350.0, "b": 3300.0}}
     confirmed = []
-
-    def fake_confirm(folder, env_id, validation_, confirm_episodes):
-        it = int(folder.name.split("-")[1])
-        confirmed.append(it)
-        pushes = {k: (2 * validation_["push"][k] + 8 * v) / 10 for k, v in confirmed_at[it].items()}
-        worst = min(pushes, key=pushes.get)
-        return {"episodes": confirm_episodes, "seed": validation.CONFIRM_SEED, "push": confirmed_at[it],
-                "push_min": pushes[worst], "push_worst": worst}
-
     monkeypatch.setattr(validation, "validate_agent", lambda folder, *a, **k: vals[int(folder.name.split("-")[1])])
-    monkeypatch.setattr(validation, "confirm_agent", fake_confirm)
+    monkeypatch.setattr(validation, "confirm_agent", _fake_confirmations(confirmed_at, confirmed))
     run = _constructed_run(tmp_path, [10, 20])
     by_min = select_validated(run, history, "Hopper-v5", 0.075, 3000.0, 10, 2, log=lambda line: None,
                               confirm_episodes=8, finalists=5)
