@@ -307,7 +307,10 @@ def ship_results(stores: list[Path], boards: list[str], fresh: bool = False) -> 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--boards", nargs="+", default=list(BOARDS), choices=BOARDS)
-    parser.add_argument("--out", type=Path, default=Path("runs/published"))
+    # the store is the repository's runs/published wherever the command is started from (as OUT is beside
+    # this file): a relative default started a fresh store, and retrained every director, from another folder
+    parser.add_argument("--out", type=Path, default=HERE.parent / "runs" / "published",
+                        help="the board's store and trained attackers (default: the repository's runs/published)")
     parser.add_argument("--executor", default="local")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--address", default=None)
