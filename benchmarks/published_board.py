@@ -304,7 +304,8 @@ def ship_results(stores: list[Path], boards: list[str], fresh: bool = False) -> 
     print(f"wrote {len(data['entries'])} agents' results to {path}")
 
 
-def main() -> None:
+def command_line() -> argparse.ArgumentParser:
+    """The script's arguments (a function of its own so that its defaults are tested)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--boards", nargs="+", default=list(BOARDS), choices=BOARDS)
     # the store is the repository's runs/published wherever the command is started from (as OUT is beside
@@ -324,7 +325,11 @@ def main() -> None:
                         help="with --ship: the stores to read (default OUT/gauntlet.sqlite)")
     parser.add_argument("--fresh", action="store_true",
                         help="with --ship: replace the results shipped for this version instead of adding to them")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = command_line().parse_args()
     if args.ship:
         ship_results(args.store or [args.out / "gauntlet.sqlite"], args.boards, fresh=args.fresh)
         return

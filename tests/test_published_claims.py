@@ -6,7 +6,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from published_board import claim_verdict, claims_table, field_claims, stale_entries  # noqa: E402
+from published_board import claim_verdict, claims_table, command_line, field_claims, stale_entries  # noqa: E402
 
 
 def _row(worst, sem, natural=3000.0, paper=(3000.0, 1000.0)):
@@ -49,3 +49,12 @@ def test_shipping_refuses_an_agent_whose_latest_result_is_not_its_first_boards()
     assert stale_entries(entries, boards, ["repo", "field"]) == ["published:x-hopper (repo)"]
     entries[1]["score"] = 640.0  # a later board's run of y is the store's latest
     assert stale_entries(entries, {"field": field}, ["field"]) == ["published:y (field)"]
+
+
+def test_the_board_store_defaults_to_the_repository_wherever_the_command_starts(tmp_path, monkeypatch):
+    # a relative default opened a fresh store, and retrained every director, when started elsewhere
+    monkeypatch.chdir(tmp_path)
+    out = command_line().parse_args([]).out
+    assert out.is_absolute()
+    assert out == Path(__file__).resolve().parents[1] / "runs" / "published"
+    assert command_line().parse_args(["--out", "elsewhere"]).out == Path("elsewhere")  # an explicit one is kept
