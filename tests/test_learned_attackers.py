@@ -357,6 +357,41 @@ def test_attack_train_resumes_and_refuses_other_settings(tmp_path):
                        eval_episodes=1, log=lambda s: None)
 
 
+
+def test_a_reward_normalised_director_resumes_with_its_return_statistics(tmp_path, monkeypatch):
+    """A director whose rewards are scaled (``normalize_reward``, the official adversaries' setting)
+    keeps no observation statistics; its resume restores the return statistics it saved, to the
+    digit, and a run saved without reward scaling is not resumed with it."""
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from rlgauntlet.experiments.attacker_job import train_attacker
+    from rlgauntlet.training.attackers.attack_train import director_settings
+    from rlgauntlet.victims.sb3_files import load_data_pickle
+
+    settings = {**director_settings("CartPole-v1"), "n_envs": 2, "n_steps": 512, "normalize_reward": True}
+    run_dir = tmp_path / "sarl"
+    train_attacker("zoo:cartpole-dqn", "CartPole-v1", "sarl", eps=0.1, steps=1024, run_dir=run_dir, eval_episodes=0,
+                   checkpoint_every=1024, hyperparams=settings, log=lambda s: None)
+    saved = load_data_pickle(run_dir / "checkpoint" / "vecnormalize.pkl")
+    assert not saved.norm_obs and saved.norm_reward and saved.ret_rms.count > 1024  # every step counted
+    restored = []
+    original = VecNormalize.reset
+
+    def spy(self):  # the statistics the resumed run starts learning from
+        restored.append((self.ret_rms.mean.copy(), self.ret_rms.var.copy(), self.ret_rms.count))
+        return original(self)
+
+    monkeypatch.setattr(VecNormalize, "reset", spy)
+    resumed = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "sarl", eps=0.1, steps=2048, run_dir=run_dir,
+                             eval_episodes=0, checkpoint_every=1024, hyperparams=settings, log=lambda s: None)
+    assert [h["steps"] for h in resumed["learning_curve"]] == [1024, 2048]
+    mean, var, count = restored[0]
+    assert count == saved.ret_rms.count and mean == pytest.approx(saved.ret_rms.mean)
+    assert var == pytest.approx(saved.ret_rms.var)
+    with pytest.raises(UserError, match="normalize_reward"):
+        train_attacker("zoo:cartpole-dqn", "CartPole-v1", "sarl", eps=0.1, steps=4096, run_dir=run_dir,
+                       eval_episodes=0, hyperparams={**settings, "normalize_reward": False}, log=lambda s: None)
+
 # -- Robust Sarsa ------------------------------------------------------------------------------------
 def _linear_rs_folder(tmp_path, victim, w_x, w_a, env="CartPole-v1"):
     """A Robust Sarsa folder holding a linear Q(x, a) = w_x·x + w_a·a (hidden layers: none)."""

@@ -75,7 +75,12 @@ def restore_vecnormalize(norm, path: Path) -> None:
     """Give VecNormalize ``norm`` the statistics saved in ``path`` (read as data)."""
     saved = load_data_pickle(Path(path))
     try:
-        for name in ("obs_rms", "ret_rms"):
+        if bool(saved.norm_obs) != bool(norm.norm_obs):
+            raise UserError(f"{path} was saved {'with' if saved.norm_obs else 'without'} observation normalisation "
+                            f"and this run trains {'with' if norm.norm_obs else 'without'} it; resume it with the "
+                            "same settings, or give a new --run-dir")
+        # SB3 keeps no obs_rms where observations are not normalised (a director's reward-only scaling)
+        for name in ("obs_rms", "ret_rms") if saved.norm_obs else ("ret_rms",):
             mine, theirs = getattr(norm, name), getattr(saved, name)
             if np.shape(theirs.mean) != np.shape(mine.mean):
                 raise UserError(f"{path}: {name} has shape {np.shape(theirs.mean)}, the env needs "
