@@ -757,3 +757,52 @@ def test_the_ant_with_contact_forces_trains_its_directors_with_the_official_ant_
     # and on the releases' own physics (gym's -v2 as MuJoCo 1.5 simulated it), every task keeps its settings
     for task in ("Hopper", "Walker2d", "HalfCheetah", "Ant"):
         assert director_settings(f"{task}MuJoCo15-v4", "official") == director_settings(f"{task}-v5", "official")
+
+
+def test_a_sampling_victim_steps_its_policys_draw_and_counts_changes_deterministically():
+    """``victim_samples`` (the official adversary training runs the frozen agent stochastically):
+    a Gaussian agent steps mean(x̃) + std·n clipped to the bounds, a categorical one the draw of
+    its softmax at the row's uniform, each from that row's own generator; the change count still
+    compares the deterministic actions, and without the option the step is the mean itself."""
+    from rlgauntlet.threats.learned.actor import AttackActor
+    from rlgauntlet.training.attackers.attack_mdp import AttackCore
+
+    victim, _ = load_for_env("zoo:hopper-ppo", "Hopper-v5")
+    actor = AttackActor("sarl", 0.075)
+    x = victim.preprocess(np.random.default_rng(3).normal(size=(64, 11)).astype(np.float32))
+    director = np.random.default_rng(4).uniform(-1, 1, size=(64, 11)).astype(np.float32)
+    sampling = AttackCore(victim, actor, np.zeros(11, np.float32), victim_samples=True)
+    stepped = sampling.victim_actions(x, director, _rng(64))
+    out = victim.forward(actor.perturb(x, victim, torch.as_tensor(director), _rng(64)))
+    noise = _rng(64).normal((3,))  # the sarl actor draws nothing: the rows' first draws are the victim's
+    expected = torch.clamp(out.mean + out.log_std.exp() * noise, -1.0, 1.0)
+    assert np.allclose(stepped, expected.numpy(), atol=1e-6)
+    assert not np.allclose(stepped, victim.actions(out).numpy(), atol=1e-3)  # a draw, not the mean
+    moved = (victim.actions(out) - victim.actions(victim.forward(x))).abs().amax(dim=-1).gt(1e-6)
+    assert 0 < sampling.changed == int(moved.sum()) < 64  # the deterministic actions on x and x̃, not the draws
+    plain = AttackCore(victim, actor, np.zeros(11, np.float32))
+    assert np.allclose(plain.victim_actions(x, director, _rng(64)), victim.actions(out).numpy(), atol=1e-6)
+
+    cart, _ = load_for_env("zoo:cartpole-ppo", "CartPole-v1")
+    xs = cart.preprocess(np.random.default_rng(5).normal(0, 0.5, size=(256, 4)).astype(np.float32))
+    core = AttackCore(cart, AttackActor("sarl", 0.01), np.zeros(4, np.float32), victim_samples=True)
+    drawn = core.victim_actions(xs, np.zeros((256, 4), np.float32), _rng(256))
+    probs = torch.softmax(cart.forward(xs).logits, dim=-1)[:, 1].numpy()
+    u = _rng(256).uniform(()).numpy()
+    assert np.array_equal(drawn, (u > 1 - probs).astype(drawn.dtype))  # action 1 where u falls past p(0)
+
+
+def test_victim_sampling_is_refused_for_a_greedy_agent_and_recorded_in_the_config(tmp_path):
+    from rlgauntlet.experiments.attacker_job import train_attacker
+    from rlgauntlet.training.attackers.attack_train import attacker_config
+
+    with pytest.raises(UserError, match="stochastic policy.*'q'"):
+        train_attacker("zoo:cartpole-dqn", "CartPole-v1", "sarl", eps=0.1, steps=2048, run_dir=tmp_path / "a",
+                       eval_episodes=0, victim_samples=True, log=lambda s: None)
+    assert not (tmp_path / "a").exists()  # refused before anything is written
+    victim, _ = load_for_env("zoo:cartpole-ppo", "CartPole-v1")
+    assert attacker_config("sarl", "CartPole-v1", 0.1, 0, None, victim, victim_samples=True)["victim_samples"] is True
+    assert "victim_samples" not in attacker_config("sarl", "CartPole-v1", 0.1, 0, None, victim)  # old configs hold
+    with pytest.raises(UserError, match="--victim-samples is for a director"):
+        train_attacker("zoo:pendulum-td3", "Pendulum-v1", "robust-sarsa", 0.05, 2048, tmp_path / "q",
+                       eval_episodes=0, victim_samples=True, log=lambda s: None)

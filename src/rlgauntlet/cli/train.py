@@ -90,6 +90,7 @@ def attack_train(
     setting: str = typer.Option("default", help="the director's PPO settings: default (one per env family) or official (MuJoCo: the official code's adversary for that env; docs/decisions.md). Example: --setting official"),
     select: str = typer.Option("last", help="the director the attacker uses: last (the end of training) or best (the checkpoint whose training episodes left the agent lowest). Example: --select best"),
     recurrent: bool = typer.Option(False, "--recurrent", help="an LSTM director (sb3-contrib RecurrentPPO) that remembers the episode: for agents with a memory of their own. Example: --recurrent"),
+    victim_samples: bool = typer.Option(False, "--victim-samples", help="in training the agent samples its actions from its policy, as the official adversary training runs it (evaluation stays deterministic). Example: --victim-samples"),
     allow_pickle: bool = ALLOW_PICKLE,
     other_env: bool = OTHER_ENV,
 ) -> None:
@@ -111,7 +112,7 @@ def attack_train(
                               threads=threads, log=lambda s: console.print(s),
                               show_progress=console.is_terminal, sarsa_eps=sarsa_eps, sarsa_reg=sarsa_reg,
                               checkpoint_every=checkpoint_every, setting=setting,
-                              select=select, recurrent=recurrent)
+                              select=select, recurrent=recurrent, victim_samples=victim_samples)
     spec = f"robust_sarsa:q={run_dir},eps={eps}" if method == "robust-sarsa" else f"{method}:attacker={run_dir},eps={eps}"
     console.print(f"wrote {run_dir}; use it with --threat {spec}  (strength: {manifest['strength']['attacked_mean']:.1f})")
 

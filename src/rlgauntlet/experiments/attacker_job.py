@@ -39,7 +39,7 @@ def train_attacker(agent: str | AgentSpec, env: str, method: str, eps: float, st
                    log: Callable[[str], None] = print, show_progress: bool = False, sarsa_eps: float = 0.02,
                    sarsa_reg: float = 0.1, deadline: float | None = None,
                    subproc_envs: bool = False, setting: str = "default", select: str = "last",
-                   patience: int | None = None, recurrent: bool = False) -> dict:
+                   patience: int | None = None, recurrent: bool = False, victim_samples: bool = False) -> dict:
     """Train (or resume) an attacker and write its folder; returns the manifest.
 
     Args:
@@ -72,6 +72,8 @@ def train_attacker(agent: str | AgentSpec, env: str, method: str, eps: float, st
             best (the manifest's ``stopped_early`` says at which step); None trains every step.
         recurrent: the director is an LSTM policy (RecurrentPPO) that remembers the episode: the
             attacker a recurrent victim's memory calls for (PA-AD and SA-RL).
+        victim_samples: in training the victim samples its actions from its policy, as the
+            official adversary training runs the frozen agent (evaluation stays deterministic).
     """
     from rlgauntlet.training.attackers.attack_train import attacker_config, director_settings, learn_attacker
 
@@ -88,8 +90,9 @@ def train_attacker(agent: str | AgentSpec, env: str, method: str, eps: float, st
     run_dir = check_run_dir(run_dir)
     spec = as_agent_spec(agent, device=device)  # the victim runs where the attacker trains
     device = spec.device if isinstance(spec, AgentSpec) else (device or "cpu")  # and the director with it
-    if method == "robust-sarsa" and recurrent:
-        raise UserError("--recurrent is for a director (paad, sarl); Robust Sarsa learns a Q function of the state")
+    for flag, given in (("--recurrent", recurrent), ("--victim-samples", victim_samples)):
+        if method == "robust-sarsa" and given:
+            raise UserError(f"{flag} is for a director (paad, sarl); Robust Sarsa learns a Q function of the state")
     if method == "robust-sarsa" and device != "cpu":
         raise UserError(f"Robust Sarsa trains its Q function on the CPU and cannot use --device {device}; "
                         "give --device cpu")
@@ -105,7 +108,8 @@ def train_attacker(agent: str | AgentSpec, env: str, method: str, eps: float, st
             spec = _threat_spec(method, run_dir, eps)
         else:
             hyperparams = hyperparams or director_settings(env, setting)
-            config = attacker_config(method, env, eps, seed, variant, victim, actor_steps, lam, loss, recurrent)
+            config = attacker_config(method, env, eps, seed, variant, victim, actor_steps, lam, loss, recurrent,
+                                     victim_samples)
             config["victim"] = identity
             ckpt, progress = learn_attacker(victim, config, steps, run_dir, device=device,
                                             checkpoint_every=checkpoint_every, hyperparams=hyperparams, log=log,

@@ -4,8 +4,9 @@ The attacker observes what the victim's network sees (the network input ``x``: n
 for VecNormalize agents, pixels in [0, 1] for Atari, raw otherwise), chooses an action
 (a policy direction, a target action, or the perturbation itself; see
 :mod:`rlgauntlet.threats.learned.actor`), the actor turns it into ``x̃`` inside the ε-ball,
-the victim acts on ``x̃`` (deterministically, as it is evaluated) and the real env steps with
-that action. The attacker's reward is the negated victim reward.
+the victim acts on ``x̃`` (deterministically, as it is evaluated, unless ``victim_samples``:
+then it samples from its policy, as the official adversary training runs the frozen agent) and
+the real env steps with that action. The attacker's reward is the negated victim reward.
 
 Two forms share one step:
 
@@ -34,8 +35,16 @@ import torch
 from stable_baselines3.common.vec_env import VecEnvWrapper
 
 from rlgauntlet.common.seeding import BatchRNG, episode_generator
+from rlgauntlet.errors import UserError
 from rlgauntlet.threats.learned.actor import AttackActor, default_variant, director_action_space
 from rlgauntlet.victims.base import Victim
+
+
+def check_victim_samples(victim: Victim) -> None:
+    """Raise a :class:`UserError` unless ``victim`` has a policy to sample its actions from."""
+    if victim.kind not in ("categorical", "gaussian"):
+        raise UserError(f"--victim-samples needs an agent with a stochastic policy; this one's is {victim.kind!r} "
+                        "(it acts greedily); train its attacker without --victim-samples")
 
 
 class AttackCore:
@@ -46,10 +55,17 @@ class AttackCore:
         victim: the agent under attack (frozen).
         actor: turns director actions into perturbed inputs.
         sample_obs: one env observation (unbatched), to learn the shape of ``x``.
+        victim_samples: the victim samples its action from its policy (a Gaussian's mean plus
+            its std times normal noise, a categorical's draw) with each row's generator;
+            otherwise it acts deterministically. Either way the change count compares the
+            deterministic actions on ``x`` and ``x̃``.
     """
 
-    def __init__(self, victim: Victim, actor: AttackActor, sample_obs: np.ndarray) -> None:
-        self.victim, self.actor = victim, actor
+    def __init__(self, victim: Victim, actor: AttackActor, sample_obs: np.ndarray,
+                 victim_samples: bool = False) -> None:
+        if victim_samples:
+            check_victim_samples(victim)
+        self.victim, self.actor, self.victim_samples = victim, actor, victim_samples
         x = victim.preprocess(np.asarray(sample_obs)[None])
         self.input_shape = tuple(x.shape[1:])
         low, high = victim.input_bounds or (-np.inf, np.inf)
@@ -73,8 +89,13 @@ class AttackCore:
             clean_out = self.victim.forward(x)
         x_adv = self.actor.perturb(x, self.victim, acts, rng, clean_out=clean_out)
         with torch.no_grad():
-            chosen = self.victim.actions(self.victim.forward(x_adv))
+            adv_out = self.victim.forward(x_adv)
+            chosen = self.victim.actions(adv_out)
             clean = self.victim.actions(clean_out)
+            stepped = chosen
+            if self.victim_samples:
+                noise = rng.uniform(()) if self.victim.is_discrete else rng.normal(chosen.shape[1:])
+                stepped = self.victim.actions(adv_out, deterministic=False, noise=noise)
         self.steps += x.shape[0]
         if self.victim.is_discrete:
             self.changed += int((chosen != clean).sum())
@@ -83,7 +104,7 @@ class AttackCore:
         self.linf_max = max(self.linf_max, float((x_adv - x).abs().amax()) if x.numel() else 0.0)
         if self.victim.recurrent:
             states[:] = self.victim.advance_state(x_adv)
-        return chosen.cpu().numpy()
+        return stepped.cpu().numpy()
 
     def initial_states(self, n: int) -> list | None:
         """A recurrent victim's states at the start of ``n`` episodes (None otherwise)."""
@@ -149,9 +170,9 @@ class AttackVecEnv(VecEnvWrapper):
     SB3 bootstraps truncated episodes from the right value.
     """
 
-    def __init__(self, venv, victim: Victim, actor: AttackActor, seed: int = 0) -> None:
+    def __init__(self, venv, victim: Victim, actor: AttackActor, seed: int = 0, victim_samples: bool = False) -> None:
         sample = venv.observation_space.sample()
-        self.core = AttackCore(victim, actor, sample)
+        self.core = AttackCore(victim, actor, sample, victim_samples)
         super().__init__(venv, observation_space=self.core.observation_space, action_space=self.core.action_space)
         self._rng = BatchRNG([episode_generator(seed, i, "threat") for i in range(venv.num_envs)])
         self._x: torch.Tensor | None = None

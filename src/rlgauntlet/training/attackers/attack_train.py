@@ -23,7 +23,7 @@ from typing import Any, Callable
 from rlgauntlet.envs.presets import make_train_vec_env, mujoco_task, resolve_preset
 from rlgauntlet.errors import UserError
 from rlgauntlet.threats.learned.actor import AttackActor, check_variant, default_variant
-from rlgauntlet.training.attackers.attack_mdp import AttackVecEnv
+from rlgauntlet.training.attackers.attack_mdp import AttackVecEnv, check_victim_samples
 from rlgauntlet.training.checkpoints import has_checkpoint, replace_folder, restore_vecnormalize, resume
 from rlgauntlet.training.recipes import TrainPreset
 from rlgauntlet.training.kit import build_model, CheckpointCallback, quiet_logger
@@ -99,10 +99,13 @@ def _with_classes(settings: dict[str, Any]) -> dict[str, Any]:
 
 
 def attacker_config(method: str, env_id: str, eps: float, seed: int, variant: str | None, victim: Victim,
-                    actor_steps: int = 1, lam: float = 1.0, loss: str = "hinge", recurrent: bool = False) -> dict:
+                    actor_steps: int = 1, lam: float = 1.0, loss: str = "hinge", recurrent: bool = False,
+                    victim_samples: bool = False) -> dict:
     """The settings that define an attacker (compared on resume, recorded in its manifest);
     ``recurrent``: the director is an LSTM policy (sb3-contrib's RecurrentPPO) with a memory of
-    the episode, recorded only when set, so that every earlier attacker's config is unchanged."""
+    the episode, recorded only when set, so that every earlier attacker's config is unchanged;
+    ``victim_samples``: in training the victim samples its actions from its policy (the official
+    adversary training's frozen agent does), recorded only when set as well."""
     if method not in ("paad", "sarl"):
         raise UserError(f"unknown attack method {method!r}; choose paad or sarl")
     if method == "sarl":
@@ -119,6 +122,9 @@ def attacker_config(method: str, env_id: str, eps: float, seed: int, variant: st
               "actor": {"steps": int(actor_steps), "lam": float(lam), "loss": loss} if method == "paad" else {}}
     if recurrent:
         config["recurrent"] = True
+    if victim_samples:
+        check_victim_samples(victim)
+        config["victim_samples"] = True
     return config
 
 
@@ -178,8 +184,8 @@ def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str 
     actor = AttackActor(config["variant"], config["eps"], steps=config["actor"].get("steps", 1),
                         lam=config["actor"].get("lam", 1.0), loss=config["actor"].get("loss", "hinge"))
     attack_env = AttackVecEnv(make_train_vec_env(config["env"], n_envs, config["seed"], subproc=subproc_envs),
-                              victim, actor,
-                              seed=config["seed"])
+                              victim, actor, seed=config["seed"],
+                              victim_samples=bool(config.get("victim_samples")))
     env = attack_env
     ckpt = run_dir / "checkpoint"
     progress: dict = {"config": config, "hyperparams": recorded, "history": [], "train_seconds": 0.0}
