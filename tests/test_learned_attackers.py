@@ -692,6 +692,25 @@ def test_the_official_director_settings_are_the_official_codes_per_env_adversari
         director_settings("CartPole-v1", "official")
 
 
+def test_the_official_attack_settings_are_the_attack_scans_choices_against_sa_ppo():
+    """Known answer: ATLA_robust_RL's config_hopper_sappo_convex.json (the scan's choice, the
+    released Hopper attacker's optimizer: policy 1e-4, value 3e-4) clip 0.4, entropy 0, rewards
+    normalised; HalfCheetah's entropy 5e-3; the same 2048-step updates as ``official``."""
+    from rlgauntlet.training.attackers.attack_train import director_settings
+
+    hopper = director_settings("HopperMuJoCo15-v4", "official-attack")
+    # exact on purpose: literals copied from the official configs, passed through unchanged
+    assert (hopper["learning_rate"], hopper["value_learning_rate"], hopper["clip_range"], hopper["ent_coef"],
+            hopper["normalize_reward"]) == (1e-4, 3e-4, 0.4, 0.0, True)
+    assert (hopper["n_envs"], hopper["n_steps"], hopper["batch_size"], hopper["n_epochs"]) == (1, 2048, 64, 10)
+    cheetah = director_settings("HalfCheetah-v5", "official-attack")
+    assert (cheetah["learning_rate"], cheetah["value_learning_rate"], cheetah["ent_coef"]) == (1e-4, 1e-4, 5e-3)
+    assert director_settings("Hopper-v5", "official")["normalize_reward"] is False  # official is unchanged
+    with pytest.raises(UserError, match="--setting official-attack: .* not CartPole-v1"):
+        director_settings("CartPole-v1", "official-attack")
+    with pytest.raises(UserError, match="choose one of default, official, official-attack"):
+        director_settings("Hopper-v5", "scan")
+
 def test_an_attacker_keeps_its_best_checkpoint_and_selects_it_on_request(tmp_path):
     """Known answer: the kept director is the checkpoint with the lowest recent training return
     of the run's learning curve (its steps and return in best/point.json, its weights those of

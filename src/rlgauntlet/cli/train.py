@@ -87,7 +87,7 @@ def attack_train(
     sarsa_eps: float = typer.Option(0.02, min=0.0, callback=finite_number, help="robust-sarsa: radius of the robustness regulariser on [x, a]. Example: --sarsa-eps 0.05"),
     sarsa_reg: float = typer.Option(0.1, min=0.0, callback=finite_number, help="robust-sarsa: weight of the robustness regulariser. Example: --sarsa-reg 1.0"),
     checkpoint_every: Optional[int] = typer.Option(None, min=1, help="director steps between resumable checkpoints (default: a tenth of --steps, at least 10000). Example: --checkpoint-every 20000"),
-    setting: str = typer.Option("default", help="the director's PPO settings: default (one per env family) or official (MuJoCo: the official code's adversary for that env; docs/decisions.md). Example: --setting official"),
+    setting: str = typer.Option("default", help="the director's PPO settings: default (one per env family), official (MuJoCo: the official code's adversary for that env) or official-attack (MuJoCo: the official attack scan's choice against SA-PPO, slower and reward-normalised; docs/decisions.md). Example: --setting official"),
     select: str = typer.Option("last", help="the director the attacker uses: last (the end of training) or best (the checkpoint whose training episodes left the agent lowest). Example: --select best"),
     recurrent: bool = typer.Option(False, "--recurrent", help="an LSTM director (sb3-contrib RecurrentPPO) that remembers the episode: for agents with a memory of their own. Example: --recurrent"),
     victim_samples: bool = typer.Option(False, "--victim-samples", help="in training the agent samples its actions from its policy, as the official adversary training runs it (evaluation stays deterministic). Example: --victim-samples"),

@@ -64,26 +64,37 @@ ATTACKER_HYPERPARAMS: dict[str, dict[str, Any]] = {
 OFFICIAL_MUJOCO: dict[str, tuple[float, float, float, float]] = {
     "Hopper": (1e-2, 1e-3, 0.4, 3e-4), "Walker2d": (1e-3, 1e-4, 0.2, 1e-5), "HalfCheetah": (1e-2, 1e-2, 0.2, 3e-4),
     "Ant": (1e-3, 3e-4, 0.2, 1e-3)}
+#: the adversary settings the official attack scan chose against SA-PPO per env (ATLA_robust_RL's
+#: config_<env>_sappo_convex.json, adv_*; the released attackers' optimizer states hold the same
+#: rates and no schedule): policy and value learning rates, clip range, entropy coefficient. The
+#: scan trains each for 488 (Ant 2441) iterations of 2048 steps with the rewards scaled by a
+#: running std of the return, and keeps the strongest of 216 settings
+OFFICIAL_ATTACK_MUJOCO: dict[str, tuple[float, float, float, float]] = {
+    "Hopper": (1e-4, 3e-4, 0.4, 0.0), "Walker2d": (1e-3, 1e-3, 0.4, 0.0), "HalfCheetah": (1e-4, 1e-4, 0.4, 5e-3),
+    "Ant": (3e-5, 1e-5, 0.4, 3e-5)}
 #: the named director settings :func:`director_settings` knows
-SETTINGS = ("default", "official")
+SETTINGS = ("default", "official", "official-attack")
 
 
 def director_settings(env_id: str, setting: str = "default") -> dict[str, Any]:
     """The director's PPO settings for ``env_id``: ``default`` is the family's
     (``ATTACKER_HYPERPARAMS``); ``official`` the official code's adversary for that MuJoCo env
-    (``OFFICIAL_MUJOCO``), whose policy and value train at rates of their own."""
+    (``OFFICIAL_MUJOCO``), whose policy and value train at rates of their own; ``official-attack``
+    the official attack scan's choice against SA-PPO on that env (``OFFICIAL_ATTACK_MUJOCO``),
+    slower learning rates and rewards scaled by the return's running std, as that code trains it."""
     if setting == "default":
         return dict(ATTACKER_HYPERPARAMS.get(resolve_preset(env_id), ATTACKER_HYPERPARAMS["classic"]))
-    if setting != "official":
+    if setting not in SETTINGS:
         raise UserError(f"--setting {setting}: choose one of {', '.join(SETTINGS)}")
+    table = OFFICIAL_MUJOCO if setting == "official" else OFFICIAL_ATTACK_MUJOCO
     base = mujoco_task(env_id)
-    if base not in OFFICIAL_MUJOCO:
-        raise UserError(f"--setting official: the official adversary settings exist for "
-                        f"{', '.join(OFFICIAL_MUJOCO)} (MuJoCo), not {env_id}; use --setting default")
-    policy_lr, value_lr, clip, entropy = OFFICIAL_MUJOCO[base]
+    if base not in table:
+        raise UserError(f"--setting {setting}: the official adversary settings exist for "
+                        f"{', '.join(table)} (MuJoCo), not {env_id}; use --setting default")
+    policy_lr, value_lr, clip, entropy = table[base]
     return dict(n_envs=1, policy="MlpPolicy", n_steps=2048, batch_size=64, n_epochs=10, learning_rate=policy_lr,
                 value_learning_rate=value_lr, gamma=0.99, gae_lambda=0.95, ent_coef=entropy, clip_range=clip,
-                normalize_reward=False, policy_kwargs=dict(net_arch=[64, 64]))
+                normalize_reward=setting == "official-attack", policy_kwargs=dict(net_arch=[64, 64]))
 
 
 def _with_classes(settings: dict[str, Any]) -> dict[str, Any]:
