@@ -114,12 +114,14 @@ def progress_lines(board: str, every_s: float = 300.0):
     return on_stage, on_advance
 
 
-def run_board(name: str, out: Path, executor: str, workers: int, address: str | None) -> dict:
-    """One board, planned and run as one plan; the results per agent and the time it took."""
+def run_board(name: str, out: Path, executor: str, workers: int, address: str | None,
+              protocol: str = "mujoco") -> dict:
+    """One board, planned and run as one plan under ``protocol`` (a name or a tag, ``mujoco@v6``);
+    the results per agent and the time it took."""
     from rlgauntlet.gauntlet.board import load_board, plan_board
     from rlgauntlet.gauntlet.run import run_plans
 
-    board = load_board(HERE.parent / "boards" / f"{name}.yaml")
+    board = load_board(HERE.parent / "boards" / f"{name}.yaml").model_copy(update={"protocol": protocol})
     plans, methods = plan_board(board, out / "gauntlet.sqlite")  # one store: an agent on two boards runs once
     started = time.perf_counter()
     results = run_plans(plans, executor, workers, address, methods, *progress_lines(name))
@@ -278,17 +280,17 @@ def stale_entries(entries: list[dict], results: dict, boards: list[str]) -> list
     return stale
 
 
-def ship_results(stores: list[Path], boards: list[str], fresh: bool = False) -> None:
-    """The published board's results under the current ``mujoco`` version, numbers only, into the
+def ship_results(stores: list[Path], boards: list[str], fresh: bool = False, protocol_name: str = "mujoco") -> None:
+    """The published board's results under ``protocol_name``'s version, numbers only, into the
     package (``rlgauntlet.published.SHIPPED``), for ``rlgauntlet leaderboard --with-published``:
     added to the results already shipped for that version (a result the stores hold, the same agent
     file on the same env and level, replaces its shipped entry), or, with ``fresh``, replacing them."""
     from rlgauntlet.common.outputs import write_json
     from rlgauntlet.gauntlet.leaderboard import ship
-    from rlgauntlet.gauntlet.protocols import PROTOCOLS
+    from rlgauntlet.gauntlet.protocols import get_protocol
     from rlgauntlet.published import SHIPPED, shipped_results
 
-    protocol = PROTOCOLS["mujoco"]
+    protocol = get_protocol(protocol_name)
     previous = None if fresh else shipped_results(protocol.name, protocol.version)
     data = ship(stores, protocol.name, protocol.version, board=", ".join(boards), previous=previous)
     stale = stale_entries(data["entries"], json.loads(OUT.read_text()) if OUT.exists() else {}, boards)
@@ -314,6 +316,9 @@ def command_line() -> argparse.ArgumentParser:
                         help="the board's store and trained attackers (default: the repository's runs/published)")
     parser.add_argument("--executor", default="local")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--protocol", default="mujoco",
+                        help="the protocol version the boards run, ship and claim under: mujoco (its default "
+                             "version) or a tag such as mujoco@v6")
     parser.add_argument("--address", default=None)
     parser.add_argument("--table", action="store_true",
                         help=f"print the tables of the boards already in {OUT.name}, run nothing")
@@ -331,13 +336,15 @@ def command_line() -> argparse.ArgumentParser:
 def main() -> None:
     args = command_line().parse_args()
     if args.ship:
-        ship_results(args.store or [args.out / "gauntlet.sqlite"], args.boards, fresh=args.fresh)
+        ship_results(args.store or [args.out / "gauntlet.sqlite"], args.boards, fresh=args.fresh,
+                     protocol_name=args.protocol)
         return
-    from rlgauntlet.gauntlet.protocols import PROTOCOLS
+    from rlgauntlet.gauntlet.protocols import get_protocol
+
+    tag = get_protocol(args.protocol).tag
 
     if args.claims:
-        rows, line = field_claims(json.loads(OUT.read_text()) if OUT.exists() else {}, args.boards,
-                                  PROTOCOLS["mujoco"].tag)
+        rows, line = field_claims(json.loads(OUT.read_text()) if OUT.exists() else {}, args.boards, tag)
         print(claims_table(rows))
         print(f"\n{line}")
         return
@@ -363,14 +370,14 @@ def main() -> None:
     results.pop("generator", None)
     results.pop("output_kind", None)
     for name in runnable:
-        keep_earlier_version(results, name, PROTOCOLS["mujoco"].tag)
+        keep_earlier_version(results, name, tag)
         before = results.get(name, {})
-        if before.get("protocol", UNNAMED_PROTOCOL) != PROTOCOLS["mujoco"].tag:
+        if before.get("protocol", UNNAMED_PROTOCOL) != tag:
             before = {}  # kept under its own name: its invocations are not this version's
         # every command's wall time is kept: a resumed or fully cached rerun must not erase the
         # time the board's first runs measured
         earlier = before.get("invocations") or ([{"seconds": before["seconds"]}] if "seconds" in before else [])
-        results[name] = run_board(name, args.out, args.executor, args.workers, args.address)
+        results[name] = run_board(name, args.out, args.executor, args.workers, args.address, args.protocol)
         results[name]["invocations"] = earlier + [{"seconds": results[name]["seconds"],
                                                    "date": time.strftime("%Y-%m-%d %H:%M")}]
         print(f"{name}: {results[name]['agents']} agents in {results[name]['seconds']} s")

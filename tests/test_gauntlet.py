@@ -418,7 +418,9 @@ def test_gauntlet_list_and_leaderboard_refuse_a_foreign_file(tmp_path, cli_env):
     res = run_cli(["gauntlet", "--list", "--json"], cli_env)
     assert res.returncode == 0
     listed = json.loads(res.stdout)
-    assert set(listed) == set(PROTOCOLS) and listed["classic"]["version"] >= 1
+    assert set(listed) == set(PROTOCOLS) | {"mujoco@v6"} and listed["classic"]["version"] >= 1
+    assert listed["mujoco"]["version"] == 5 and listed["mujoco@v6"]["extra_directors"] == {
+        "official-attack": {"methods": ["sarl"], "steps": {"standard": 2_000_000, "paper": 2_000_000}}}
     foreign = tmp_path / "board.html"
     foreign.write_text("<html>mine</html>")
     res = run_cli(["leaderboard", "--store", str(tmp_path / "none.sqlite"), "--out", str(foreign)], cli_env)
@@ -428,9 +430,11 @@ def test_gauntlet_list_and_leaderboard_refuse_a_foreign_file(tmp_path, cli_env):
 
 def test_docs_state_every_protocols_version_and_grid():
     """docs/protocols.md is held to the code: a version bump or a new grid must update it."""
+    from rlgauntlet.gauntlet.protocols import get_protocol, runnable_tags
+
     text = (Path(__file__).resolve().parents[1] / "docs" / "protocols.md").read_text()
-    for p in PROTOCOLS.values():
-        row = next((line for line in text.splitlines() if line.startswith(f"| `{p.name}` v{p.version} |")), None)
+    for p in map(get_protocol, runnable_tags()):
+        row = next((line for line in text.splitlines() if line.startswith((f"| `{p.name}` v{p.version} |", f"| `{p.name}` v{p.version} ("))), None)
         assert row is not None, f"docs/protocols.md has no row for {p.tag}"
         assert f"{', '.join(p.eps_grid)} ({p.headline_eps})" in row
         for family, (grid, headline) in p.env_budgets.items():  # an env's own budgets, in the same row
@@ -441,6 +445,10 @@ def test_docs_state_every_protocols_version_and_grid():
                 families = ", ".join(f for f, n in table.items() if n == steps)
                 written = f"{steps // 1_000_000}M" if steps % 1_000_000 == 0 else f"{steps // 1000}k"
                 assert f"({families}: {written})" in cell, f"{p.tag} {level}: the director steps of {families}"
+        for setting, (_, steps) in p.extra_directors.items():  # an extra director's budget, in its levels' cells
+            for level, n in steps.items():
+                cell = row.split(" | ")[4 + list(p.levels).index(level)]
+                assert f"`{setting}` {n // 1_000_000}M" in cell or level == "paper", f"{p.tag} {level}: {setting}"
 
 
 def test_an_env_with_budgets_of_its_own_gets_them_in_the_plan_and_on_the_board():
@@ -602,6 +610,48 @@ def test_the_mujoco_protocol_trains_each_director_with_both_settings_and_keeps_i
         "sarl@official:eps=0.075"]
 
 
+def test_mujoco_v6_adds_the_official_attack_director_and_keeps_every_v5_director(tmp_path):
+    """v6: one SA-RL director with the official attack scan's settings, 2M steps, no early stop, at
+    standard and paper (quick has none; PA-AD none); every other director is v5's, in v5's folder
+    (so a board run again under v6 reuses it and its stored episodes) with v5's steps."""
+    from rlgauntlet.gauntlet import plan_gauntlet
+
+    standard = plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", "mujoco@v6", store=tmp_path / "g.sqlite")
+    assert standard.protocol.tag == "mujoco@v6" and standard.protocol.directors_version == 5
+    new = [t for t in standard.tasks if t.setting == "official-attack"]
+    assert [(t.method, t.eps, t.steps, t.patience, t.select) for t in new] == [("sarl", "0.075", 2_000_000, None, "best")]
+    assert new[0].folder.endswith("sarl-eps0.075-official-attack-best-seed0-mujoco-v5-2000000steps")
+    old = [t for t in standard.tasks if t.setting != "official-attack"]
+    assert [(t.label, t.steps, t.patience) for t in old] == [
+        ("paad:eps=0.075", 200_000, 3), ("paad@official:eps=0.075", 200_000, 3), ("sarl:eps=0.075", 200_000, 3),
+        ("sarl@official:eps=0.075", 200_000, 3), ("robust_sarsa:eps=0.075", 200_000, 3)]
+    assert all("-mujoco-v5-" in t.folder for t in standard.tasks)
+    assert not any(t.setting == "official-attack"
+                   for t in plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", "mujoco@v6", "quick", store=tmp_path / "g.sqlite").tasks)
+    paper = plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", "mujoco@v6", "paper", store=tmp_path / "g.sqlite")
+    assert sorted({t.eps for t in paper.tasks if t.setting == "official-attack"}) == ["0.025", "0.05", "0.075", "0.1"]
+    # v5, still the default until v6's published board ships: the same directors in the same folders
+    v5 = plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", store=tmp_path / "g.sqlite")
+    assert v5.protocol.tag == "mujoco@v5" and v5.tasks == old
+
+
+def test_a_protocol_runs_by_name_at_its_default_version_or_by_tag_at_any_version_it_keeps():
+    from rlgauntlet.gauntlet.protocols import PROTOCOLS, get_protocol, protocol_for, runnable_tags
+
+    assert get_protocol("mujoco").tag == protocol_for("Hopper-v5").tag == "mujoco@v5"  # DEFAULT_VERSIONS
+    assert get_protocol("mujoco@v6") is PROTOCOLS["mujoco"] and get_protocol("classic@v2") is PROTOCOLS["classic"]
+    assert get_protocol("classic") is PROTOCOLS["classic"]  # no default of its own: the newest
+    v5, v6 = get_protocol("mujoco@v5"), get_protocol("mujoco@v6")
+    assert v5.extra_directors == {} and v5.directors_version == 5  # v6 less what v6 added
+    assert {k: v for k, v in vars(v5).items() if k not in ("version", "extra_directors", "directors_of")} == \
+        {k: v for k, v in vars(v6).items() if k not in ("version", "extra_directors", "directors_of")}
+    assert "mujoco@v5" in runnable_tags() and "mujoco@v6" in runnable_tags()
+    for bad in ("mujoco@v4", "mujoco@v", "mujoco@6", "mujoco@vsix"):
+        with pytest.raises(UserError, match=f"--protocol '{bad}': this rlgauntlet runs mujoco as mujoco@v5 and mujoco@v6"):
+            get_protocol(bad)
+    with pytest.raises(UserError, match="'nope@v1' is unknown"):
+        get_protocol("nope@v1")
+
 def test_lstm_directors_for_an_agent_without_memory_only_when_asked_and_the_result_says_so(tmp_path):
     from rlgauntlet.gauntlet import plan_gauntlet
 
@@ -647,7 +697,7 @@ def test_the_standard_directors_train_longer_where_the_return_has_no_floor(tmp_p
     assert mujoco.director_steps_of("standard", "HalfCheetah-v5", recurrent=True) == 1_000_000
     assert mujoco.describe()["director_steps"] == {"standard": NO_FLOOR_STEPS}
     # through a plan: a table entry for Hopper's quick level reaches every director, not Robust Sarsa
-    monkeypatch.setitem(protocols_module.PROTOCOLS, "mujoco", replace(mujoco, director_steps={"quick": {"Hopper": 70_000}}))
+    monkeypatch.setitem(protocols_module.EARLIER, "mujoco@v5", replace(mujoco, director_steps={"quick": {"Hopper": 70_000}}))
     plan = plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", level="quick", store=tmp_path / "g.sqlite")
     assert {t.method: t.steps for t in plan.tasks} == {"paad": 70_000, "sarl": 70_000, "robust-sarsa": 50_000}
     assert all(t.folder.endswith(f"-{t.steps}steps") for t in plan.tasks)

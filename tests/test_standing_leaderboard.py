@@ -125,11 +125,13 @@ def test_a_shipped_file_of_another_format_is_refused(tmp_path, monkeypatch):
 
 
 def test_the_package_ships_results_of_its_own_mujoco_version():
-    """What ships is readable, of the current protocol version, and names only catalogued or zoo agents."""
-    from rlgauntlet.gauntlet.protocols import PROTOCOLS
+    """What ships is readable, of the protocol's default version (the one a plain ``--protocol
+    mujoco`` and a MuJoCo env's gauntlet run, so that their results rank among the field), and
+    names only catalogued or zoo agents."""
+    from rlgauntlet.gauntlet.protocols import get_protocol
     from rlgauntlet.published import shipped_results, shipped_versions
 
-    mujoco = PROTOCOLS["mujoco"]
+    mujoco = get_protocol("mujoco")
     assert ("mujoco", mujoco.version) in shipped_versions()
     data = shipped_results("mujoco", mujoco.version)
     assert data["entries"] and all(e["agent"].startswith(("published:", "zoo:")) for e in data["entries"])

@@ -17,18 +17,22 @@ from rlgauntlet.errors import UserError
 
 
 def _list_protocols(as_json: bool) -> None:
-    from rlgauntlet.gauntlet.protocols import PROTOCOLS
+    from rlgauntlet.gauntlet.protocols import PROTOCOLS, get_protocol, runnable_tags
 
+    # each protocol by name at its default version, then every other version it runs by its tag
+    defaults = {name: get_protocol(name) for name in PROTOCOLS}
+    listed = {**defaults, **{tag: get_protocol(tag) for tag in runnable_tags()
+                             if tag not in {p.tag for p in defaults.values()}}}
     if as_json:
-        out_console.print_json(json.dumps({name: p.describe() for name, p in PROTOCOLS.items()}))
+        out_console.print_json(json.dumps({key: p.describe() for key, p in listed.items()}))
         return
-    table = Table(title="gauntlet protocols (docs/protocols.md)")
+    table = Table(title="gauntlet protocols (docs/protocols.md); --protocol NAME runs its default, NAME@vN that version")
     for col in ("protocol", "version", "env families", "ε grid (headline)", "learned attackers", "levels"):
         table.add_column(col)
-    for p in PROTOCOLS.values():
+    for key, p in listed.items():
         levels = "; ".join(f"{k}: {v.episodes} ep, {v.attacker_steps // 1000}k steps at {v.learned_at}"
                            for k, v in p.levels.items())
-        table.add_row(p.name, str(p.version), ", ".join(p.families),
+        table.add_row(key, str(p.version), ", ".join(p.families),
                       f"{', '.join(p.eps_grid)} ({p.headline_eps}), {p.unit}"
                       + "".join(f"; {k}: {', '.join(g)} ({h})" for k, (g, h) in p.env_budgets.items()),
                       ", ".join(p.learned + p.learned_continuous), levels)
@@ -106,7 +110,7 @@ def gauntlet(
     check_output(json_path, "--out", protect=[store_path], kind="gauntlet result", given=out_dir)
     check_output(html_path, "--out", protect=[store_path], kind=REPORT_KIND, given=out_dir)
     spec = agent_spec(agent, None, kind, vecnormalize, input_space, precision, device, allow_pickle, other_env)
-    plan = plan_gauntlet(spec, env, protocol=chosen.name, level=level, seeds=seeds or None, store=store_path,
+    plan = plan_gauntlet(spec, env, protocol=chosen.tag, level=level, seeds=seeds or None, store=store_path,
                          exhaustive=exhaustive, lstm_directors=lstm_directors)
     KEPT["note"] = (f"finished episodes are kept in {store_path} and trained attackers (with their checkpoints) "
                     f"beside it; run the same command again to go on from there")

@@ -210,13 +210,15 @@ class GauntletPlan:
         return dict(zip(self.learned, checked_threats(self.learned, self.victim, self.env, self.preset)))
 
 
-def director_settings_for(protocol: Protocol, env: str, skipped: list[dict]) -> list[str]:
-    """The protocol's director settings that exist for ``env`` (the official code's adversary
-    settings exist for four MuJoCo envs); each one missing goes to ``skipped`` with the reason."""
+def director_settings_for(protocol: Protocol, env: str, skipped: list[dict],
+                          settings: Sequence[str] | None = None) -> list[str]:
+    """The protocol's director settings (or ``settings``) that exist for ``env`` (the official
+    code's adversary settings exist for four MuJoCo envs); each one missing goes to ``skipped``
+    with the reason."""
     from rlgauntlet.training.attackers.attack_train import director_settings
 
     kept = []
-    for setting in protocol.director_settings:
+    for setting in protocol.director_settings if settings is None else settings:
         try:
             director_settings(env, setting)
         except UserError as exc:
@@ -288,6 +290,9 @@ def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None,
     learned_eps = [chosen.headline_eps] if settings.learned_at == "headline" else list(chosen.eps_grid)
     cache = agent_cache(store_path, sha, env)
     directors = [(setting, chosen.select, False) for setting in director_settings_for(chosen, env, skipped)]
+    extras = {m: [(setting, steps) for setting, steps in chosen.extra_directors_of(level, m)
+                  if director_settings_for(chosen, env, skipped, [setting])]
+              for m in chosen.learned_methods(victim.is_discrete)}
     tasks = []
     methods = list(chosen.learned_methods(victim.is_discrete))
     if victim.recurrent and "robust-sarsa" in methods:  # Q of a policy of the state alone
@@ -303,14 +308,17 @@ def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None,
             for e in ([chosen.headline_eps] if m == "robust-sarsa" else learned_eps):
                 kinds = [("default", "last", False)] if m == "robust-sarsa" else \
                     directors + ([("default", chosen.select, True)] if m in lstm else [])
+                extra = {} if m == "robust-sarsa" else dict(extras[m])
+                kinds += [(setting, chosen.select, False) for setting in extra]
                 for setting, select, recurrent in kinds:
                     steps = settings.attacker_steps if m == "robust-sarsa" else \
-                        chosen.director_steps_of(level, env, recurrent)
+                        extra.get(setting) or chosen.director_steps_of(level, env, recurrent)
                     folder = attacker_folder(cache, m, None if m == "robust-sarsa" else e, setting, select, seed,
-                                             chosen.name, chosen.version, steps, recurrent)
+                                             chosen.name, chosen.directors_version, steps, recurrent)
                     # an LSTM director trains its whole budget: its return plateaus for a third of it before it
-                    # learns to use its memory (docs/protocols.md), where the patience rule would stop it
-                    patience = None if recurrent else chosen.attacker_patience
+                    # learns to use its memory (docs/protocols.md), where the patience rule would stop it; an
+                    # extra director too: the official-attack one dips for 300k+ steps before it breaks through
+                    patience = None if recurrent or setting in extra else chosen.attacker_patience
                     tasks.append(AttackerTask(spec if m != "robust-sarsa" else cpu_spec, env, m, e, eps_value(e), seed,
                                               steps, str(folder), setting, select, patience, recurrent))
     # a Robust Sarsa Q function serves every ε: one training, one MinQ evaluation per learned ε

@@ -157,6 +157,14 @@ class Protocol:
     #: on a board, each agent's strongest trained director is also a member (raced, no training)
     #: of every other agent's gauntlet on the same env (:mod:`rlgauntlet.gauntlet.transfer`)
     transfer: bool = False
+    #: directors of a named setting beyond :attr:`director_settings`, for some methods only, with
+    #: training steps of their own per level and no early stop: {setting: (methods, {level:
+    #: steps})}; a level the table leaves out trains none
+    extra_directors: dict[str, tuple[tuple[str, ...], dict[str, int]]] = field(default_factory=dict)
+    #: the version whose trained directors this one keeps: a version that only adds members names
+    #: the earlier one, so that a board run again under it reuses every director (and so every
+    #: stored episode) it already has and trains only the new ones; None: this version's own
+    directors_of: int | None = None
 
     def for_env(self, env_id: str) -> "Protocol":
         """This protocol with ``env_id``'s own ε grid and headline ε where it has them."""
@@ -170,6 +178,16 @@ class Protocol:
         table = self.director_steps.get(level, {})
         steps = table.get(_task_key(env_id, table), self.level(level).attacker_steps)
         return max(steps, self.recurrent_min_steps.get(level, 0)) if recurrent else steps
+
+    def extra_directors_of(self, level: str, method: str) -> list[tuple[str, int]]:
+        """(setting, steps) of each of :attr:`extra_directors` that ``method`` trains at ``level``."""
+        return [(setting, steps[level]) for setting, (methods, steps) in self.extra_directors.items()
+                if method in methods and level in steps]
+
+    @property
+    def directors_version(self) -> int:
+        """The version in whose attacker folders this version's directors are trained and kept."""
+        return self.version if self.directors_of is None else self.directors_of
 
     @property
     def tag(self) -> str:
@@ -208,6 +226,9 @@ class Protocol:
                 "director_steps": {k: dict(v) for k, v in self.director_steps.items()},
                 "recurrent_directors": list(self.recurrent_directors), "transfer": self.transfer,
                 "recurrent_min_steps": dict(self.recurrent_min_steps),
+                "extra_directors": {k: {"methods": list(m), "steps": dict(st)}
+                                    for k, (m, st) in self.extra_directors.items()},
+                "directors_version": self.directors_version,
                 "race": None if self.race is None else {"first_episodes": self.race.first, "z": self.race.z,
                                                         "finalists": self.race.finalists},
                 "natural_suite": self.natural, "certified": self.certify,
@@ -238,8 +259,13 @@ PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
         # v5: LSTM directors for recurrent agents (a memoryless director cannot exploit a
         # victim's memory: the authors' LSTM adversary took LSTM-PPO Hopper to 734 where v4 stopped
         # at 924), the director budget by task (NO_FLOOR_STEPS: 200k-step directors stopped at
-        # -377 on PPO HalfCheetah where 1M steps reach -779, README -660), and transfer on a board
-        name="mujoco", version=5, families=("mujoco",), push=True, env_budgets_since=4,
+        # -377 on PPO HalfCheetah where 1M steps reach -779, README -660), and transfer on a board.
+        # v6: an SA-RL director with the official attack scan's settings (slow learning rates,
+        # rewards scaled by the return's std) trained 2M steps without an early stop: on SA-PPO
+        # Hopper (its own physics) it reaches 758 over 50 episodes where v5 stopped at 1179 and the
+        # authors' released attacker at 908; every v5 director kept (directors_of=5)
+        name="mujoco", version=6, families=("mujoco",), push=True, env_budgets_since=4, directors_of=5,
+        extra_directors={"official-attack": (("sarl",), {"standard": 2_000_000, "paper": 2_000_000})},
         director_steps={"standard": dict(NO_FLOOR_STEPS)}, recurrent_directors=("paad", "sarl"), transfer=True,
         recurrent_min_steps={"standard": 400_000},
         env_budgets={"Walker2d": (("0.025", "0.05", "0.075", "0.1"), "0.05"),
@@ -281,13 +307,39 @@ PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
 )}
 
 
+#: the version a protocol's plain name (and an env family's default) runs where that is not its
+#: newest: a new version runs by its tag (``mujoco@v6``) until its published board ships, so that
+#: a user's default results can still be ranked among the shipped field (``--with-published``)
+DEFAULT_VERSIONS: dict[str, int] = {"mujoco": 5}
+
+#: earlier versions that still run, by tag: each is the newest with what was added since taken out
+EARLIER: dict[str, Protocol] = {
+    "mujoco@v5": replace(PROTOCOLS["mujoco"], version=5, extra_directors={}, directors_of=None)}
+
+
+def runnable_tags() -> list[str]:
+    """Every protocol version this rlgauntlet runs, by tag (``name@vN``)."""
+    return sorted([p.tag for p in PROTOCOLS.values()] + list(EARLIER))
+
+
 def get_protocol(name: str, option: str = "--protocol") -> Protocol:
-    """The protocol called ``name`` (``classic``, ``mujoco``, ``pixel``, ``dm_control``); ``option``
-    names where it was given."""
-    if name not in PROTOCOLS:
+    """The protocol called ``name``: a plain name (``classic``, ``mujoco``, ``pixel``,
+    ``dm_control``) is its default version (:data:`DEFAULT_VERSIONS`, else the newest), a tag
+    (``mujoco@v6``) that version; ``option`` names where it was given."""
+    base, tagged, version = name.partition("@")
+    if base not in PROTOCOLS:
         raise UserError(f"{option} {name!r} is unknown; choose one of {', '.join(PROTOCOLS)} "
                         "(rlgauntlet gauntlet --list)")
-    return PROTOCOLS[name]
+    newest = PROTOCOLS[base]
+    if not tagged:
+        return EARLIER.get(f"{base}@v{DEFAULT_VERSIONS.get(base, newest.version)}", newest)
+    if name == newest.tag:
+        return newest
+    if name in EARLIER:
+        return EARLIER[name]
+    runs = [t for t in runnable_tags() if t.startswith(f"{base}@")]
+    raise UserError(f"{option} {name!r}: this rlgauntlet runs {base} as {' and '.join(runs)} (give one of those, or "
+                    f"{base} for its default); an older version's stored results stay readable and scorable")
 
 
 def protocol_fitting(name: str | None, env_id: str, preset: str | None = None, option: str = "--protocol") -> Protocol:
@@ -317,6 +369,6 @@ def protocol_for(env_id: str) -> Protocol:
     preset = resolve_preset(env_id)
     for protocol in PROTOCOLS.values():
         if preset in protocol.families:
-            return protocol
+            return get_protocol(protocol.name)
     raise UserError(f"{env_id} belongs to no protocol's env family; choose one with --protocol "
                     f"({', '.join(PROTOCOLS)}) if its observations fit one")
