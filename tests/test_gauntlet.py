@@ -635,6 +635,25 @@ def test_mujoco_v6_adds_the_official_attack_director_and_keeps_every_v5_director
     assert v5.protocol.tag == "mujoco@v5" and v5.tasks == old
 
 
+def test_a_store_of_the_version_whose_directors_v6_keeps_is_extended_not_refused():
+    """v6 runs in a store of v5 results (it reuses their directors and episodes); any other
+    version's store, and a v5 run in a store that v6 has written to, are refused."""
+    from types import SimpleNamespace
+
+    from rlgauntlet.gauntlet.plan import check_protocol_version
+    from rlgauntlet.gauntlet.protocols import get_protocol
+
+    def store(*versions):
+        return SimpleNamespace(path="s.sqlite", runs=lambda kind: [(i, {"protocol": "mujoco", "version": v})
+                                                                    for i, v in enumerate(versions)])
+
+    check_protocol_version(store(5, 6), get_protocol("mujoco@v6"))
+    check_protocol_version(store(5), get_protocol("mujoco@v5"))
+    with pytest.raises(UserError, match="holds mujoco gauntlet results of version 4, and this is version 6"):
+        check_protocol_version(store(5, 4), get_protocol("mujoco@v6"))
+    with pytest.raises(UserError, match="version 6, and this is version 5"):
+        check_protocol_version(store(5, 6), get_protocol("mujoco@v5"))
+
 def test_a_protocol_runs_by_name_at_its_default_version_or_by_tag_at_any_version_it_keeps():
     from rlgauntlet.gauntlet.protocols import PROTOCOLS, get_protocol, protocol_for, runnable_tags
 

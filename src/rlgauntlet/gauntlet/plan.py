@@ -99,9 +99,13 @@ def threat_eps(spec: str) -> float | None:
 
 
 def check_protocol_version(store: ResultsStore, protocol: Protocol) -> None:
-    """Refuse a store that holds gauntlet results of another version of ``protocol``."""
+    """Refuse a store that holds gauntlet results of another version of ``protocol``, except the
+    version whose directors this one keeps (:attr:`Protocol.directors_of`): such a version only
+    adds members, and its run in the same store reuses every director and episode stored; the
+    leaderboard still ranks each version on a board of its own."""
+    kept = {protocol.version, protocol.directors_version}
     for _, meta in store.runs("gauntlet"):
-        if meta.get("protocol") == protocol.name and meta.get("version") != protocol.version:
+        if meta.get("protocol") == protocol.name and meta.get("version") not in kept:
             raise UserError(f"--store {store.path} holds {protocol.name} gauntlet results of version "
                             f"{meta.get('version')}, and this is version {protocol.version}: results of different "
                             "versions are never ranked together; give a new --store")
