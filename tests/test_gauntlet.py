@@ -404,6 +404,8 @@ def test_leaderboard_renders_in_headless_chromium(tmp_path):
     (["--env", "FrozenLake-v1"], "--protocol"),
     (["--env", "NoSuchEnv-v0"], "cannot make env"),
     (["--env", "CartPole-v1", "--protocol", "pixel"], "--protocol pixel is for"),
+    (["--env", "CartPole-v1", "--protocol", "mujoco@v6"], "--protocol mujoco@v6 is for"),
+    (["--protocol", "classic@v1"], "--protocol 'classic@v1': this rlgauntlet runs classic as classic@v2"),
 ])
 def test_gauntlet_bad_input_is_one_line(args, message, tmp_path, cli_env):
     base = {"--agent": "zoo:cartpole-dqn", "--env": "CartPole-v1", "--out": str(tmp_path / "out")}
