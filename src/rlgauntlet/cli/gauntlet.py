@@ -35,7 +35,9 @@ def _list_protocols(as_json: bool) -> None:
         table.add_row(key, str(p.version), ", ".join(p.families),
                       f"{', '.join(p.eps_grid)} ({p.headline_eps}), {p.unit}"
                       + "".join(f"; {k}: {', '.join(g)} ({h})" for k, (g, h) in p.env_budgets.items()),
-                      ", ".join(p.learned + p.learned_continuous), levels)
+                      ", ".join(p.learned + p.learned_continuous)
+                      + "".join(f"; {'/'.join(m)}@{k} ({', '.join(f'{lv} {n // 1000}k' for lv, n in st.items())})"
+                                for k, (m, st) in p.extra_directors.items()), levels)
     out_console.print(table)
 
 
