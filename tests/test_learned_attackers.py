@@ -813,7 +813,7 @@ def test_a_sampling_victim_steps_its_policys_draw_and_counts_changes_determinist
 
 def test_victim_sampling_is_refused_for_a_greedy_agent_and_recorded_in_the_config(tmp_path):
     from rlgauntlet.experiments.attacker_job import train_attacker
-    from rlgauntlet.training.attackers.attack_train import attacker_config
+    from rlgauntlet.training.attackers.attack_train import attacker_config, director_settings
 
     with pytest.raises(UserError, match="stochastic policy.*'q'"):
         train_attacker("zoo:cartpole-dqn", "CartPole-v1", "sarl", eps=0.1, steps=2048, run_dir=tmp_path / "a",
@@ -822,6 +822,14 @@ def test_victim_sampling_is_refused_for_a_greedy_agent_and_recorded_in_the_confi
     victim, _ = load_for_env("zoo:cartpole-ppo", "CartPole-v1")
     assert attacker_config("sarl", "CartPole-v1", 0.1, 0, None, victim, victim_samples=True)["victim_samples"] is True
     assert "victim_samples" not in attacker_config("sarl", "CartPole-v1", 0.1, 0, None, victim)  # old configs hold
+    # a run trained against the sampled agent is another attacker: its resume without the option is refused
+    train_attacker("zoo:cartpole-ppo", "CartPole-v1", "sarl", eps=0.1, steps=512, run_dir=tmp_path / "s",
+                   eval_episodes=0, checkpoint_every=512, victim_samples=True, log=lambda s: None,
+                   hyperparams={**director_settings("CartPole-v1"), "n_envs": 2, "n_steps": 256})
+    with pytest.raises(UserError, match="victim_samples"):
+        train_attacker("zoo:cartpole-ppo", "CartPole-v1", "sarl", eps=0.1, steps=1024, run_dir=tmp_path / "s",
+                       eval_episodes=0, log=lambda s: None,
+                       hyperparams={**director_settings("CartPole-v1"), "n_envs": 2, "n_steps": 256})
     with pytest.raises(UserError, match="--victim-samples is for a director"):
         train_attacker("zoo:pendulum-td3", "Pendulum-v1", "robust-sarsa", 0.05, 2048, tmp_path / "q",
                        eval_episodes=0, victim_samples=True, log=lambda s: None)

@@ -307,6 +307,6 @@ class _TimedCheckpoint(CheckpointCallback):
 
 def _differences(old: dict | None, new: dict) -> str:
     old = old or {}
-    diffs = [f"{k}={old.get(k)!r} (now {new[k]!r})" for k in new if old.get(k) != new[k]]
+    diffs = [f"{k}={old.get(k)!r} (now {new.get(k)!r})" for k in {**old, **new} if old.get(k) != new.get(k)]
     return ", ".join(diffs) or "other settings"
 
