@@ -42,6 +42,25 @@ def test_each_donor_gives_its_strongest_director_and_never_its_robust_sarsa():
     assert strongest_directors(plan, {}) == []  # nothing reported: nothing to give
 
 
+def test_a_version_that_adds_a_director_transfers_one_more_and_keeps_what_the_earlier_transferred():
+    v5, v6 = get_protocol("mujoco@v5"), get_protocol("mujoco@v6")
+    assert (v5.transfer_directors, v6.transfer_directors) == (1, 2)
+    old = _plan("zoo:a", "a" * 64, protocol=v5)
+    new = _plan("zoo:a", "a" * 64, protocol=v6)
+    new.tasks.append(_task("zoo:a", "sarl", "official-attack"))
+    means = {"paad:eps=0.075": 900.0, "paad@official:eps=0.075": 700.0, "sarl:eps=0.075": 800.0,
+             "sarl@official-attack:eps=0.075": 300.0}
+    assert [t.label for t in strongest_directors(old, means)] == ["paad@official:eps=0.075"]
+    # the new director is the strongest; the one v5 transferred comes second and is still given
+    assert [t.label for t in strongest_directors(new, means)] == ["sarl@official-attack:eps=0.075",
+                                                                 "paad@official:eps=0.075"]
+    two_eps = _plan("zoo:a", "a" * 64, protocol=v6)
+    two_eps.tasks += [_task("zoo:a", "paad", eps="0.05"), _task("zoo:a", "sarl", eps="0.05")]
+    means = {**means, "paad:eps=0.05": 10.0, "sarl:eps=0.05": 20.0, "paad:eps=0.075": 600.0}
+    assert [t.label for t in strongest_directors(two_eps, means)] == [
+        "paad:eps=0.075", "paad@official:eps=0.075", "paad:eps=0.05", "sarl:eps=0.05"]  # two at each ε
+
+
 def test_members_go_to_every_other_agent_of_the_same_env_protocol_and_level_only():
     a, b, c = _plan("zoo:a", "a" * 64), _plan("zoo:b", "b" * 64), _plan("zoo:c", "c" * 64)
     same_file = _plan("published:a-copy", "a" * 64)  # the same agent under another name

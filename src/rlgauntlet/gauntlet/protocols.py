@@ -157,6 +157,10 @@ class Protocol:
     #: on a board, each agent's strongest trained director is also a member (raced, no training)
     #: of every other agent's gauntlet on the same env (:mod:`rlgauntlet.gauntlet.transfer`)
     transfer: bool = False
+    #: how many of each donor's strongest directors per ε are transferred: a version that adds
+    #: directors transfers one more per director it adds at an ε, so that what the earlier version
+    #: transferred is still transferred (its strongest is at worst that far down the new order)
+    transfer_directors: int = 1
     #: directors of a named setting beyond :attr:`director_settings`, for some methods only, with
     #: training steps of their own per level and no early stop: {setting: (methods, {level:
     #: steps})}; a level the table leaves out trains none
@@ -225,6 +229,7 @@ class Protocol:
                                 for k, (grid, head) in self.env_budgets.items()},
                 "director_steps": {k: dict(v) for k, v in self.director_steps.items()},
                 "recurrent_directors": list(self.recurrent_directors), "transfer": self.transfer,
+                "transfer_directors": self.transfer_directors,
                 "recurrent_min_steps": dict(self.recurrent_min_steps),
                 "extra_directors": {k: {"methods": list(m), "steps": dict(st)}
                                     for k, (m, st) in self.extra_directors.items()},
@@ -263,11 +268,13 @@ PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
         # v6: an SA-RL director with the official attack scan's settings (slow learning rates,
         # rewards scaled by the return's std) trained 2M steps without an early stop: on SA-PPO
         # Hopper (its own physics) it reaches 758 over 50 episodes where v5 stopped at 1179 and the
-        # authors' released attacker at 908; every v5 director kept (directors_of=5)
+        # authors' released attacker at 908; every v5 director kept (directors_of=5), and each
+        # donor's two strongest directors per ε transferred (v5's one: SA-PPO's new director
+        # displaced the PA-AD one that had taken ATLA-LSTM-SAPPO to 1837, which then stood at 1930)
         name="mujoco", version=6, families=("mujoco",), push=True, env_budgets_since=4, directors_of=5,
         extra_directors={"official-attack": (("sarl",), {"standard": 2_000_000, "paper": 2_000_000})},
         director_steps={"standard": dict(NO_FLOOR_STEPS)}, recurrent_directors=("paad", "sarl"), transfer=True,
-        recurrent_min_steps={"standard": 400_000},
+        transfer_directors=2, recurrent_min_steps={"standard": 400_000},
         env_budgets={"Walker2d": (("0.025", "0.05", "0.075", "0.1"), "0.05"),
                      "HalfCheetah": (("0.05", "0.1", "0.15", "0.2"), "0.15"),
                      "Ant": (("0.05", "0.1", "0.15", "0.2"), "0.15"),
@@ -314,7 +321,8 @@ DEFAULT_VERSIONS: dict[str, int] = {"mujoco": 5}
 
 #: earlier versions that still run, by tag: each is the newest with what was added since taken out
 EARLIER: dict[str, Protocol] = {
-    "mujoco@v5": replace(PROTOCOLS["mujoco"], version=5, extra_directors={}, directors_of=None)}
+    "mujoco@v5": replace(PROTOCOLS["mujoco"], version=5, extra_directors={}, directors_of=None,
+                         transfer_directors=1)}
 
 
 def runnable_tags() -> list[str]:

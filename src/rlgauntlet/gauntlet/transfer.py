@@ -5,7 +5,7 @@ A director is trained against one agent (its *donor*); on another agent of the s
 fixed attack like any heuristic one: the PA-AD director still names a direction in action space
 (the actor's gradient step is taken on the receiving agent), SA-RL's still outputs the
 perturbation. Per donor and per ε at which it trained directors, the one whose reported episodes
-left the donor lowest is transferred (only directors: a Robust Sarsa Q function is the donor's
+left the donor lowest is transferred, or the protocol's ``transfer_directors`` lowest (only directors: a Robust Sarsa Q function is the donor's
 policy's value). A donor never transfers to itself, nor to another entry with its file's sha256
 (the same agent: that would run an existing member again under a new name). The receiving agent's
 transferred members are raced on selection episodes as the heuristic ones are
@@ -50,17 +50,20 @@ class TransferMember:
 
 
 def strongest_directors(plan: GauntletPlan, means: dict[str, float]) -> list[AttackerTask]:
-    """``plan``'s strongest director at each ε it trained directors at: the lowest reported mean
-    return in ``means`` (label -> mean over every seed's episodes); ties to the plan's order. A
-    plan of several seeds trains one director per seed under one label (their episodes pooled):
-    the first seed's is the one given."""
-    best: dict[str, tuple[float, AttackerTask]] = {}
-    for task in plan.tasks:
-        if task.method == "robust-sarsa" or task.label not in means:
+    """``plan``'s strongest directors at each ε it trained directors at: the
+    ``plan.protocol.transfer_directors`` lowest reported mean returns in ``means`` (label -> mean
+    over every seed's episodes), strongest first, ε by ε in the plan's order; ties to the plan's
+    order. A plan of several seeds trains one director per seed under one label (their episodes
+    pooled): the first seed's is the one given."""
+    by_eps: dict[str, list[tuple[float, int, AttackerTask]]] = {}
+    given: set[str] = set()
+    for order, task in enumerate(plan.tasks):
+        if task.method == "robust-sarsa" or task.label not in means or task.label in given:
             continue
-        if task.eps not in best or means[task.label] < best[task.eps][0]:
-            best[task.eps] = (means[task.label], task)
-    return [task for _, task in best.values()]
+        given.add(task.label)
+        by_eps.setdefault(task.eps, []).append((means[task.label], order, task))
+    count = plan.protocol.transfer_directors
+    return [task for ranked in by_eps.values() for _, _, task in sorted(ranked, key=lambda r: r[:2])[:count]]
 
 
 def transfer_members(plans: Sequence[GauntletPlan], means: Sequence[dict[str, float]]) -> list[list[TransferMember]]:
