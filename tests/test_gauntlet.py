@@ -663,9 +663,9 @@ def test_a_protocol_runs_by_name_at_its_default_version_or_by_tag_at_any_version
     assert get_protocol("mujoco@v6") is PROTOCOLS["mujoco"] and get_protocol("classic@v2") is PROTOCOLS["classic"]
     assert get_protocol("classic") is PROTOCOLS["classic"]  # no default of its own: the newest
     v5, v6 = get_protocol("mujoco@v5"), get_protocol("mujoco@v6")
-    assert v5.extra_directors == {} and v5.directors_version == 5  # v6 less what v6 added
-    assert {k: v for k, v in vars(v5).items() if k not in ("version", "extra_directors", "directors_of")} == \
-        {k: v for k, v in vars(v6).items() if k not in ("version", "extra_directors", "directors_of")}
+    assert v5.extra_directors == {} and v5.directors_version == 5 and v5.transfer_directors == 1  # v6 less what v6 added
+    added = ("version", "extra_directors", "directors_of", "transfer_directors")
+    assert {k: v for k, v in vars(v5).items() if k not in added} == {k: v for k, v in vars(v6).items() if k not in added}
     assert "mujoco@v5" in runnable_tags() and "mujoco@v6" in runnable_tags()
     for bad in ("mujoco@v4", "mujoco@v", "mujoco@6", "mujoco@vsix"):
         with pytest.raises(UserError, match=f"--protocol '{bad}': this rlgauntlet runs mujoco as mujoco@v5 and mujoco@v6"):
