@@ -1,11 +1,12 @@
-"""Transfer within a board: each agent's strongest trained director becomes a member of every
+"""Transfer within a board: each agent's strongest trained directors become members of every
 other agent's gauntlet on the same env, at no training cost, so that a board learns from itself.
 
 A director is trained against one agent (its *donor*); on another agent of the same env it is a
 fixed attack like any heuristic one: the PA-AD director still names a direction in action space
 (the actor's gradient step is taken on the receiving agent), SA-RL's still outputs the
-perturbation. Per donor and per ε at which it trained directors, the one whose reported episodes
-left the donor lowest is transferred, or the protocol's ``transfer_directors`` lowest (only directors: a Robust Sarsa Q function is the donor's
+perturbation. Per donor and per ε at which it trained directors, its strongest are transferred:
+the protocol's ``transfer_directors`` (one in ``mujoco`` v5, two in v6) whose reported episodes
+left the donor lowest (only directors: a Robust Sarsa Q function is the donor's
 policy's value). A donor never transfers to itself, nor to another entry with its file's sha256
 (the same agent: that would run an existing member again under a new name). The receiving agent's
 transferred members are raced on selection episodes as the heuristic ones are
