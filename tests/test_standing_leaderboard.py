@@ -114,6 +114,38 @@ def test_with_published_under_a_version_with_no_shipped_results_is_one_line(ship
     assert none.returncode == 2 and "--with-published for the field" in none.stderr
 
 
+def test_a_board_of_a_version_whose_field_ships_for_other_envs_says_where_the_field_is(shipped, tmp_path, cli_env):
+    import rlgauntlet.published as published
+    from rlgauntlet.gauntlet.leaderboard import leaderboard, ship
+
+    # a newer version ships task by task: here only one agent on another task
+    newer = [{"env": "HopperMuJoCo15-v4", "eps": "0.075", "agent": "published:ppo-hopper", "sha256": "b" * 64,
+              "method": "PPO (released)", "score": 149.0, "clean": 3394.0, "version": 6}]
+    data = ship([_store(tmp_path / "v6.sqlite", newer)], "mujoco", 6, board="test board v6")
+    (published.SHIPPED / "mujoco-v6.json").write_text(json.dumps(data))
+    mine = _store(tmp_path / "mine.sqlite", [{"env": "Hopper-v5", "eps": "0.075", "agent": "sb3:my.zip", "version": 6,
+                                              "sha256": "e" * 64, "method": "mine", "score": 700.0, "clean": 3000.0}])
+    boards = {(b["env"], b["version"]): b for b in leaderboard([mine], published=True)["boards"]}
+    assert [r["method"] for r in boards["Hopper-v5", 6]["rows"]] == ["mine"]  # alone: the v6 field has no Hopper-v5
+    assert boards["Hopper-v5", 6]["field_under"] == ["mujoco@v5"]
+    assert "field_under" not in boards["HopperMuJoCo15-v4", 6]  # the field is there
+    assert "field_under" not in leaderboard([mine])["boards"][0]  # the field was not asked for
+    # the CLI reads the package's own shipped results: say what they hold, whatever ships by then
+    package = Path(published.__file__).parent / "results"
+    under = [f"mujoco@v{v}" for v in (5, 6) if (package / f"mujoco-v{v}.json").is_file() and any(
+        e["env"] == "Hopper-v5" for e in json.loads((package / f"mujoco-v{v}.json").read_text())["entries"])]
+    proc = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "leaderboard", "--store", str(mine), "--out",
+                           str(tmp_path / "b.md"), "--format", "markdown", "--with-published"],
+                          capture_output=True, text=True, env=cli_env)
+    assert proc.returncode == 0, proc.stderr
+    said = " ".join(proc.stderr.split())
+    if "mujoco@v6" in under:
+        assert "the field is not on this board" not in said
+    else:
+        assert f"Hopper-v5 under mujoco v6: the field is not on this board; it ships under {' and '.join(under)}: " \
+               f"run the gauntlet with --protocol {under[-1]}" in said
+
+
 def test_a_shipped_file_of_another_format_is_refused(tmp_path, monkeypatch):
     import rlgauntlet.published as published
 

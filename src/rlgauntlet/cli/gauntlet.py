@@ -241,6 +241,12 @@ def leaderboard(
         raise UserError("give --store FILE (a results store the gauntlet wrote), or --with-published for the field's "
                         "results alone")
     board = rank(list(store), published=with_published)
+    for b in board["boards"]:  # asked for the field, and none of it ships for this board's version
+        if "field_under" in b:
+            where = (f"it ships under {' and '.join(b['field_under'])}: run the gauntlet with --protocol "
+                     f"{b['field_under'][-1]} to be ranked among it") if b["field_under"] else \
+                "no published agent ships on this env"
+            console.print(f"{b['env']} under {b['protocol']} v{b['version']}: the field is not on this board; {where}")
     if format == "html":
         render_leaderboard(board, out)
     else:

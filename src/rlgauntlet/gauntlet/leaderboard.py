@@ -173,6 +173,16 @@ def with_published(entries: list[dict]) -> list[dict]:
     return merged
 
 
+def field_versions(env: str, level: str) -> list[str]:
+    """The protocol versions (``mujoco@v5``) whose shipped results hold an agent on ``env`` at
+    ``level``: where a board with none of the field's agents finds them (a new version ships task by
+    task)."""
+    from rlgauntlet.published import shipped_results, shipped_versions
+
+    return [f"{protocol}@v{version}" for protocol, version in shipped_versions()
+            if any(e["env"] == env and e["level"] == level for e in shipped_results(protocol, version)["entries"])]
+
+
 def _report_of(store: Path, meta: dict) -> str | None:
     """The report the gauntlet wrote beside ``store`` for this result: a board's
     ``results/AGENT-ENV.json``, or a single agent's ``report.html`` when the ``gauntlet.json``
@@ -269,9 +279,12 @@ def leaderboard(paths: list[str | Path], seed: int = 0, published: bool = False)
             for b in rows[i + 1:]:
                 p, low, high = improvement_interval(a["scores"], b["scores"], seed=seed)
                 pairs.append({"x": a["method"], "y": b["method"], "p_x_better": p, "ci_low": low, "ci_high": high})
-        out.append({"protocol": protocol, "version": version, "level": level, "env": env,
-                    "headline_eps": members[0]["headline_eps"], "rows": rows, "pairs": pairs,
-                    "unscored": unscored, "missing": missing})
+        board = {"protocol": protocol, "version": version, "level": level, "env": env,
+                 "headline_eps": members[0]["headline_eps"], "rows": rows, "pairs": pairs,
+                 "unscored": unscored, "missing": missing}
+        if published and not any(e.get("shipped") for e in members):
+            board["field_under"] = field_versions(env, level)
+        out.append(board)
     return {"rlgauntlet_version": __version__, "boards": out,
             "statistics": "IQM over a method's agents with a 95% stratified-bootstrap percentile interval "
                           "(scipy.stats.bootstrap, 2000 resamples); P(X > Y) with ties counted one half"}
