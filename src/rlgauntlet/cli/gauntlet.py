@@ -246,7 +246,8 @@ def leaderboard(
             where = (f"it ships under {' and '.join(b['field_under'])}: run the gauntlet with --protocol "
                      f"{b['field_under'][-1]} to be ranked among it") if b["field_under"] else \
                 "no published agent ships on this env"
-            console.print(f"{b['env']} under {b['protocol']} v{b['version']}: the field is not on this board; {where}")
+            console.print(f"{b['env']} under {b['protocol']} v{b['version']}: the field is not on this board; {where}",
+                          soft_wrap=True)
     if format == "html":
         render_leaderboard(board, out)
     else:
