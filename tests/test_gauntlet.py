@@ -638,8 +638,8 @@ def test_mujoco_v6_adds_the_official_attack_director_and_keeps_every_v5_director
 
 
 def test_a_store_of_the_version_whose_directors_v6_keeps_is_extended_not_refused():
-    """v6 runs in a store of v5 results (it reuses their directors and episodes); any other
-    version's store, and a v5 run in a store that v6 has written to, are refused."""
+    """v6 runs in a store of v5 results (it reuses their directors and episodes) and v5 in a store
+    v6 has written to (the field ships task by task); any other version's store is refused."""
     from types import SimpleNamespace
 
     from rlgauntlet.gauntlet.plan import check_protocol_version
@@ -653,8 +653,12 @@ def test_a_store_of_the_version_whose_directors_v6_keeps_is_extended_not_refused
     check_protocol_version(store(5), get_protocol("mujoco@v5"))
     with pytest.raises(UserError, match="holds mujoco gauntlet results of version 4, and this is version 6"):
         check_protocol_version(store(5, 4), get_protocol("mujoco@v6"))
-    with pytest.raises(UserError, match="version 6, and this is version 5"):
-        check_protocol_version(store(5, 6), get_protocol("mujoco@v5"))
+    check_protocol_version(store(5, 6), get_protocol("mujoco@v5"))
+    check_protocol_version(store(6), get_protocol("mujoco@v5"))
+    with pytest.raises(UserError, match="version 4, and this is version 5"):
+        check_protocol_version(store(6, 4), get_protocol("mujoco@v5"))
+    with pytest.raises(UserError, match="version seven, and this is version 5"):  # not a version at all
+        check_protocol_version(store(6, "seven"), get_protocol("mujoco@v5"))
 
 def test_a_protocol_runs_by_name_at_its_default_version_or_by_tag_at_any_version_it_keeps():
     from rlgauntlet.gauntlet.protocols import PROTOCOLS, get_protocol, protocol_for, runnable_tags

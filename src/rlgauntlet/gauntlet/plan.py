@@ -22,7 +22,7 @@ from rlgauntlet.experiments.agents import AgentSpec, as_agent_spec
 from rlgauntlet.experiments.cells import CellSet
 from rlgauntlet.experiments.store import ResultsStore
 from rlgauntlet.gauntlet.cache import agent_cache, attacker_folder
-from rlgauntlet.gauntlet.protocols import Protocol, protocol_fitting
+from rlgauntlet.gauntlet.protocols import Protocol, get_protocol, protocol_fitting
 from rlgauntlet.threats.base import Threat
 
 #: the learned attackers' threat names per training method
@@ -99,13 +99,24 @@ def threat_eps(spec: str) -> float | None:
 
 
 def check_protocol_version(store: ResultsStore, protocol: Protocol) -> None:
-    """Refuse a store that holds gauntlet results of another version of ``protocol``, except the
-    version whose directors this one keeps (:attr:`Protocol.directors_of`): such a version only
-    adds members, and its run in the same store reuses every director and episode stored; the
-    leaderboard still ranks each version on a board of its own."""
-    kept = {protocol.version, protocol.directors_version}
+    """Refuse a store that holds gauntlet results of another version of ``protocol``, except a
+    version that keeps the same directors (:attr:`Protocol.directors_version`: v6 only adds members
+    to v5's, so each runs in the other's store and reuses every director and episode stored, as a
+    new version shipping task by task needs); the leaderboard still ranks each version on a board
+    of its own. A version this rlgauntlet no longer runs shares with none."""
+    shares: dict[object, bool] = {protocol.version: True}
+
+    def sharing(version: object) -> bool:
+        if version not in shares:
+            try:
+                other = get_protocol(f"{protocol.name}@v{version}").directors_version
+            except UserError:
+                other = None
+            shares[version] = other == protocol.directors_version
+        return shares[version]
+
     for _, meta in store.runs("gauntlet"):
-        if meta.get("protocol") == protocol.name and meta.get("version") not in kept:
+        if meta.get("protocol") == protocol.name and not sharing(meta.get("version")):
             raise UserError(f"--store {store.path} holds {protocol.name} gauntlet results of version "
                             f"{meta.get('version')}, and this is version {protocol.version}: results of different "
                             "versions are never ranked together; give a new --store")
