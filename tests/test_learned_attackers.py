@@ -570,6 +570,26 @@ def test_the_director_file_is_the_one_the_manifest_names_and_a_stale_one_is_neve
     assert director_file(tmp_path, {}) == tmp_path / "attacker.zip"  # an older manifest: no hash to check
 
 
+def test_a_checkpoint_is_found_by_the_canonical_sha256_the_manifest_records(tmp_path, tiny_models):
+    """``attacker.zip`` is written in canonical form, so the manifest records that form's sha256;
+    the newer checkpoint beside a stale ``attacker.zip`` (a folder that came back in parts) is
+    still recognised, by the sha256 of its canonical form."""
+    import shutil
+
+    from rlgauntlet.common.hashing import sha256_file
+    from rlgauntlet.threats.learned.base import director_file
+    from rlgauntlet.victims.sb3_files import canonical_sha256, write_canonical_zip
+
+    (tmp_path / "checkpoint").mkdir()
+    shutil.copyfile(tiny_models["ppo"], tmp_path / "checkpoint" / "model.zip")
+    (tmp_path / "attacker.zip").write_bytes(b"the director of an earlier run")
+    expected = canonical_sha256(tmp_path / "checkpoint" / "model.zip")
+    assert expected != sha256_file(tmp_path / "checkpoint" / "model.zip")
+    assert director_file(tmp_path, {"director_sha256": expected}) == tmp_path / "checkpoint" / "model.zip"
+    write_canonical_zip(tmp_path / "checkpoint" / "model.zip", tmp_path / "attacker.zip")
+    assert director_file(tmp_path, {"director_sha256": expected}) == tmp_path / "attacker.zip"
+
+
 def test_attack_train_records_the_directors_sha256(tmp_path):
     from rlgauntlet.common.hashing import sha256_file
     from rlgauntlet.experiments.attacker_job import train_attacker
@@ -579,6 +599,27 @@ def test_attack_train_records_the_directors_sha256(tmp_path):
     assert manifest["director_sha256"] == sha256_file(tmp_path / "a" / "attacker.zip")
     threat = parse_threat(f"paad:attacker={tmp_path / 'a'},eps=0.1")
     assert threat.fingerprint() == {"director_sha256": manifest["director_sha256"]}  # what the run key holds
+
+
+def test_the_same_director_trained_in_two_processes_has_one_sha256(tmp_path, cli_env):
+    """The director's file is written in its canonical form: two trainings of one director, each in a
+    process of its own (other memory addresses, another second), record the same sha256, so a store
+    recognises a retrained identical director. Before, SB3's save wrote both into the file."""
+    import subprocess
+    import sys
+
+    manifests = []
+    for name in ("a", "b"):
+        cmd = [sys.executable, "-m", "rlgauntlet.cli", "attack-train", "--method", "paad", "--agent", "zoo:cartpole-ppo",
+               "--env", "CartPole-v1", "--eps", "0.1", "--steps", "256", "--run-dir", str(tmp_path / name),
+               "--eval-episodes", "1", "--threads", "1"]
+        res = subprocess.run(cmd, capture_output=True, text=True, env=cli_env, cwd=tmp_path, timeout=300)
+        assert res.returncode == 0, res.stderr
+        manifests.append(json.loads((tmp_path / name / "manifest.json").read_text()))
+    curves = [[(c["steps"], c["recent_return"]) for c in m["learning_curve"]] for m in manifests]
+    assert curves[0] == curves[1]  # the same training (its wall times differ)
+    assert manifests[0]["director_sha256"] == manifests[1]["director_sha256"]
+    assert (tmp_path / "a" / "attacker.zip").read_bytes() == (tmp_path / "b" / "attacker.zip").read_bytes()
 
 
 def test_a_retrained_attacker_is_another_run_for_the_results_store(tmp_path):
@@ -717,11 +758,11 @@ def test_an_attacker_keeps_its_best_checkpoint_and_selects_it_on_request(tmp_pat
     that checkpoint); `select=best` makes the stronger of it and the last checkpoint on the
     selection episodes the attacker, `select=last` the end of training; a run that did not track
     its best from the start falls back to the last, and says so."""
-    import hashlib
     import shutil
 
     from rlgauntlet.experiments.attacker_job import train_attacker
     from rlgauntlet.training.attackers.attack_train import best_director
+    from rlgauntlet.victims.sb3_files import canonical_sha256
 
     run_dir = tmp_path / "paad"
     snapshots = {}
@@ -729,10 +770,9 @@ def test_an_attacker_keeps_its_best_checkpoint_and_selects_it_on_request(tmp_pat
 
     real_save = attack_train._TimedCheckpoint.save
 
-    def save_and_remember(self):  # every checkpoint's model.zip, to check the kept one against
+    def save_and_remember(self):  # every checkpoint's model.zip (canonical), to check the kept one against
         real_save(self)
-        snapshots[self.progress["history"][-1]["steps"]] = hashlib.sha256(
-            (run_dir / "checkpoint" / "model.zip").read_bytes()).hexdigest()
+        snapshots[self.progress["history"][-1]["steps"]] = canonical_sha256(run_dir / "checkpoint" / "model.zip")
 
     small = dict(attack_train.ATTACKER_HYPERPARAMS["classic"], n_envs=2, n_steps=128, batch_size=128)
     common = dict(eps=0.1, steps=2048, run_dir=run_dir, eval_episodes=1, hyperparams=small, log=lambda s: None)
@@ -747,7 +787,7 @@ def test_an_attacker_keeps_its_best_checkpoint_and_selects_it_on_request(tmp_pat
     lowest, at = min(curve)
     best = best_director(run_dir)
     assert (best["recent_return"], best["steps"]) == (lowest, at)
-    assert hashlib.sha256((run_dir / "best" / "model.zip").read_bytes()).hexdigest() == snapshots[at]
+    assert canonical_sha256(run_dir / "best" / "model.zip") == snapshots[at]
     selected = manifest["selected"]
     if at != max(snapshots):  # two candidates: the one with the lower return on the selection episodes
         trials = selected["selection"]["attacked_mean"]

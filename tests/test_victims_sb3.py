@@ -213,3 +213,48 @@ def test_live_model_victim_leaves_the_trainer_model_untouched(algo):
     assert any(not torch.equal(a, b) for a, b in zip(before, model.policy.parameters()))
     # the victim follows the trained weights (it holds the trainer's policy, not a copy)
     assert victim.policy is model.policy
+
+
+def test_the_canonical_copy_of_a_zip_depends_only_on_the_model(tiny_models, tmp_path):
+    """Two saves of one model differ in their dates, in the training's start time and in the addresses
+    SB3 writes into ``data``;
+    their canonical copies are byte for byte the same, still load (in SB3 and here, with the same
+    actions), and a model with other weights gets another file."""
+    import hashlib
+    import re
+    import zipfile
+
+    import stable_baselines3 as sb3
+
+    from rlgauntlet.victims.sb3_files import write_canonical_zip
+
+    source = tiny_models["ppo"]
+    with zipfile.ZipFile(source) as archive:
+        entries = [(info, archive.read(info.filename)) for info in archive.infolist()]
+    assert re.search(rb" at 0x[0-9a-f]+>", dict((i.filename, p) for i, p in entries)["data"])
+    other_process = tmp_path / "other.zip"  # what another process writes a second later
+    with zipfile.ZipFile(other_process, "w") as archive:
+        for info, payload in entries:
+            if info.filename == "data":
+                payload = re.sub(rb" at 0x[0-9a-f]+>", b" at 0xdeadbeef>", payload)
+                payload = re.sub(rb'"start_time": [0-9]+', b'"start_time": 1796121292522851643', payload)
+            info.date_time = (2031, 5, 17, 12, 0, 2)
+            archive.writestr(info, payload)
+    assert hashlib.sha256(other_process.read_bytes()).digest() != hashlib.sha256(source.read_bytes()).digest()
+    write_canonical_zip(source, tmp_path / "a.zip")
+    write_canonical_zip(other_process, tmp_path / "b.zip")
+    assert (tmp_path / "a.zip").read_bytes() == (tmp_path / "b.zip").read_bytes()
+    with zipfile.ZipFile(tmp_path / "a.zip") as archive:
+        assert {i.date_time for i in archive.infolist()} == {(1980, 1, 1, 0, 0, 0)}
+        assert b" at 0x" not in archive.read("data")
+    obs = np.random.default_rng(0).uniform(-0.5, 0.5, (32, 4)).astype(np.float32)
+    expected = load_victim(f"sb3:{source}").act(obs)
+    np.testing.assert_array_equal(load_victim(f"sb3:{tmp_path / 'a.zip'}").act(obs), expected)
+    np.testing.assert_array_equal(sb3.PPO.load(tmp_path / "a.zip", device="cpu").predict(obs, deterministic=True)[0],
+                                  expected)
+    model = sb3.PPO.load(source, device="cpu")
+    with torch.no_grad():
+        next(model.policy.parameters()).add_(1e-3)
+    model.save(tmp_path / "changed.zip")
+    write_canonical_zip(tmp_path / "changed.zip", tmp_path / "c.zip")
+    assert (tmp_path / "c.zip").read_bytes() != (tmp_path / "a.zip").read_bytes()

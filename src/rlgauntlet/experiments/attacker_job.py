@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from pathlib import Path
 from typing import Callable
 
@@ -28,6 +27,7 @@ from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.agents import AgentSpec, as_agent_spec, open_job
 from rlgauntlet.threats.learned.base import ATTACKER_FILE, MANIFEST
 from rlgauntlet.threats.spec import quote_value
+from rlgauntlet.victims.sb3_files import write_canonical_zip
 
 #: the learned attackers ``attack-train`` trains
 METHODS = ("paad", "sarl", "robust-sarsa")
@@ -128,8 +128,9 @@ SELECTION_EPISODES, SELECTION_SEED = 5, 10_000
 
 
 def _write_director(run_dir: Path, source: Path, config: dict, progress: dict, selected: dict) -> dict:
-    """Make ``source`` (a director's model.zip) the folder's attacker, with its manifest."""
-    shutil.copyfile(source, run_dir / ATTACKER_FILE)
+    """Make ``source`` (a director's model.zip) the folder's attacker, with its manifest; written in
+    its canonical form, so that the same director always has the same sha256."""
+    write_canonical_zip(source, run_dir / ATTACKER_FILE)
     manifest = {**config, "director_sha256": sha256_file(run_dir / ATTACKER_FILE), "selected": selected,
                 "steps": int(progress["history"][-1]["steps"]) if progress["history"] else 0,
                 **({"stopped_early": progress["stopped_early"]} if "stopped_early" in progress else {}),

@@ -254,9 +254,60 @@ def write_agent_zip(source: Path, target: Path) -> None:
             slim[key] = value
     weights = io.BytesIO()
     torch.save(without_target_networks(state), weights)
-    with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr("data", json.dumps(slim, indent=2))
-        archive.writestr("policy.pth", weights.getvalue())
+    _write_zip(target, [("data", _ADDRESS.sub(b">", json.dumps(slim, indent=2).encode())),
+                        ("policy.pth", weights.getvalue())])
+
+
+#: SB3's readable summaries name each method of the policy class with its memory address
+#: (``<function Policy.forward at 0x7f…>``), which differs from process to process
+_ADDRESS = re.compile(rb" at 0x[0-9a-fA-F]+>")
+#: every entry of the zips we write is dated here (the zip format's earliest date), not at the write
+_ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
+
+
+def _write_zip(target: Path | io.BytesIO, entries: list[tuple[str, bytes]]) -> None:
+    """A deflated zip of ``entries`` (name, bytes) whose bytes depend on nothing else."""
+    with zipfile.ZipFile(target, "w") as archive:
+        for name, payload in entries:
+            info = zipfile.ZipInfo(name, date_time=_ZIP_EPOCH)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            archive.writestr(info, payload)
+
+
+def write_canonical_zip(source: Path, target: Path | io.BytesIO) -> None:
+    """Copy SB3 zip ``source`` to ``target`` in a form whose bytes, and so whose sha256, depend only
+    on what the model holds: every entry dated 1980-01-01, and ``data`` without the wall-clock
+    times of the training (:data:`_WALL_CLOCK_FIELDS`) and without the memory addresses in its
+    readable summaries. Two trainings that end with the same weights then write the same file,
+    where ``model.save`` writes the time of the save, of the training's start and of its recent
+    episodes, and the process's addresses. SB3 rebuilds the dropped fields when training starts
+    again; both its loader and :func:`policy_class` read names and serialized fields, never
+    addresses."""
+    with zipfile.ZipFile(source) as archive:
+        entries = [(name, archive.read(name)) for name in archive.namelist()]
+    _write_zip(target, [(name, _canonical_data(payload) if name == "data" else payload) for name, payload in entries])
+
+
+def canonical_sha256(source: Path) -> str:
+    """The sha256 of :func:`write_canonical_zip`'s copy of ``source``, computed without writing it."""
+    import hashlib
+
+    buffer = io.BytesIO()
+    write_canonical_zip(source, buffer)
+    return hashlib.sha256(buffer.getvalue()).hexdigest()
+
+
+#: fields of SB3's ``data`` that hold wall-clock times: the training's start, and each recent
+#: episode's ``t`` in its statistics buffer
+_WALL_CLOCK_FIELDS = ("start_time", "ep_info_buffer")
+
+
+def _canonical_data(payload: bytes) -> bytes:
+    data = json.loads(payload)
+    for key in _WALL_CLOCK_FIELDS:
+        data.pop(key, None)
+    return _ADDRESS.sub(b">", json.dumps(data, indent=4).encode())
 
 
 def write_vecnormalize_json(source: Path, target: Path) -> None:

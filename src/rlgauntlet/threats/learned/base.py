@@ -123,6 +123,19 @@ def check_transferable(name: str, manifest: dict, victim: Victim) -> None:
                             "of one observation")
 
 
+def _canonical_sha256(path: Path) -> str | None:
+    """The sha256 of a checkpoint's canonical form (:func:`~rlgauntlet.victims.sb3_files.write_canonical_zip`),
+    which is what ``attacker.zip`` holds; None where the file is no SB3 zip."""
+    import zipfile
+
+    from rlgauntlet.victims.sb3_files import canonical_sha256
+
+    try:
+        return canonical_sha256(path)
+    except (zipfile.BadZipFile, KeyError, ValueError):
+        return None
+
+
 def director_file(folder: Path, manifest: dict) -> Path:
     """The director's file in attacker ``folder``: ``attacker.zip``, or the latest checkpoint of a
     run still under way (chunks on a lent machine). Where the manifest records the director's
@@ -137,8 +150,8 @@ def director_file(folder: Path, manifest: dict) -> Path:
         return candidates[0]
     from rlgauntlet.common.hashing import sha256_file
 
-    for path in candidates:
-        if sha256_file(path) == expected:
+    for path in candidates:  # the director is written in its canonical form (earlier ones as saved)
+        if sha256_file(path) == expected or (path.name != ATTACKER_FILE and _canonical_sha256(path) == expected):
             return path
     raise UserError(f"{folder}: no director file matches its manifest (sha256 {expected[:12]}; "
                     f"{', '.join(p.name for p in candidates)} differ): the folder mixes two runs; resume it with "
