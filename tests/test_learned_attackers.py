@@ -617,6 +617,7 @@ def test_the_same_director_trained_in_two_processes_has_one_sha256(tmp_path, cli
         assert res.returncode == 0, res.stderr
         manifests.append(json.loads((tmp_path / name / "manifest.json").read_text()))
     curves = [[(c["steps"], c["recent_return"]) for c in m["learning_curve"]] for m in manifests]
+    # bit-exact on purpose: one machine, one code path, one thread is what makes two trainings the same
     assert curves[0] == curves[1]  # the same training (its wall times differ)
     assert manifests[0]["director_sha256"] == manifests[1]["director_sha256"]
     assert (tmp_path / "a" / "attacker.zip").read_bytes() == (tmp_path / "b" / "attacker.zip").read_bytes()
