@@ -590,6 +590,23 @@ def test_a_checkpoint_is_found_by_the_canonical_sha256_the_manifest_records(tmp_
     assert director_file(tmp_path, {"director_sha256": expected}) == tmp_path / "attacker.zip"
 
 
+
+@pytest.mark.parametrize("data", [b"not json", b"[1, 2]"])
+def test_a_checkpoint_with_a_malformed_data_entry_is_refused_in_one_line(tmp_path, data):
+    """A checkpoint whose ``data`` is no JSON object matches no canonical hash: the folder is refused
+    with the error that names the fix, never a traceback."""
+    import zipfile
+
+    from rlgauntlet.threats.learned.base import director_file
+
+    (tmp_path / "checkpoint").mkdir()
+    with zipfile.ZipFile(tmp_path / "checkpoint" / "model.zip", "w") as archive:
+        archive.writestr("data", data)
+    (tmp_path / "attacker.zip").write_bytes(b"the director of an earlier run")
+    with pytest.raises(UserError, match="no director file matches its manifest.*restore the file the manifest names"):
+        director_file(tmp_path, {"director_sha256": "ab" * 32})
+
+
 def test_attack_train_records_the_directors_sha256(tmp_path):
     from rlgauntlet.common.hashing import sha256_file
     from rlgauntlet.experiments.attacker_job import train_attacker

@@ -304,7 +304,10 @@ _WALL_CLOCK_FIELDS = ("start_time", "ep_info_buffer")
 
 
 def _canonical_data(payload: bytes) -> bytes:
+    """``data`` without :data:`_WALL_CLOCK_FIELDS` and addresses; ValueError where it is not a JSON object."""
     data = json.loads(payload)
+    if not isinstance(data, dict):
+        raise ValueError("an SB3 zip's data holds a JSON object")
     for key in _WALL_CLOCK_FIELDS:
         data.pop(key, None)
     return _ADDRESS.sub(b">", json.dumps(data, indent=4).encode())
