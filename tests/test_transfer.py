@@ -128,3 +128,69 @@ def test_a_transferred_director_reads_another_agents_inputs_only_where_they_are_
             checked_threats([f"paad:attacker={other},eps=0.075,transfer=true"], receiver, "Hopper-v5", "mujoco")
         assert "\n" not in str(caught.value) and "transfer it only between" in str(caught.value)
     assert threat.params.transfer
+
+
+def test_the_earlier_version_gives_what_it_gave_under_its_own_rule():
+    """v6 keeps v5's directors: replayed, v5's pick leaves out v6's extra director and gives one per
+    donor, exactly what a v5 board gives (the members whose race v6 replays)."""
+    from rlgauntlet.gauntlet.protocols import earlier_version
+
+    v5, v6 = get_protocol("mujoco@v5"), get_protocol("mujoco@v6")
+    assert earlier_version(v6).tag == "mujoco@v5" and earlier_version(v5) is None
+    means = {"paad:eps=0.075": 900.0, "paad@official:eps=0.075": 700.0, "sarl:eps=0.075": 800.0,
+             "sarl@official-attack:eps=0.075": 300.0}
+    new = _plan("zoo:a", "a" * 64, protocol=v6)
+    new.tasks.append(_task("zoo:a", "sarl", "official-attack"))
+    assert [t.label for t in strongest_directors(new, means, earlier_version(new.protocol))] == ["paad@official:eps=0.075"]
+    old = [_plan(a, a[-1] * 64, protocol=v5) for a in ("zoo:a", "zoo:b")]
+    newer = [_plan(a, a[-1] * 64, protocol=v6) for a in ("zoo:a", "zoo:b")]
+    for plan in newer:
+        plan.tasks.append(_task(plan.spec.agent, "sarl", "official-attack"))
+    both = [means, {**means, "sarl:eps=0.075": 100.0}]
+    replayed = transfer_members(newer, both, earlier=True)
+    assert replayed == transfer_members(old, both)  # the same members, specs and order as v5's own board
+    assert [m.attack for m in replayed[0]] == ["sarl:eps=0.075"]
+    assert {m.spec for m in replayed[0]} < {m.spec for m in transfer_members(newer, both)[0]}
+    assert transfer_members(old, both, earlier=True) == [[], []]  # v5 has no earlier version to replay
+
+
+def test_the_earlier_versions_finalists_run_in_full_beside_this_versions():
+    """A member the earlier version's race kept stays a finalist when this version's race drops it
+    (the rise on SA-PPO Walker2d under v6: v5's finalist lost its place to a new member)."""
+    from rlgauntlet.gauntlet.outcome import Outcome
+    from rlgauntlet.gauntlet.race import RaceResult
+    from rlgauntlet.gauntlet.transfer import TransferMember
+
+    def member(name: str, eps: str = "0.075") -> TransferMember:
+        return TransferMember(f"paad:attacker={name},eps={eps},transfer=true", eps, f"zoo:{name}", "b" * 64,
+                              f"paad:eps={eps}")
+
+    plan = SimpleNamespace(protocol=get_protocol("mujoco@v6"))
+    old, new1, new2, other = member("old"), member("new1"), member("new2"), member("other", "0.05")
+    outcome = Outcome(plan, transfer=(old, new1, new2, other), earlier_transfer=(old.spec, other.spec))
+    assert outcome.transfer_groups(earlier=True) == [("0.05", [other.spec]), ("0.075", [old.spec])]
+    assert outcome.transfer_groups() == [("0.05", [other.spec]), ("0.075", [old.spec, new1.spec, new2.spec])]
+    raced = replace(outcome, transfer_race=RaceResult({old.spec: "not among the lowest"}, ()))
+    # the earlier race kept it (as no race at all would: everything then runs in full)
+    assert raced.transfer_finalists == [old.spec, new1.spec, new2.spec, other.spec]
+    assert replace(raced, earlier_transfer_race=RaceResult({}, ())).transfer_finalists == raced.transfer_finalists
+    assert replace(outcome, earlier_transfer=()).transfer_finalists == [m.spec for m in outcome.transfer]
+    assert replace(raced, earlier_transfer=()).transfer_finalists == [new1.spec, new2.spec, other.spec]  # v5: no replay
+    dropped_by_both = replace(raced, earlier_transfer_race=RaceResult({old.spec: "dropped"}, ()))
+    assert dropped_by_both.transfer_finalists == [new1.spec, new2.spec, other.spec]
+    same = Outcome(plan, transfer=(old,), earlier_transfer=(old.spec,))
+    assert not same.replays_earlier() and same.earlier_finalists == []  # one race decides both
+
+
+def test_a_version_replaying_only_the_transfer_race_differs_from_the_earlier_one_in_directors_only():
+    """v6 is never weaker than v5 because it replays v5's transfer race and keeps every v5 director;
+    that suffices only while the heuristic race (members, rule, budgets, levels) is v5's. A version
+    that changes more must replay that race too: this test then names what changed."""
+    from dataclasses import fields
+
+    from rlgauntlet.gauntlet.protocols import Protocol, earlier_version
+
+    newer = get_protocol("mujoco@v6")
+    older = earlier_version(newer)
+    changed = {f.name for f in fields(Protocol) if getattr(older, f.name) != getattr(newer, f.name)}
+    assert changed == {"version", "extra_directors", "directors_of", "transfer_directors"}

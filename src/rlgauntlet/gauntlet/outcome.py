@@ -37,6 +37,10 @@ class Outcome:
     transferred: Mapping[str, Threat] = field(default_factory=lambda: MappingProxyType({}))
     transfer_skipped: tuple[dict, ...] = ()
     transfer_race: RaceResult = NO_RACE
+    #: the members the protocol's earlier version would have given (their specs, in its order) and
+    #: that version's race over them, replayed so that its finalists run too (gauntlet.transfer)
+    earlier_transfer: tuple[str, ...] = ()
+    earlier_transfer_race: RaceResult = NO_RACE
 
     def raced(self, race: RaceResult) -> "Outcome":
         """This outcome with the race's result."""
@@ -47,20 +51,29 @@ class Outcome:
         they are trained: their specs name the trained folders)."""
         return replace(self, learned=MappingProxyType(self.plan.parse_learned()))
 
-    def with_transfer(self, members: list["TransferMember"]) -> "Outcome":
+    def with_transfer(self, members: list["TransferMember"], earlier: list["TransferMember"] = ()) -> "Outcome":
         """This outcome with the transferred members (:class:`~rlgauntlet.gauntlet.transfer.TransferMember`)
-        that fit this agent, parsed and checked once; the others kept with the reason."""
+        that fit this agent, parsed and checked once; the others kept with the reason. ``earlier``:
+        those the protocol's earlier version would have given (all among ``members``)."""
         from rlgauntlet.gauntlet.plan import fitting_specs
 
         plan = self.plan
         kept, skipped = fitting_specs([m.spec for m in members], plan.victim, plan.env, plan.preset)
         fitting = dict(kept)
         return replace(self, transfer=tuple(m for m in members if m.spec in fitting),
-                       transferred=MappingProxyType(fitting), transfer_skipped=tuple(skipped))
+                       transferred=MappingProxyType(fitting), transfer_skipped=tuple(skipped),
+                       earlier_transfer=tuple(m.spec for m in earlier if m.spec in fitting))
 
-    def transfer_groups(self) -> list[tuple[str, list[str]]]:
-        """The transferred members raced together: (ε, its members) per ε of the grid that has some."""
-        groups = ((e, [m.spec for m in self.transfer if m.eps == e]) for e in self.plan.protocol.eps_grid)
+    def replays_earlier(self) -> bool:
+        """Whether the earlier version's transfer race differs from this one's (other members)."""
+        return bool(self.earlier_transfer) and set(self.earlier_transfer) != {m.spec for m in self.transfer}
+
+    def transfer_groups(self, earlier: bool = False) -> list[tuple[str, list[str]]]:
+        """The transferred members raced together: (ε, its members) per ε of the grid that has some;
+        ``earlier``: the earlier version's members only, in its order."""
+        specs = self.earlier_transfer if earlier else [m.spec for m in self.transfer]
+        eps = {m.spec: m.eps for m in self.transfer}
+        groups = ((e, [s for s in specs if eps[s] == e]) for e in self.plan.protocol.eps_grid)
         return [(e, g) for e, g in groups if g]
 
     def eps_of(self, spec: str) -> float | None:
@@ -80,8 +93,18 @@ class Outcome:
 
     @property
     def transfer_finalists(self) -> list[str]:
-        """The transferred members that run in full on the reported seeds (all without a race)."""
-        return [m.spec for m in self.transfer if m.spec not in self.transfer_race.dropped]
+        """The transferred members that run in full on the reported seeds (all without a race): this
+        version's race's finalists and the replayed earlier version's (so that this version's worst
+        case is never above the earlier one's)."""
+        return [m.spec for m in self.transfer if m.spec not in self.transfer_race.dropped
+                or m.spec in self.earlier_finalists]
+
+    @property
+    def earlier_finalists(self) -> list[str]:
+        """The finalists of the replayed earlier version's transfer race (none where it was not replayed)."""
+        if not self.replays_earlier():
+            return []
+        return [s for s in self.earlier_transfer if s not in self.earlier_transfer_race.dropped]
 
     @property
     def adversarial(self) -> list[str]:

@@ -325,6 +325,20 @@ EARLIER: dict[str, Protocol] = {
                          transfer_directors=1)}
 
 
+def earlier_version(protocol: Protocol) -> Protocol | None:
+    """The earlier version whose directors ``protocol`` keeps (:attr:`Protocol.directors_of`), or
+    None. A board under ``protocol`` replays that version's transfer race inside its own
+    (:mod:`rlgauntlet.gauntlet.transfer`), so that the newer version is never weaker on a board.
+
+    Example:
+        >>> earlier_version(get_protocol("mujoco@v6")).tag, earlier_version(get_protocol("mujoco@v5"))
+        ('mujoco@v5', None)
+    """
+    if protocol.directors_of is None or protocol.directors_of == protocol.version:
+        return None
+    return EARLIER.get(f"{protocol.name}@v{protocol.directors_of}")
+
+
 def runnable_tags() -> list[str]:
     """Every protocol version this rlgauntlet runs, by tag (``name@vN``)."""
     return sorted([p.tag for p in PROTOCOLS.values()] + list(EARLIER))

@@ -175,13 +175,21 @@ def run_plans(plans: list[GauntletPlan], executor: str = "local", workers: int =
                    for outcome, results, sets in zip(outcomes, store, final)]
         # 4. on a board, each agent's strongest directors as members of the other agents' gauntlets
         #    on the same env (gauntlet.transfer): raced as the heuristic members, the finalists in full
-        members = transfer_members(plans, [learned_means(o, r) for o, r in zip(outcomes, reports)])
+        means = [learned_means(o, r) for o, r in zip(outcomes, reports)]
+        members = transfer_members(plans, means)
         if any(members):
-            outcomes = [outcome.with_transfer(m) for outcome, m in zip(outcomes, members)]
+            earlier = transfer_members(plans, means, earlier=True)
+            outcomes = [outcome.with_transfer(m, e) for outcome, m, e in zip(outcomes, members, earlier)]
             raced = race([(index, Race(o.plan, results, o.transfer_groups(), o.transferred))
                           for index, (o, results) in enumerate(zip(outcomes, store)) if o.transfer and o.plan.racing],
                          "transferred directors' race")
-            outcomes = [replace(o, transfer_race=raced[index]) if index in raced else o
+            # the earlier version's race over its own members, from the same selection episodes: its
+            # finalists run too, so that this version is never weaker than that one (gauntlet.transfer)
+            replayed = race([(index, Race(o.plan, results, o.transfer_groups(earlier=True), o.transferred))
+                             for index, (o, results) in enumerate(zip(outcomes, store))
+                             if o.replays_earlier() and o.plan.racing], "the earlier version's transfer race")
+            outcomes = [replace(o, transfer_race=raced.get(index, o.transfer_race),
+                                earlier_transfer_race=replayed.get(index, o.earlier_transfer_race))
                         for index, o in enumerate(outcomes)]
             final = episodes(lambda outcome: base(outcome) + outcome.plan.learned + outcome.transfer_finalists)
             reports = [[cell_report(cells, results, outcome.strongest_groups()) for cells in sets]

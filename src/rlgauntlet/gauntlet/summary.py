@@ -198,7 +198,10 @@ def transfer_summary(outcome: Outcome, pooled: dict[str, dict]) -> dict:
         if member.label in pooled and member.spec in outcome.transfer_finalists:
             row.update(return_mean=pooled[member.label]["return_mean"], return_sem=pooled[member.label]["return_sem"])
         rows.append(row)
-    return {"members": rows, "finalists": len(outcome.transfer_finalists), "skipped": list(outcome.transfer_skipped)}
+    labels = {m.spec: m.label for m in outcome.transfer}
+    kept = [labels[s] for s in outcome.earlier_finalists if s in outcome.transfer_race.dropped]
+    return {"members": rows, "finalists": len(outcome.transfer_finalists), "skipped": list(outcome.transfer_skipped),
+            "kept_by_earlier_version": kept}
 
 
 def record_result(plan: GauntletPlan, out: dict) -> None:

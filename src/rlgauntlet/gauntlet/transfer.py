@@ -12,6 +12,14 @@ policy's value). A donor never transfers to itself, nor to another entry with it
 transferred members are raced on selection episodes as the heuristic ones are
 (:mod:`rlgauntlet.gauntlet.race`); the finalists run the level's episodes and join the strongest-of.
 
+A version that keeps an earlier one's directors (``mujoco`` v6 keeps v5's) gives more members, and
+the race keeps at most ``finalists`` of them: a member the earlier version would have reported could
+lose its place to a new one that only looked stronger on the selection episodes, and the newer
+version would then be weaker on that agent (it happened: SA-PPO on the v6 Walker2d field). So the
+board also replays the earlier version's transfer race (its members: :func:`transfer_members` with
+``earlier=True``, from the same stored episodes), and that race's finalists run in full too. The
+newer version's worst case is then a minimum over everything the earlier one reported.
+
 A single agent's gauntlet has no donors: its result means what it always meant. A board's result
 names every transferred member it used (``transfer`` in ``gauntlet.json``).
 
@@ -28,6 +36,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from rlgauntlet.gauntlet.plan import THREAT_OF_METHOD, AttackerTask, GauntletPlan, eps_value, with_eps
+from rlgauntlet.gauntlet.protocols import Protocol, earlier_version
 
 
 @dataclass(frozen=True)
@@ -50,34 +59,45 @@ class TransferMember:
                 "director": self.spec}
 
 
-def strongest_directors(plan: GauntletPlan, means: dict[str, float]) -> list[AttackerTask]:
+def strongest_directors(plan: GauntletPlan, means: dict[str, float], protocol: Protocol | None = None) -> list[AttackerTask]:
     """``plan``'s strongest directors at each ε it trained directors at: the
-    ``plan.protocol.transfer_directors`` lowest reported mean returns in ``means`` (label -> mean
+    ``protocol.transfer_directors`` lowest reported mean returns in ``means`` (label -> mean
     over every seed's episodes), strongest first, ε by ε in the plan's order; ties to the plan's
     order. A plan of several seeds trains one director per seed under one label (their episodes
-    pooled): the first seed's is the one given."""
+    pooled): the first seed's is the one given. ``protocol``: the version whose pick this is,
+    default the plan's; an earlier version (:func:`earlier_version`) picks among its own directors
+    only (the plan's extra directors it lacks left out)."""
+    protocol = protocol or plan.protocol
+    newer = set(plan.protocol.extra_directors) - set(protocol.extra_directors)
     by_eps: dict[str, list[tuple[float, int, AttackerTask]]] = {}
     given: set[str] = set()
     for order, task in enumerate(plan.tasks):
-        if task.method == "robust-sarsa" or task.label not in means or task.label in given:
+        if task.method == "robust-sarsa" or task.label not in means or task.label in given or task.setting in newer:
             continue
         given.add(task.label)
         by_eps.setdefault(task.eps, []).append((means[task.label], order, task))
-    count = plan.protocol.transfer_directors
+    count = protocol.transfer_directors
     return [task for ranked in by_eps.values() for _, _, task in sorted(ranked, key=lambda r: r[:2])[:count]]
 
 
-def transfer_members(plans: Sequence[GauntletPlan], means: Sequence[dict[str, float]]) -> list[list[TransferMember]]:
+def transfer_members(plans: Sequence[GauntletPlan], means: Sequence[dict[str, float]],
+                     earlier: bool = False) -> list[list[TransferMember]]:
     """For each plan, the transferred members it receives: every other plan's strongest
     directors (:func:`strongest_directors`, from its ``means``) on the same env, protocol and
-    level, from a donor with another sha256, at an ε of the receiver's grid."""
+    level, from a donor with another sha256, at an ε of the receiver's grid. ``earlier``: the
+    members the earlier version of the plans' protocol (:func:`earlier_version`) would give, in its
+    order (none where there is no earlier version)."""
     from rlgauntlet.threats.spec import quote_value
 
-    donors = [strongest_directors(plan, m) if plan.protocol.transfer else [] for plan, m in zip(plans, means)]
+    def picking(plan: GauntletPlan) -> Protocol | None:
+        chosen = earlier_version(plan.protocol) if earlier else plan.protocol
+        return chosen if plan.protocol.transfer and chosen is not None and chosen.transfer else None
+
+    donors = [strongest_directors(plan, m, picking(plan)) if picking(plan) else [] for plan, m in zip(plans, means)]
     out = []
     for receiver in plans:
         members = []
-        if receiver.protocol.transfer:
+        if picking(receiver):
             grid = {eps_value(e): e for e in receiver.protocol.eps_grid}
             for donor, directors in zip(plans, donors):
                 if donor is receiver or donor.sha == receiver.sha or donor.env != receiver.env \
