@@ -590,7 +590,6 @@ def test_a_checkpoint_is_found_by_the_canonical_sha256_the_manifest_records(tmp_
     assert director_file(tmp_path, {"director_sha256": expected}) == tmp_path / "attacker.zip"
 
 
-
 @pytest.mark.parametrize("data", [b"not json", b"[1, 2]"])
 def test_a_checkpoint_with_a_malformed_data_entry_is_refused_in_one_line(tmp_path, data):
     """A checkpoint whose ``data`` is no JSON object matches no canonical hash: the folder is refused

@@ -178,6 +178,12 @@ def test_the_earlier_versions_finalists_run_in_full_beside_this_versions():
     assert replace(raced, earlier_transfer=()).transfer_finalists == [new1.spec, new2.spec, other.spec]  # v5: no replay
     dropped_by_both = replace(raced, earlier_transfer_race=RaceResult({old.spec: "dropped"}, ()))
     assert dropped_by_both.transfer_finalists == [new1.spec, new2.spec, other.spec]
+    # the result names what only the replay kept: v5's finalist, not the members v6's race kept too
+    from rlgauntlet.gauntlet.summary import transfer_summary
+
+    summary = transfer_summary(replace(raced, earlier_transfer_race=RaceResult({}, ())), {})
+    assert summary["kept_by_earlier_version"] == [old.label] and summary["finalists"] == 4
+    assert transfer_summary(replace(raced, earlier_transfer=()), {})["kept_by_earlier_version"] == []
     same = Outcome(plan, transfer=(old,), earlier_transfer=(old.spec,))
     assert not same.replays_earlier() and same.earlier_finalists == []  # one race decides both
 

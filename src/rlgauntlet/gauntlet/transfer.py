@@ -93,11 +93,12 @@ def transfer_members(plans: Sequence[GauntletPlan], means: Sequence[dict[str, fl
         chosen = earlier_version(plan.protocol) if earlier else plan.protocol
         return chosen if plan.protocol.transfer and chosen is not None and chosen.transfer else None
 
-    donors = [strongest_directors(plan, m, picking(plan)) if picking(plan) else [] for plan, m in zip(plans, means)]
+    pickers = [picking(plan) for plan in plans]
+    donors = [strongest_directors(plan, m, p) if p else [] for plan, m, p in zip(plans, means, pickers)]
     out = []
-    for receiver in plans:
+    for receiver, picker in zip(plans, pickers):
         members = []
-        if picking(receiver):
+        if picker:
             grid = {eps_value(e): e for e in receiver.protocol.eps_grid}
             for donor, directors in zip(plans, donors):
                 if donor is receiver or donor.sha == receiver.sha or donor.env != receiver.env \
