@@ -284,3 +284,51 @@ def test_every_shipped_board_file_loads_and_names_catalogued_agents():
         board = load_board(path)
         for agent in board.agents:
             assert agent_envs(agent, board), (path.name, agent.agent)
+
+
+def test_a_board_under_a_version_keeping_an_earlier_ones_directors_reports_everything_that_one_did(
+        monkeypatch, tmp_path):
+    """The board loop's replay of the earlier version's transfer race (gauntlet.transfer). A board
+    runs under v2 (SA-RL directors, each donor's strongest transferred), then in the same store under
+    a v3 that keeps v2's directors, adds PA-AD ones (as mujoco v6 adds its official-attack director)
+    and transfers each donor's two strongest through a race that keeps one finalist. On CartPole the
+    PA-AD director is far stronger (about 27 against 500 on selection episodes), so v3's own race
+    drops the SA-RL member v2 ran in full; the replay must still run it. v3 trains only the PA-AD
+    directors, every member v2 ran in full has the same return under v3, ``kept_by_earlier_version``
+    names exactly those v3's race dropped (here the SA-RL one), and no worst case is above v2's.
+    Without the replay the dropped member has no return under v3."""
+    from dataclasses import replace
+
+    from rlgauntlet.gauntlet.board import Board, plan_board
+    from rlgauntlet.gauntlet.race import RaceRule
+    from rlgauntlet.gauntlet.run import run_plans
+
+    earlier = replace(SMALL, learned=("sarl",), transfer=True, race=RaceRule(finalists=1))
+    newer = replace(earlier, version=3, learned=("paad", "sarl"), directors_of=2, transfer_directors=2)
+    board = Board.model_validate({"envs": ["CartPole-v1"], "level": "quick",
+                                  "agents": [{"agent": "zoo:cartpole-dqn", "method": "dqn"},
+                                             {"agent": "zoo:cartpole-ppo", "method": "ppo"}]})
+    store = tmp_path / "board" / "g.sqlite"
+    monkeypatch.setitem(protocols_module.PROTOCOLS, "classic", earlier)
+    plans, methods = plan_board(board, store)
+    before = run_plans(plans, workers=2, methods=methods)
+    monkeypatch.setitem(protocols_module.PROTOCOLS, "classic", newer)
+    monkeypatch.setitem(protocols_module.EARLIER, "classic@v2", earlier)
+    plans, methods = plan_board(board, store)
+    stages = []
+    after = run_plans(plans, workers=2, methods=methods, on_stage=lambda *a: stages.append(a))
+    assert ("learned attackers", 2, 4) in stages  # v2's two SA-RL directors reused, the PA-AD ones trained
+    for old, new in zip(before, after):
+        assert old["protocol"]["version"] == 2 and new["protocol"]["version"] == 3
+        ran = {m["attack"]: m["return_mean"] for m in old["transfer"]["members"] if "return_mean" in m}
+        assert len(ran) == 1 and len(old["transfer"]["members"]) == 1  # v2: one member, its race's finalist
+        rows = {m["attack"]: m for m in new["transfer"]["members"]}
+        assert len(rows) == 2 and set(ran) <= set(rows)
+        for attack, mean in ran.items():
+            assert rows[attack]["return_mean"] == pytest.approx(mean)
+        dropped_by_v3 = [a for a in ran if rows[a]["selection"]["dropped_after_round"] is not None]
+        assert new["transfer"]["kept_by_earlier_version"] == dropped_by_v3 == [next(iter(ran))]
+        assert next(iter(ran)).startswith("sarl:")
+        for was, now in zip(old["worst_case"], new["worst_case"]):
+            assert now["return_mean"] <= was["return_mean"] + 1e-9
+

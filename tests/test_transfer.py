@@ -14,7 +14,7 @@ from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.agents import AgentSpec
 from rlgauntlet.gauntlet.plan import AttackerTask
 from rlgauntlet.gauntlet.protocols import get_protocol
-from rlgauntlet.gauntlet.transfer import strongest_directors, transfer_members
+from rlgauntlet.gauntlet.transfer import plans_director, strongest_directors, transfer_members
 
 MUJOCO = get_protocol("mujoco")
 
@@ -29,7 +29,7 @@ def _plan(agent: str, sha: str, env: str = "Hopper-v5", protocol=MUJOCO, level: 
     tasks = [_task(agent, "paad"), _task(agent, "paad", "official"), _task(agent, "sarl"),
              _task(agent, "robust-sarsa")]
     return SimpleNamespace(spec=AgentSpec(agent=agent), sha=sha, env=env, protocol=protocol.for_env(env),
-                           level=level, tasks=tasks)
+                           level=level, tasks=tasks, lstm_directors=False)
 
 
 def test_each_donor_gives_its_strongest_director_and_never_its_robust_sarsa():
@@ -59,6 +59,30 @@ def test_a_version_that_adds_a_director_transfers_one_more_and_keeps_what_the_ea
     means = {**means, "paad:eps=0.05": 10.0, "sarl:eps=0.05": 20.0, "paad:eps=0.075": 600.0}
     assert [t.label for t in strongest_directors(two_eps, means)] == [
         "paad:eps=0.075", "paad@official:eps=0.075", "paad:eps=0.05", "sarl:eps=0.05"]  # two at each ε
+
+
+def test_an_earlier_version_picks_among_the_directors_it_plans_itself_whatever_the_newer_one_added():
+    """Whatever kind of director a newer version adds (a method, a director setting, an extra
+    director, LSTM directors), the earlier version's pick leaves it out, so the members it would
+    have given are the ones it gave."""
+    v5 = get_protocol("mujoco@v5")
+    plan = _plan("zoo:a", "a" * 64, protocol=get_protocol("mujoco@v6"))
+    planned = [plans_director(v5, plan, t) for t in plan.tasks]
+    assert planned == [True, True, True, True]  # PA-AD (default, official), SA-RL, Robust Sarsa
+    assert not plans_director(v5, plan, _task("zoo:a", "sarl", "official-attack"))  # v6's extra director
+    assert plans_director(get_protocol("mujoco@v6"), plan, _task("zoo:a", "sarl", "official-attack"))
+    assert not plans_director(get_protocol("mujoco@v6"), plan, _task("zoo:a", "paad", "official-attack"))
+    without_sarl = replace(v5, learned=("paad",))  # a version without SA-RL directors
+    assert not plans_director(without_sarl, plan, _task("zoo:a", "sarl"))
+    without_official = replace(v5, director_settings=("default",))
+    assert not plans_director(without_official, plan, _task("zoo:a", "paad", "official"))
+    lstm = _task("zoo:a", "paad", recurrent=True)
+    assert plans_director(v5, plan, lstm)  # v5 plans PA-AD LSTM directors for recurrent agents
+    assert not plans_director(replace(v5, recurrent_directors=()), plan, lstm)
+    asked = SimpleNamespace(**{**vars(plan), "lstm_directors": True})  # the agent asked for LSTM directors
+    assert plans_director(replace(v5, recurrent_directors=()), asked, lstm)
+    means = {"paad:eps=0.075": 900.0, "paad@official:eps=0.075": 700.0, "sarl:eps=0.075": 300.0}
+    assert [t.label for t in strongest_directors(plan, means, without_sarl)] == ["paad@official:eps=0.075"]
 
 
 def test_members_go_to_every_other_agent_of_the_same_env_protocol_and_level_only():

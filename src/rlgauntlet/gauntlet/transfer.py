@@ -59,20 +59,32 @@ class TransferMember:
                 "director": self.spec}
 
 
+def plans_director(protocol: Protocol, plan: GauntletPlan, task: AttackerTask) -> bool:
+    """Whether ``protocol`` (``plan``'s version, or the earlier one whose directors it keeps) plans
+    ``task``'s director for ``plan``'s agent: its method, its setting (a director setting of that
+    version, or one of its extra directors for that method) and, for an LSTM director, that
+    version's LSTM directors (or the agent's ``lstm_directors``)."""
+    methods = protocol.learned + protocol.learned_continuous
+    settings = set(protocol.director_settings) | {s for s, (m, _) in protocol.extra_directors.items()
+                                                  if task.method in m}
+    lstm = plan.lstm_directors or task.method in protocol.recurrent_directors
+    return task.method in methods and task.setting in settings and (lstm or not task.recurrent)
+
+
 def strongest_directors(plan: GauntletPlan, means: dict[str, float], protocol: Protocol | None = None) -> list[AttackerTask]:
     """``plan``'s strongest directors at each ε it trained directors at: the
     ``protocol.transfer_directors`` lowest reported mean returns in ``means`` (label -> mean
     over every seed's episodes), strongest first, ε by ε in the plan's order; ties to the plan's
     order. A plan of several seeds trains one director per seed under one label (their episodes
     pooled): the first seed's is the one given. ``protocol``: the version whose pick this is,
-    default the plan's; an earlier version (:func:`earlier_version`) picks among its own directors
-    only (the plan's extra directors it lacks left out)."""
+    default the plan's; an earlier version (:func:`earlier_version`) picks among the directors it
+    plans itself only (:func:`plans_director`: those the plan's version added are left out)."""
     protocol = protocol or plan.protocol
-    newer = set(plan.protocol.extra_directors) - set(protocol.extra_directors)
     by_eps: dict[str, list[tuple[float, int, AttackerTask]]] = {}
     given: set[str] = set()
     for order, task in enumerate(plan.tasks):
-        if task.method == "robust-sarsa" or task.label not in means or task.label in given or task.setting in newer:
+        if task.method == "robust-sarsa" or task.label not in means or task.label in given \
+                or not plans_director(protocol, plan, task):
             continue
         given.add(task.label)
         by_eps.setdefault(task.eps, []).append((means[task.label], order, task))
