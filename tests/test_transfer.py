@@ -72,6 +72,8 @@ def test_an_earlier_version_picks_among_the_directors_it_plans_itself_whatever_t
     assert not plans_director(v5, plan, _task("zoo:a", "sarl", "official-attack"))  # v6's extra director
     assert plans_director(get_protocol("mujoco@v6"), plan, _task("zoo:a", "sarl", "official-attack"))
     assert not plans_director(get_protocol("mujoco@v6"), plan, _task("zoo:a", "paad", "official-attack"))
+    quick = SimpleNamespace(**{**vars(plan), "level": "quick"})  # v6 trains no extra director at quick
+    assert not plans_director(get_protocol("mujoco@v6"), quick, _task("zoo:a", "sarl", "official-attack"))
     without_sarl = replace(v5, learned=("paad",))  # a version without SA-RL directors
     assert not plans_director(without_sarl, plan, _task("zoo:a", "sarl"))
     without_official = replace(v5, director_settings=("default",))

@@ -62,11 +62,10 @@ class TransferMember:
 def plans_director(protocol: Protocol, plan: GauntletPlan, task: AttackerTask) -> bool:
     """Whether ``protocol`` (``plan``'s version, or the earlier one whose directors it keeps) plans
     ``task``'s director for ``plan``'s agent: its method, its setting (a director setting of that
-    version, or one of its extra directors for that method) and, for an LSTM director, that
+    version, or one of its extra directors for that method at the plan's level) and, for an LSTM director, that
     version's LSTM directors (or the agent's ``lstm_directors``)."""
     methods = protocol.learned + protocol.learned_continuous
-    settings = set(protocol.director_settings) | {s for s, (m, _) in protocol.extra_directors.items()
-                                                  if task.method in m}
+    settings = set(protocol.director_settings) | {s for s, _ in protocol.extra_directors_of(plan.level, task.method)}
     lstm = plan.lstm_directors or task.method in protocol.recurrent_directors
     return task.method in methods and task.setting in settings and (lstm or not task.recurrent)
 
