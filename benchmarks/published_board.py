@@ -158,19 +158,36 @@ def run_board(name: str, out: Path, executor: str, workers: int, address: str | 
 UNNAMED_PROTOCOL = "mujoco@v4"
 
 
-def keep_earlier_version(results: dict, name: str, protocol: str) -> None:
-    """Before ``name``'s results under ``protocol`` replace its earlier ones, keep those under
-    ``NAME (PROTOCOL)`` when they are of another protocol version (a board re-run under a new
-    version must not erase the numbers the old one measured).
+def board_under(results: dict, name: str, protocol: str) -> dict | None:
+    """``name``'s entry in published_board.json run under ``protocol``: the board's own key when its
+    latest run was of that version, else the ``NAME (PROTOCOL)`` key an other version's run moved it to."""
+    board = results.get(name)
+    if board and board.get("protocol", UNNAMED_PROTOCOL) == protocol:
+        return board
+    return results.get(f"{name} ({protocol})")
+
+
+def place_board(results: dict, name: str, protocol: str, result: dict, date: str) -> None:
+    """Put ``result``, ``name``'s board just run under ``protocol`` (its ``seconds`` this command's wall
+    time), into ``results`` (published_board.json as it is now) under the board's own key. The entry
+    there of another version is kept under ``NAME (ITS VERSION)`` (a board re-run under a new version
+    must not erase the numbers the old one measured); this version's earlier entry, under either
+    key, is replaced, and every command's wall time in it is kept in ``invocations`` (a resumed or
+    fully cached rerun must not erase the time the board's first runs measured).
 
     Example:
-        >>> results = {"published-hopper": {"rows": [1]}}
-        >>> keep_earlier_version(results, "published-hopper", "mujoco@v5"); sorted(results)
-        ['published-hopper', 'published-hopper (mujoco@v4)']
+        >>> results = {"published-hopper": {"rows": [1], "seconds": 60.0}}
+        >>> place_board(results, "published-hopper", "mujoco@v5", {"rows": [2], "seconds": 9.0}, "2026-12-01 20:00")
+        >>> sorted(results), results["published-hopper"]["invocations"]
+        (['published-hopper', 'published-hopper (mujoco@v4)'], [{'seconds': 9.0, 'date': '2026-12-01 20:00'}])
     """
-    before = results.get(name)
-    if before and before.get("protocol", UNNAMED_PROTOCOL) != protocol:
-        results[f"{name} ({before.get('protocol', UNNAMED_PROTOCOL)})"] = before
+    before = board_under(results, name, protocol) or {}
+    results.pop(f"{name} ({protocol})", None)
+    current = results.get(name)
+    if current and current.get("protocol", UNNAMED_PROTOCOL) != protocol:
+        results[f"{name} ({current.get('protocol', UNNAMED_PROTOCOL)})"] = current
+    earlier = before.get("invocations") or ([{"seconds": before["seconds"]}] if "seconds" in before else [])
+    results[name] = result | {"invocations": earlier + [{"seconds": result["seconds"], "date": date}]}
 
 
 def table(rows: list[dict]) -> str:
@@ -231,8 +248,8 @@ def field_claims(results: dict, boards: list[str], protocol: str) -> tuple[list[
     """
     rows, seen, used, left = [], set(), [], []
     for name in boards:
-        board = results.get(name)
-        if not board or board.get("protocol", UNNAMED_PROTOCOL) != protocol:
+        board = board_under(results, name, protocol)
+        if not board:
             left.append(name)
             continue
         used.append(name)
@@ -263,14 +280,15 @@ def missing_release(board: str) -> str | None:
     return None
 
 
-def stale_entries(entries: list[dict], results: dict, boards: list[str]) -> list[str]:
-    """The agents whose shipped worst case (the stores' latest result) is not the row of the first
-    of ``boards`` that holds them: an agent's latest result wins in a store, so a repository board
-    run after a field board would ship the agent's number without the field's transferred members."""
+def stale_entries(entries: list[dict], results: dict, boards: list[str], protocol: str) -> list[str]:
+    """The agents whose shipped worst case (the stores' latest result under ``protocol``) is not the
+    row of the first of ``boards`` run under it that holds them: an agent's latest result wins in a
+    store, so a repository board run after a field board would ship the agent's number without the
+    field's transferred members."""
     shipped = {(e["agent"], e["env"]): e["score"] for e in entries}
     stale, seen = [], set()
     for name in boards:
-        for row in (results.get(name) or {}).get("rows", []):
+        for row in (board_under(results, name, protocol) or {}).get("rows", []):
             key = (row["agent"], row["env"])
             if key in seen or key not in shipped:
                 continue
@@ -293,7 +311,7 @@ def ship_results(stores: list[Path], boards: list[str], fresh: bool = False, pro
     protocol = get_protocol(protocol_name)
     previous = None if fresh else shipped_results(protocol.name, protocol.version)
     data = ship(stores, protocol.name, protocol.version, board=", ".join(boards), previous=previous)
-    stale = stale_entries(data["entries"], json.loads(OUT.read_text()) if OUT.exists() else {}, boards)
+    stale = stale_entries(data["entries"], json.loads(OUT.read_text()) if OUT.exists() else {}, boards, protocol.tag)
     if stale:  # nothing written
         print(f"published_board --ship: the stores' latest result of {', '.join(stale)} is not that board's row "
               "(another board ran the agent later); name first the board whose numbers should ship (the field "
@@ -317,11 +335,11 @@ def command_line() -> argparse.ArgumentParser:
     parser.add_argument("--executor", default="local")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--protocol", default="mujoco",
-                        help="the protocol version the boards run, ship and claim under: mujoco (its default "
-                             "version) or a tag such as mujoco@v6")
+                        help="the protocol version the boards run, ship, claim and print tables under: mujoco "
+                             "(its default version) or a tag such as mujoco@v6")
     parser.add_argument("--address", default=None)
     parser.add_argument("--table", action="store_true",
-                        help=f"print the tables of the boards already in {OUT.name}, run nothing")
+                        help=f"print the tables of the boards already in {OUT.name} run under --protocol's version, run nothing")
     parser.add_argument("--claims", action="store_true",
                         help=f"print one claims table over the boards in {OUT.name} run under the current version")
     parser.add_argument("--ship", action="store_true",
@@ -351,11 +369,12 @@ def main() -> None:
     if args.table:
         results = json.loads(OUT.read_text()) if OUT.exists() else {}
         for name in args.boards:
-            if name in results:
-                print(f"{name}: {results[name]['agents']} agents in {results[name]['seconds']} s")
-                print(table(results[name]["rows"]))
+            board = board_under(results, name, tag)
+            if board:
+                print(f"{name}: {board['agents']} agents in {board['seconds']} s")
+                print(table(board["rows"]))
                 print()
-                print(claims_table(results[name]["rows"]))
+                print(claims_table(board["rows"]))
         return
     # the weights are the user's local copies, never downloaded: a board whose files are not
     # here is skipped, saying why, and the others run
@@ -366,24 +385,17 @@ def main() -> None:
             print(f"published_board: {name} skipped, {missing}")
         else:
             runnable.append(name)
-    results = json.loads(OUT.read_text()) if OUT.exists() else {}
-    results.pop("generator", None)
-    results.pop("output_kind", None)
-    for name in runnable:
-        keep_earlier_version(results, name, tag)
-        before = results.get(name, {})
-        if before.get("protocol", UNNAMED_PROTOCOL) != tag:
-            before = {}  # kept under its own name: its invocations are not this version's
-        # every command's wall time is kept: a resumed or fully cached rerun must not erase the
-        # time the board's first runs measured
-        earlier = before.get("invocations") or ([{"seconds": before["seconds"]}] if "seconds" in before else [])
-        results[name] = run_board(name, args.out, args.executor, args.workers, args.address, args.protocol)
-        results[name]["invocations"] = earlier + [{"seconds": results[name]["seconds"],
-                                                   "date": time.strftime("%Y-%m-%d %H:%M")}]
-        print(f"{name}: {results[name]['agents']} agents in {results[name]['seconds']} s")
-        print(table(results[name]["rows"]))
-        from rlgauntlet.common.outputs import write_json
+    from rlgauntlet.common.outputs import write_json
 
+    for name in runnable:
+        result = run_board(name, args.out, args.executor, args.workers, args.address, args.protocol)
+        print(f"{name}: {result['agents']} agents in {result['seconds']} s")
+        print(table(result["rows"]))
+        # read again now, not when the command started: another command may have written its board since
+        results = json.loads(OUT.read_text()) if OUT.exists() else {}
+        for key in ("generator", "output_kind"):
+            results.pop(key, None)
+        place_board(results, name, tag, result, time.strftime("%Y-%m-%d %H:%M"))
         write_json(OUT, results, kind="benchmark")  # after every board: a long run keeps what it finished
 
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from published_board import claim_verdict, claims_table, command_line, field_claims, stale_entries  # noqa: E402
+from published_board import (board_under, claim_verdict, claims_table, command_line, field_claims,  # noqa: E402
+                             place_board, stale_entries)
 
 
 def _row(worst, sem, natural=3000.0, paper=(3000.0, 1000.0)):
@@ -45,10 +46,14 @@ def test_shipping_refuses_an_agent_whose_latest_result_is_not_its_first_boards()
     field = {"rows": [_row(900.0, 5.0), _row(500.0, 5.0) | {"agent": "published:y"}]}
     repository = {"rows": [_row(1000.0, 5.0)]}  # x's own board, before the field's transfer lowered it
     boards = {"field": field, "repo": repository}
-    assert stale_entries(entries, boards, ["field", "repo"]) == []
-    assert stale_entries(entries, boards, ["repo", "field"]) == ["published:x-hopper (repo)"]
+    assert stale_entries(entries, boards, ["field", "repo"], "mujoco@v4") == []
+    assert stale_entries(entries, boards, ["repo", "field"], "mujoco@v4") == ["published:x-hopper (repo)"]
+    # the board's rows under the version shipped, wherever the last run of another version moved them
+    moved = {"field": {"protocol": "mujoco@v5", "rows": [_row(1000.0, 5.0)]}, "field (mujoco@v4)": field}
+    assert stale_entries(entries, moved, ["field"], "mujoco@v4") == []
+    assert stale_entries(entries, moved, ["field"], "mujoco@v5") == ["published:x-hopper (field)"]
     entries[1]["score"] = 640.0  # a later board's run of y is the store's latest
-    assert stale_entries(entries, {"field": field}, ["field"]) == ["published:y (field)"]
+    assert stale_entries(entries, {"field": field}, ["field"], "mujoco@v4") == ["published:y (field)"]
 
 
 def test_the_board_store_defaults_to_the_repository_wherever_the_command_starts(tmp_path, monkeypatch):
@@ -58,3 +63,34 @@ def test_the_board_store_defaults_to_the_repository_wherever_the_command_starts(
     assert out.is_absolute()
     assert out == Path(__file__).resolve().parents[1] / "runs" / "published"
     assert command_line().parse_args(["--out", "elsewhere"]).out == Path("elsewhere")  # an explicit one is kept
+
+
+def test_a_board_run_under_either_version_keeps_the_others_entry_and_its_own_wall_times():
+    def run(protocol, seconds, name):
+        return {"protocol": protocol, "seconds": seconds, "rows": [_row(990.0, 5.0) | {"run": name}]}
+
+    def runs(board):
+        return [row["run"] for row in board["rows"]]
+
+    results = {"other board": {"rows": []}}
+    place_board(results, "field", "mujoco@v6", run("mujoco@v6", 7000.0, "v6 first"), "d1")
+    place_board(results, "field", "mujoco@v5", run("mujoco@v5", 160.0, "v5"), "d2")
+    # the v5 run (the latest) takes the board's key; v6's entry is kept whole under its version
+    assert runs(results["field"]) == ["v5"] and runs(results["field (mujoco@v6)"]) == ["v6 first"]
+    assert runs(board_under(results, "field", "mujoco@v6")) == ["v6 first"]
+    assert runs(board_under(results, "field", "mujoco@v5")) == ["v5"]
+    assert board_under(results, "field", "mujoco@v4") is None
+    rows, line = field_claims(results, ["field"], "mujoco@v6")  # the claims read v6's moved entry
+    assert runs({"rows": rows}) == ["v6 first"] and line.startswith("1 README claims under mujoco@v6 (boards field)")
+    # v6 again (cached, 3 s): back under the board's key, its first run's wall time kept, one v6 entry
+    place_board(results, "field", "mujoco@v6", run("mujoco@v6", 3.0, "v6 again"), "d3")
+    assert sorted(results) == ["field", "field (mujoco@v5)", "other board"]
+    assert runs(results["field"]) == ["v6 again"]
+    assert results["field"]["invocations"] == [{"seconds": 7000.0, "date": "d1"}, {"seconds": 3.0, "date": "d3"}]
+    assert results["field (mujoco@v5)"]["invocations"] == [{"seconds": 160.0, "date": "d2"}]
+    assert results["other board"] == {"rows": []}
+    # a board from before versions were named is v4's, and is kept as such
+    results = {"field": {"rows": [], "seconds": 60.0}}
+    place_board(results, "field", "mujoco@v5", run("mujoco@v5", 9.0, "v5"), "d4")
+    assert results["field (mujoco@v4)"] == {"rows": [], "seconds": 60.0}
+    assert results["field"]["invocations"] == [{"seconds": 9.0, "date": "d4"}]
