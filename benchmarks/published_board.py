@@ -160,7 +160,7 @@ UNNAMED_PROTOCOL = "mujoco@v4"
 
 def board_under(results: dict, name: str, protocol: str) -> dict | None:
     """``name``'s entry in published_board.json run under ``protocol``: the board's own key when its
-    latest run was of that version, else the ``NAME (PROTOCOL)`` key an other version's run moved it to."""
+    latest run was of that version, else the ``NAME (PROTOCOL)`` key a run of another version moved it to."""
     board = results.get(name)
     if board and board.get("protocol", UNNAMED_PROTOCOL) == protocol:
         return board
@@ -339,7 +339,8 @@ def command_line() -> argparse.ArgumentParser:
                              "(its default version) or a tag such as mujoco@v6")
     parser.add_argument("--address", default=None)
     parser.add_argument("--table", action="store_true",
-                        help=f"print the tables of the boards already in {OUT.name} run under --protocol's version, run nothing")
+                        help=f"print the tables of the boards already in {OUT.name} run under --protocol's "
+                             "version, run nothing")
     parser.add_argument("--claims", action="store_true",
                         help=f"print one claims table over the boards in {OUT.name} run under the current version")
     parser.add_argument("--ship", action="store_true",
