@@ -59,8 +59,8 @@ def stage_seconds(plan) -> dict[str, float]:
     """What one agent's gauntlet cost in worker-seconds per stage, read back from what it stored
     (so a board resumed across sessions still counts every part): its evaluation and selection
     episodes, each run's in the gauntlet's chunks (``CHUNK_EPISODES`` side by side, so a chunk
-    costs its longest episode), and its attackers' training time in their manifests (LSTM
-    directors apart)."""
+    costs its longest episode), and the training time in the manifests of the attackers it plans
+    (LSTM directors apart; another version's directors, kept in the same store, are not its cost)."""
     from rlgauntlet.experiments.cells import chunk_seconds
     from rlgauntlet.experiments.store import store_of
     from rlgauntlet.gauntlet.cache import agent_cache
@@ -80,7 +80,10 @@ def stage_seconds(plan) -> dict[str, float]:
                 stages[stage] = stages.get(stage, 0.0) + sum(
                     chunk_seconds(records[i:i + CHUNK_EPISODES], CHUNK_EPISODES)
                     for i in range(0, len(records), CHUNK_EPISODES))
+    planned = {Path(task.folder).resolve() for task in plan.tasks}
     for path in agent_cache(plan.store, plan.sha, plan.env).glob("*/manifest.json"):
+        if path.parent.resolve() not in planned:
+            continue
         manifest = json.loads(path.read_text())
         stage = "LSTM director training" if manifest.get("recurrent") else "attacker training"
         stages[stage] = stages.get(stage, 0.0) + (manifest.get("train_seconds") or 0)

@@ -1,13 +1,15 @@
 """benchmarks/published_board.py's claims table: each README number against the gauntlet's worst
 case, held / within one standard error / not held (with the attack), natural within 15% or the gap."""
 
+import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 from published_board import (board_under, claim_verdict, claims_table, command_line, field_claims,  # noqa: E402
-                             place_board, stale_entries)
+                             place_board, stage_seconds, stale_entries)
 
 
 def _row(worst, sem, natural=3000.0, paper=(3000.0, 1000.0)):
@@ -94,3 +96,22 @@ def test_a_board_run_under_either_version_keeps_the_others_entry_and_its_own_wal
     place_board(results, "field", "mujoco@v5", run("mujoco@v5", 9.0, "v5"), "d4")
     assert results["field (mujoco@v4)"] == {"rows": [], "seconds": 60.0}
     assert results["field"]["invocations"] == [{"seconds": 9.0, "date": "d4"}]
+
+
+def test_an_agents_cost_counts_only_the_attackers_its_version_plans(tmp_path):
+    from rlgauntlet.gauntlet.cache import agent_cache
+
+    store, sha, env = tmp_path / "gauntlet.sqlite", "ab" * 32, "HalfCheetahMuJoCo15-v4"
+    cache = agent_cache(store, sha, env)
+    trained = {"paad-v5": (120.0, False), "lstm-v5": (300.0, True), "sarl-official-attack-v6": (1300.0, False)}
+    for name, (seconds, recurrent) in trained.items():
+        (cache / name).mkdir(parents=True)
+        (cache / name / "manifest.json").write_text(json.dumps({"train_seconds": seconds, "recurrent": recurrent}))
+
+    def plan(*names):
+        return SimpleNamespace(store=store, sha=sha, env=env, tasks=[SimpleNamespace(folder=str(cache / n)) for n in names])
+
+    # v5 plans two of the three stored directors: v6's, trained later in the same store, is not v5's cost
+    assert stage_seconds(plan("paad-v5", "lstm-v5")) == {"LSTM director training": 300.0, "attacker training": 120.0}
+    assert stage_seconds(plan("paad-v5", "lstm-v5", "sarl-official-attack-v6")) == {
+        "LSTM director training": 300.0, "attacker training": 1420.0}
