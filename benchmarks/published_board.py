@@ -55,16 +55,43 @@ def stage_of(kind: str, spec: str) -> str:
     return "clean, finalists, natural and shifts"
 
 
-def stage_seconds(plan) -> dict[str, float]:
+def attacker_folder(spec: str) -> Path | None:
+    """The trained attacker's folder a learned member's threat spec names (``attacker=`` for a
+    director, ``q=`` for a Robust Sarsa Q function), resolved; None for any other threat."""
+    if not spec.startswith(LEARNED_THREATS):
+        return None
+    for part in spec.split(":", 1)[1].split(","):
+        key, _, value = part.partition("=")
+        if key in ("attacker", "q"):
+            return Path(value).resolve()
+    return None
+
+
+def stage_seconds(plan, board_folders: set[Path] | None = None) -> dict[str, float]:
     """What one agent's gauntlet cost in worker-seconds per stage, read back from what it stored
     (so a board resumed across sessions still counts every part): its evaluation and selection
     episodes, each run's in the gauntlet's chunks (``CHUNK_EPISODES`` side by side, so a chunk
     costs its longest episode), and the training time in the manifests of the attackers it plans
-    (LSTM directors apart; another version's directors, kept in the same store, are not its cost)."""
+    (LSTM directors apart).
+
+    Only this version's work counts: another version run in the same store leaves runs and
+    directors this one never used. A run counts when its threat is one of the plan's members
+    (clean, heuristic, natural, shift, the authors' attacker) or a learned attacker whose folder
+    is one the board's plans train (``board_folders``: every plan's attacker folders, so that a
+    director transferred from another agent of the board counts; the plan's own when None); a
+    manifest counts when the plan trains that attacker."""
     from rlgauntlet.experiments.cells import chunk_seconds
     from rlgauntlet.experiments.store import store_of
     from rlgauntlet.gauntlet.cache import agent_cache
     from rlgauntlet.gauntlet.run import CHUNK_EPISODES
+
+    planned = {Path(task.folder).resolve() for task in plan.tasks}
+    folders = planned if board_folders is None else {Path(f).resolve() for f in board_folders}
+    members = {"clean", *plan.heuristics, *plan.natural, *plan.shifts, *plan.authors}
+
+    def used(spec: str) -> bool:
+        folder = attacker_folder(spec)
+        return folder in folders if folder is not None else spec in members
 
     stages: dict[str, float] = {}
     with store_of(plan.store) as store:
@@ -73,14 +100,13 @@ def stage_seconds(plan) -> dict[str, float]:
                 # evaluation and selection runs name the agent as a record (a gauntlet summary run
                 # names it as a string and holds the driver's wall time, not a worker's)
                 if not (isinstance(meta.get("agent"), dict) and meta["agent"].get("sha256") == plan.sha
-                        and meta.get("env", {}).get("id") == plan.env):
+                        and meta.get("env", {}).get("id") == plan.env and used(str(meta.get("spec", "")))):
                     continue
                 records = sorted(store.episodes(run_id), key=lambda r: r.episode)
                 stage = stage_of(kind, str(meta.get("spec", "")))
                 stages[stage] = stages.get(stage, 0.0) + sum(
                     chunk_seconds(records[i:i + CHUNK_EPISODES], CHUNK_EPISODES)
                     for i in range(0, len(records), CHUNK_EPISODES))
-    planned = {Path(task.folder).resolve() for task in plan.tasks}
     for path in agent_cache(plan.store, plan.sha, plan.env).glob("*/manifest.json"):
         if path.parent.resolve() not in planned:
             continue
@@ -88,11 +114,6 @@ def stage_seconds(plan) -> dict[str, float]:
         stage = "LSTM director training" if manifest.get("recurrent") else "attacker training"
         stages[stage] = stages.get(stage, 0.0) + (manifest.get("train_seconds") or 0)
     return {stage: round(value, 1) for stage, value in sorted(stages.items())}
-
-
-def worker_seconds(plan) -> float:
-    """What one agent's gauntlet cost in worker-seconds, every stage (:func:`stage_seconds`)."""
-    return round(sum(stage_seconds(plan).values()), 1)
 
 
 def progress_lines(board: str, every_s: float = 300.0):
@@ -129,8 +150,10 @@ def run_board(name: str, out: Path, executor: str, workers: int, address: str | 
     started = time.perf_counter()
     results = run_plans(plans, executor, workers, address, methods, *progress_lines(name))
     seconds = time.perf_counter() - started
+    board_folders = {Path(task.folder).resolve() for plan in plans for task in plan.tasks}
+    stages = [stage_seconds(plan, board_folders) for plan in plans]
     rows = []
-    for plan, result in zip(plans, results):
+    for plan, result, stage in zip(plans, results, stages):
         headline = next((w for w in result["worst_case"] if w["eps"] == result["headline_eps"]), None)
         authors = result.get("authors_attack") or []
         paper = None
@@ -147,7 +170,8 @@ def run_board(name: str, out: Path, executor: str, workers: int, address: str | 
                      "authors_attack": authors[0]["return_mean"] if authors else None,
                      "authors_attack_sem": authors[0]["return_sem"] if authors else None,
                      "warnings": sorted({w["check"] for w in result["warnings"]}),
-                     "paper": paper, "worker_seconds": worker_seconds(plan), "stage_seconds": stage_seconds(plan),
+                     "paper": paper, "worker_seconds": round(sum(stage.values()), 1),
+                     "stage_seconds": stage,
                      # how the returns were scored: a release's actions reach the env unclipped, as
                      # its authors' evaluation sends them (boards run before 2026-11-28 clipped them)
                      "actions": "clipped" if plan.victim.clip_actions else "unclipped"})

@@ -109,9 +109,54 @@ def test_an_agents_cost_counts_only_the_attackers_its_version_plans(tmp_path):
         (cache / name / "manifest.json").write_text(json.dumps({"train_seconds": seconds, "recurrent": recurrent}))
 
     def plan(*names):
-        return SimpleNamespace(store=store, sha=sha, env=env, tasks=[SimpleNamespace(folder=str(cache / n)) for n in names])
+        return SimpleNamespace(store=store, sha=sha, env=env, heuristics=[], natural=[], shifts=[], authors=[],
+                               tasks=[SimpleNamespace(folder=str(cache / n)) for n in names])
 
     # v5 plans two of the three stored directors: v6's, trained later in the same store, is not v5's cost
     assert stage_seconds(plan("paad-v5", "lstm-v5")) == {"LSTM director training": 300.0, "attacker training": 120.0}
     assert stage_seconds(plan("paad-v5", "lstm-v5", "sarl-official-attack-v6")) == {
         "LSTM director training": 300.0, "attacker training": 1420.0}
+
+
+def test_an_agents_episodes_count_only_the_members_its_version_ran(tmp_path):
+    """v5 run after v6 in one store: v6's own director, v6's transferred director and a heuristic
+    member only v6 plans left runs on the agent, which are not v5's cost; the agent's clean,
+    heuristic, authors' and own director runs, and a v5 director transferred from another agent of
+    the board, are. (The old count added every stored run of the agent.)"""
+    from rlgauntlet.engine.rollout import EpisodeRecord
+    from rlgauntlet.experiments.store import ResultsStore
+
+    store_path, sha, env = tmp_path / "gauntlet.sqlite", "ab" * 32, "HalfCheetahMuJoCo15-v4"
+    own, donor = tmp_path / "cache" / "own", tmp_path / "cache" / "donor"
+    agent = {"sha256": sha}
+    runs = {  # spec, kind, seconds of each of its two episodes (run one after the other: one env)
+        "clean": ("evaluation", 1.0),
+        "push:direction=1|0|0,eps=0.15": ("selection", 2.0),
+        "released_attacker:path=/r/attack.model,eps=0.15": ("evaluation", 4.0),
+        f"paad:attacker={own}/paad-v5,eps=0.15": ("evaluation", 8.0),
+        f"sarl:attacker={donor}/sarl-v5,eps=0.15,transfer=true": ("selection", 16.0),
+        f"robust_sarsa:q={own}/sarsa-v5,eps=0.15": ("evaluation", 32.0),
+        # v6's work only
+        f"sarl:attacker={own}/sarl-official-attack-v6,eps=0.15": ("evaluation", 1000.0),
+        f"paad:attacker={donor}/paad-official-attack-v6,eps=0.15,transfer=true": ("selection", 3000.0),
+        "pgd:objective=maxdiff,eps=0.15": ("selection", 5000.0),
+    }
+    store = ResultsStore(store_path)
+    for index, (spec, (kind, seconds)) in enumerate(runs.items()):
+        run = store.create_run(f"run{index}", {"agent": agent, "env": {"id": env}, "spec": spec}, kind=kind)
+        for episode in range(2):
+            store.add_episode(run, EpisodeRecord(episode, episode, 0.0, 1000, wall_seconds=seconds))
+    other = store.create_run("other agent", {"agent": {"sha256": "cd" * 32}, "env": {"id": env}, "spec": "clean"})
+    store.add_episode(other, EpisodeRecord(0, 0, 0.0, 1000, wall_seconds=7.0))
+    store.close()
+
+    v5 = SimpleNamespace(store=store_path, sha=sha, env=env, heuristics=["push:direction=1|0|0,eps=0.15"],
+                         natural=[], shifts=[], authors=["released_attacker:path=/r/attack.model,eps=0.15"],
+                         tasks=[SimpleNamespace(folder=str(own / "paad-v5")), SimpleNamespace(folder=str(own / "sarsa-v5"))])
+    board_folders = {own / "paad-v5", own / "sarsa-v5", donor / "sarl-v5"}
+    # two episodes in a chunk of CHUNK_EPISODES side by side: a run costs its longest episode
+    assert stage_seconds(v5, board_folders) == {
+        "authors' attacker": 4.0, "clean, finalists, natural and shifts": 1.0,
+        "learned attackers' episodes": 40.0, "race": 2.0, "transfer race": 16.0}
+    # without the board's folders only the agent's own directors count: the transferred one is not its
+    assert "transfer race" not in stage_seconds(v5)
