@@ -15,6 +15,7 @@ Run: python benchmarks/published_board.py [--boards published-hopper ...] [--out
      [--executor ray --address HOST:PORT]
      python benchmarks/published_board.py --table   (the tables of the finished boards, nothing run)
      python benchmarks/published_board.py --claims  (one claims table over the boards run under this version)
+     python benchmarks/published_board.py --directors  (what each kind of attacker costs and buys on those boards)
      python benchmarks/published_board.py --ship [--store S ...] [--fresh]   (the board's results, numbers only,
          into the package: src/rlgauntlet/published/results/mujoco-vN.json, for `leaderboard --with-published`;
          added to what already ships for that version unless --fresh)
@@ -116,6 +117,79 @@ def stage_seconds(plan, board_folders: set[Path] | None = None) -> dict[str, flo
     return {stage: round(value, 1) for stage, value in sorted(stages.items())}
 
 
+def director_seconds(plan) -> dict[str, float]:
+    """Each learned attacker the plan trains, by the label results give it, and the seconds its
+    training took (its manifest's ``train_seconds``)."""
+    seconds = {}
+    for spec in plan.learned:
+        manifest = attacker_folder(spec) / "manifest.json"
+        if manifest.exists():
+            seconds[plan.labels[spec]] = round(json.loads(manifest.read_text()).get("train_seconds") or 0, 1)
+    return seconds
+
+
+def member_family(label: str) -> str:
+    """The kind of attacker a worst-case member is, the unit a protocol adds or drops: a learned
+    attacker's method and setting (``paad@official``; a transferred one counts with its kind, as it
+    exists only if that kind is trained), or ``heuristic`` for every other member.
+
+    Example:
+        >>> member_family("sarl@official-attack:eps=0.15 (from published:ppo-ant)"), member_family("push:eps=0.15")
+        ('sarl@official-attack', 'heuristic')
+    """
+    head = label.split(" (from ")[0].split(":")[0]
+    return head if f"{head.split('@')[0]}:" in LEARNED_THREATS else "heuristic"
+
+
+def director_value(rows: list[dict]) -> list[dict]:
+    """What each kind of member buys on these agents, from their rows (``members`` and
+    ``directors``): its training seconds (total and per agent), the worst cases it set, and the
+    agents whose worst case would rise by more than one standard error without it (every member
+    of that kind left out, transferred ones too; the rise is a lower bound, as the race could then
+    admit other finalists). ``transferred`` leaves out every transferred member instead (its worst
+    cases are counted under their kind as well).
+    Kinds by training cost, largest first."""
+    kinds: dict[str, dict] = {}
+
+    def kind(name: str) -> dict:
+        return kinds.setdefault(name, {"kind": name, "train_seconds": 0.0, "worst_cases_set": 0, "needed_by": []})
+
+    for row in rows:
+        for label, seconds in row.get("directors", {}).items():
+            kind(member_family(label))["train_seconds"] += seconds
+        members = row.get("members") or {}
+        if not members:
+            continue
+        kind(member_family(row["worst_attack"]))["worst_cases_set"] += 1
+        if " (from " in row["worst_attack"]:  # a transferred member's worst case counts under both rows
+            kind("transferred")["worst_cases_set"] += 1
+        leave_outs = {member_family(label) for label in members} | {"transferred"}
+        for name in leave_outs:
+            kind(name)
+            rest = [v for label, v in members.items()
+                    if (" (from " not in label if name == "transferred" else member_family(label) != name)]
+            without = min(rest) if rest else None
+            if without is None or without - row["worst_case"] > (row.get("worst_case_sem") or 0.0):
+                kind(name)["needed_by"].append({"agent": row["agent"], "worst_case": row["worst_case"],
+                                                "without": without})
+    for value in kinds.values():
+        value["train_seconds"] = round(value["train_seconds"], 1)
+        value["train_seconds_per_agent"] = round(value["train_seconds"] / len(rows), 1) if rows else 0.0
+    return sorted(kinds.values(), key=lambda k: (-k["train_seconds"], k["kind"]))
+
+
+def director_table(rows: list[dict]) -> str:
+    """:func:`director_value` as markdown, one line a kind."""
+    lines = ["| member kind | training, worker-s an agent | worst cases it sets | agents whose worst case rises "
+             "> 1 SE without it (worst case → without) |", "|---|---|---|---|"]
+    for k in director_value(rows):
+        needed = "; ".join(f"{n['agent'].split(':', 1)[-1]} {n['worst_case']:.0f} → "
+                           + ("–" if n["without"] is None else f"{n['without']:.0f}") for n in k["needed_by"])
+        lines.append(f"| {k['kind']} | {k['train_seconds_per_agent']:.0f} | {k['worst_cases_set']} | "
+                     f"{len(k['needed_by'])}{': ' + needed if needed else ''} |")
+    return "\n".join(lines)
+
+
 def progress_lines(board: str, every_s: float = 300.0):
     """``on_stage`` and ``on_advance`` callbacks that print plain, flushed lines (a board runs for
     hours, mostly in the background with its output in a log, where a live bar shows nothing):
@@ -172,6 +246,10 @@ def run_board(name: str, out: Path, executor: str, workers: int, address: str | 
                      "warnings": sorted({w["check"] for w in result["warnings"]}),
                      "paper": paper, "worker_seconds": round(sum(stage.values()), 1),
                      "stage_seconds": stage,
+                     # what each member reached at the headline ε, and what each own director's
+                     # training cost: what --directors weighs
+                     "members": {k: round(v, 1) for k, v in (headline["members"] if headline else {}).items()},
+                     "directors": director_seconds(plan),
                      # how the returns were scored: a release's actions reach the env unclipped, as
                      # its authors' evaluation sends them (boards run before 2026-11-28 clipped them)
                      "actions": "clipped" if plan.victim.clip_actions else "unclipped"})
@@ -370,6 +448,9 @@ def command_line() -> argparse.ArgumentParser:
                              "version, run nothing")
     parser.add_argument("--claims", action="store_true",
                         help=f"print one claims table over the boards in {OUT.name} run under the current version")
+    parser.add_argument("--directors", action="store_true",
+                        help=f"print what each kind of attacker buys over the boards in {OUT.name} run under "
+                             "--protocol's version (training cost, worst cases set, agents that need it)")
     parser.add_argument("--ship", action="store_true",
                         help="write the finished boards' results into the package (leaderboard --with-published)")
     parser.add_argument("--store", type=Path, nargs="+", default=None,
@@ -393,6 +474,19 @@ def main() -> None:
         rows, line = field_claims(json.loads(OUT.read_text()) if OUT.exists() else {}, args.boards, tag)
         print(claims_table(rows))
         print(f"\n{line}")
+        return
+    if args.directors:
+        results = json.loads(OUT.read_text()) if OUT.exists() else {}
+        rows, used, seen = [], [], set()
+        for name in args.boards:
+            board = board_under(results, name, tag)
+            if board and any("members" in row for row in board["rows"]):
+                used.append(name)
+                rows += [r for r in board["rows"] if (r["agent"], r["env"]) not in seen]  # an agent counted once
+                seen |= {(r["agent"], r["env"]) for r in board["rows"]}
+        print(director_table(rows))
+        print(f"\n{len(rows)} agents under {tag} (boards {', '.join(used) or 'none'}; a board run before its "
+              "rows named their members is left out: run it again, everything is reused)")
         return
     if args.table:
         results = json.loads(OUT.read_text()) if OUT.exists() else {}

@@ -160,3 +160,34 @@ def test_an_agents_episodes_count_only_the_members_its_version_ran(tmp_path):
         "learned attackers' episodes": 40.0, "race": 2.0, "transfer race": 16.0}
     # without the board's folders only the agent's own directors count: the transferred one is not its
     assert "transfer race" not in stage_seconds(v5)
+
+
+def test_what_each_kind_of_attacker_buys():
+    """Two agents. A: PA-AD (own) sets 100 ± 5, a transferred PA-AD 103, push 300: without PA-AD
+    the worst case is 300 (rises 200 > 5), without transfers 100 (no rise). B: a transferred
+    SA-RL official-attack director sets 50 ± 10, push 55 (within one SE: nobody needs it), B's own
+    SA-RL 400. Training: PA-AD 100 s + 60 s, SA-RL 40 s, official-attack 0 (B trains none)."""
+    from published_board import director_table, director_value, member_family
+
+    rows = [
+        {"agent": "published:a", "worst_case": 100.0, "worst_case_sem": 5.0, "worst_attack": "paad:eps=0.1",
+         "members": {"paad:eps=0.1": 100.0, "paad:eps=0.1 (from published:b)": 103.0, "push:direction=1,eps=0.1": 300.0},
+         "directors": {"paad:eps=0.1": 100.0}},
+        {"agent": "published:b", "worst_case": 50.0, "worst_case_sem": 10.0,
+         "worst_attack": "sarl@official-attack:eps=0.1 (from published:a)",
+         "members": {"sarl@official-attack:eps=0.1 (from published:a)": 50.0, "push:direction=1,eps=0.1": 55.0,
+                     "sarl:eps=0.1": 400.0},
+         "directors": {"paad:eps=0.1": 60.0, "sarl:eps=0.1": 40.0}},
+    ]
+    assert member_family("robust_sarsa:eps=0.1") == "robust_sarsa"
+    value = {k["kind"]: k for k in director_value(rows)}
+    assert [k["kind"] for k in director_value(rows)][:2] == ["paad", "sarl"]  # by training cost
+    assert value["paad"]["train_seconds"] == 160.0 and value["paad"]["train_seconds_per_agent"] == 80.0
+    assert value["paad"]["worst_cases_set"] == 1 and value["sarl@official-attack"]["worst_cases_set"] == 1
+    assert value["transferred"]["worst_cases_set"] == 1 and value["heuristic"]["worst_cases_set"] == 0
+    # only A needs PA-AD (its own and the transferred one both left out: 300 - 100 > 5)
+    assert value["paad"]["needed_by"] == [{"agent": "published:a", "worst_case": 100.0, "without": 300.0}]
+    # B without official-attack reaches 55, within its SE of 50: not needed; nor are the transfers
+    assert value["sarl@official-attack"]["needed_by"] == [] and value["transferred"]["needed_by"] == []
+    assert value["sarl"]["needed_by"] == [] and value["heuristic"]["needed_by"] == []
+    assert "| paad | 80 | 1 | 1: a 100 → 300 |" in director_table(rows)
