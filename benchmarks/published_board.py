@@ -484,6 +484,10 @@ def main() -> None:
                 used.append(name)
                 rows += [r for r in board["rows"] if (r["agent"], r["env"]) not in seen]  # an agent counted once
                 seen |= {(r["agent"], r["env"]) for r in board["rows"]}
+        if not rows:
+            print(f"no board of {', '.join(args.boards)} has rows naming their members under {tag}: run it "
+                  "under that version first (a finished board reruns from its store in a minute)")
+            return
         print(director_table(rows))
         print(f"\n{len(rows)} agents under {tag} (boards {', '.join(used) or 'none'}; a board run before its "
               "rows named their members is left out: run it again, everything is reused)")
