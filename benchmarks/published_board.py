@@ -119,12 +119,14 @@ def stage_seconds(plan, board_folders: set[Path] | None = None) -> dict[str, flo
 
 def director_seconds(plan) -> dict[str, float]:
     """Each learned attacker the plan trains, by the label results give it, and the seconds its
-    training took (its manifest's ``train_seconds``)."""
-    seconds = {}
+    training took (its manifest's ``train_seconds``; a plan of several seeds trains one a seed
+    under one label, and their seconds add up)."""
+    seconds: dict[str, float] = {}
     for spec in plan.learned:
         manifest = attacker_folder(spec) / "manifest.json"
         if manifest.exists():
-            seconds[plan.labels[spec]] = round(json.loads(manifest.read_text()).get("train_seconds") or 0, 1)
+            label = plan.labels[spec]
+            seconds[label] = round(seconds.get(label, 0.0) + (json.loads(manifest.read_text()).get("train_seconds") or 0), 1)
     return seconds
 
 
