@@ -791,3 +791,24 @@ def test_other_env_travels_with_the_agent_spec_into_sweep_and_board_cells(tmp_pa
     victim, _ = load_for_env(meant.agent, "HalfCheetah-v5", **meant.load_options())  # as a cell loads it
     assert victim.trained_for == ("Walker2d",)
     assert meant.load("HalfCheetah-v5")[0].trained_for == ("Walker2d",)
+
+
+@pytest.mark.slow
+def test_every_local_release_is_the_kind_of_policy_the_catalogue_lists():
+    """The catalogue's ``policy`` (what ``published list`` shows, and what a user reads to know
+    whether the protocol will train LSTM directors against it) against what the loader finds in
+    each file present in the user's clones. WocaR-PPO's HalfCheetah and Ant files are LSTM
+    policies (``history_length`` 10 in their configs) and were listed as MLP until 2026-12-01.
+    Skipped where no clone is present (CI has none: the files are never downloaded here)."""
+    from rlgauntlet.experiments.agents import AgentSpec
+    from rlgauntlet.published import local_problem, releases
+
+    present = [e for e in releases() if e["policy"] in ("mlp", "lstm") and local_problem(e) is None]
+    if not present:
+        pytest.skip("no release file in $RLGAUNTLET_RELEASES (rlgauntlet published fetch --run clones them)")
+    wrong = []
+    for entry in present:
+        victim, _ = AgentSpec(agent=f"published:{entry['name']}").load(entry["env"])
+        if victim.recurrent != (entry["policy"] == "lstm"):
+            wrong.append((entry["name"], entry["policy"], victim.description.get("policy")))
+    assert wrong == []
