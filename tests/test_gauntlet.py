@@ -841,3 +841,49 @@ def test_authors_attacker_below_the_worst_case_by_two_standard_errors_is_a_warni
     assert authors_stronger(summary(100.0, 1.0, eps="0.1")) == []  # no worst case at that ε to compare with
     message = authors_stronger(summary(500.0, 10.0))[0]["message"]
     assert "500.0" in message and "900.0" in message and "push" in message
+
+
+def test_a_plans_preview_estimates_training_from_the_same_attackers_trained_against_other_agents(tmp_path):
+    """The plan's learned attackers (CartPole quick: PA-AD and SA-RL directors), the first already
+    trained in this agent's cache; the same folder names trained against two other agents in 100
+    and 300 s: each untrained one is estimated at their mean, 200 s, and the total is the sum. With
+    one never measured, no total (a partial sum would read as the whole)."""
+    from rlgauntlet.gauntlet import plan_gauntlet
+
+    store = tmp_path / "g.sqlite"
+    plan = plan_gauntlet("zoo:cartpole-dqn", "CartPole-v1", level="quick", seeds=[0], store=store)
+    tasks = plan.tasks
+    assert len(tasks) >= 2
+    trained, *untrained = tasks
+    Path(trained.folder).mkdir(parents=True)
+    Path(trained.folder, "manifest.json").write_text(json.dumps({"steps": trained.steps, "train_seconds": 50.0}))
+    for other, seconds in (("1" * 16, 100.0), ("2" * 16, 300.0)):
+        for task in untrained:
+            folder = tmp_path / "gauntlet-cache" / other / "CartPole-v1" / Path(task.folder).name
+            folder.mkdir(parents=True)
+            (folder / "manifest.json").write_text(json.dumps({"steps": task.steps, "train_seconds": seconds}))
+    preview = plan.preview()
+    rows = {row["attacker"]: row for row in preview["learned_attackers"]}
+    assert rows[trained.label]["trained"] is True and "estimated_seconds" not in rows[trained.label]
+    assert all(rows[t.label]["estimated_seconds"] == 200.0 for t in untrained)
+    assert preview["training_left_steps"] == sum(t.steps for t in untrained)
+    assert preview["training_left_seconds"] == 200.0 * len(untrained) and preview["unmeasured"] == 0
+    # a manifest of another env is not a measurement of this one's
+    for other in ("1" * 16, "2" * 16):
+        shutil.rmtree(tmp_path / "gauntlet-cache" / other / "CartPole-v1" / Path(untrained[0].folder).name)
+        folder = tmp_path / "gauntlet-cache" / other / "Acrobot-v1" / Path(untrained[0].folder).name
+        folder.mkdir(parents=True)
+        (folder / "manifest.json").write_text(json.dumps({"train_seconds": 9.0}))
+    preview = plan.preview()
+    assert preview["training_left_seconds"] is None and preview["unmeasured"] == 1
+    assert not store.exists()  # planning and previewing write no store
+
+
+def test_gauntlet_plan_prints_the_attackers_to_train_and_writes_nothing(tmp_path, cli_env):
+    out = tmp_path / "run"
+    done = run_cli(["gauntlet", "--agent", "zoo:cartpole-dqn", "--env", "CartPole-v1", "--level", "quick",
+                    "--out", str(out), "--plan"], cli_env)
+    assert done.returncode == 0, done.stderr
+    assert "to train, not measured yet" in done.stdout and "training left:" in done.stdout
+    assert "paad:eps=" in done.stdout and "heuristic" in done.stdout
+    assert not out.exists()

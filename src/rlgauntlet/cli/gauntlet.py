@@ -64,6 +64,7 @@ def gauntlet(
     device: Optional[str] = typer.Option(None, help="torch device: cpu (the default) or cuda. Example: --device cuda"),
     allow_pickle: bool = ALLOW_PICKLE,
     other_env: bool = OTHER_ENV,
+    plan_only: bool = typer.Option(False, "--plan", help="print what this gauntlet (or board) will run and the attacker training it still needs, estimated from the attackers its store already trained, and exit: nothing is trained, run or written. Example: --plan"),
     list_protocols: bool = typer.Option(False, "--list", help="list the protocols and exit. Example: --list"),
     as_json: bool = typer.Option(False, "--json", help="with --list: print the protocols as JSON. Example: --list --json"),
 ) -> None:
@@ -96,7 +97,7 @@ def gauntlet(
             "--lstm-directors": (lstm_directors, "lstm_directors: true (on each agent)")})
         if out_dir is None:
             raise UserError("--agents needs --out DIR (the store, one result per agent and the leaderboard go there)")
-        _board(agents_file, out_dir, store, executor, workers, address, exhaustive, allow_pickle)
+        _board(agents_file, out_dir, store, executor, workers, address, exhaustive, allow_pickle, plan_only)
         return
     if agent is None or env is None or out_dir is None:
         missing = [name for name, v in (("--agent", agent), ("--env", env), ("--out", out_dir)) if v is None]
@@ -114,6 +115,9 @@ def gauntlet(
     spec = agent_spec(agent, None, kind, vecnormalize, input_space, precision, device, allow_pickle, other_env)
     plan = plan_gauntlet(spec, env, protocol=chosen.tag, level=level, seeds=seeds or None, store=store_path,
                          exhaustive=exhaustive, lstm_directors=lstm_directors)
+    if plan_only:
+        _print_previews([plan.preview()], workers)
+        return
     KEPT["note"] = (f"finished episodes are kept in {store_path} and trained attackers (with their checkpoints) "
                     f"beside it; run the same command again to go on from there")
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -164,8 +168,56 @@ def _progress_callbacks(progress, label: str):
     return stage, advance
 
 
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
+
+
+def _print_previews(previews: list[dict], workers: int) -> None:
+    """``--plan``: one gauntlet's learned attackers in full, or a board's one row an agent; then
+    the training left, in worker-seconds where every untrained attacker has been measured."""
+    if len(previews) == 1:
+        p = previews[0]
+        table = Table(title=f"{p['agent']} on {p['env']}: {p['protocol']}, level {p['level']}: learned attackers")
+        for col in ("attacker", "steps", "status"):
+            table.add_column(col)
+        for row in p["learned_attackers"]:
+            status = ("trained (cached)" if row["trained"] else "to train, " + (
+                f"about {_hours(row['estimated_seconds'])}" if row["estimated_seconds"] is not None else "not measured yet"))
+            table.add_row(row["attacker"], f"{row['steps']:,}", status)
+        out_console.print(table)
+        out_console.print(f"members: {p['heuristic_members']} heuristic ({'raced' if p['raced'] else 'all in full'}), "
+                          f"{p['natural']} natural, {p['shifts']} shifts, {p['authors_attack']} authors' attacker; "
+                          f"{p['episodes_per_seed']} episodes a seed on seeds {p['seeds']}; "
+                          f"{p['skipped']} {'entry does' if p['skipped'] == 1 else 'entries do'} not fit this agent "
+                          "and env (gauntlet.json: skipped, with the reason)")
+    else:
+        table = Table(title=f"board: {len(previews)} gauntlets")
+        for col in ("agent", "env", "learned attackers trained", "steps to train", "training left"):
+            table.add_column(col)
+        for p in previews:
+            done = sum(r["trained"] for r in p["learned_attackers"])
+            left = p["training_left_seconds"]
+            table.add_row(p["agent"], p["env"], f"{done} of {len(p['learned_attackers'])}", f"{p['training_left_steps']:,}",
+                          "–" if not p["training_left_steps"] else _hours(left) if left is not None else "not measured yet")
+        out_console.print(table)
+    steps = sum(p["training_left_steps"] for p in previews)
+    if not steps:
+        out_console.print("training left: none (every learned attacker is in the store's cache)")
+        return
+    unmeasured = sum(p["unmeasured"] for p in previews)
+    if unmeasured:
+        out_console.print(f"training left: {steps:,} steps; {unmeasured} of the attackers to train "
+                          f"{'was' if unmeasured == 1 else 'were'} never trained against another agent on this env in "
+                          "this store, so no total time is estimated (the measured ones: see the rows)")
+        return
+    seconds = sum(p["training_left_seconds"] for p in previews)
+    out_console.print(f"training left: {steps:,} steps, about {seconds:,.0f} worker-seconds ({_hours(seconds)} of "
+                      f"one worker; {_hours(seconds / workers)} on {workers} if every worker stays busy), from the same "
+                      "attackers trained against other agents here; episodes come on top")
+
+
 def _board(path: Path, out_dir: Path, store: Optional[Path], executor: str, workers: int, address: Optional[str],
-           exhaustive: bool, allow_pickle: bool) -> None:
+           exhaustive: bool, allow_pickle: bool, plan_only: bool = False) -> None:
     """``gauntlet --agents FILE``: plan every agent, run them as one plan, write each result and
     the board's leaderboard."""
     from rlgauntlet.common.executors import check_executor
@@ -184,6 +236,9 @@ def _board(path: Path, out_dir: Path, store: Optional[Path], executor: str, work
     check_output(page, "--out", protect=[store_path], kind=PAGE_KIND, given=out_dir)
     check_output(page_json, "--out", protect=[store_path], kind=JSON_KIND, given=out_dir)
     plans, methods = plan_board(board, store_path, allow_pickle, exhaustive)
+    if plan_only:
+        _print_previews([plan.preview() for plan in plans], workers)
+        return
     names = [out_dir / "results" / f"{safe_name(p.spec.agent)}-{safe_name(p.env)}.json" for p in plans]
     for name in names:
         check_output(name, "--out", protect=[store_path], kind="gauntlet result", given=out_dir)

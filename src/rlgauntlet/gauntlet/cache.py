@@ -47,6 +47,26 @@ def attacker_folder(cache: Path, method: str, eps: str | None, setting: str, sel
     return cache / f"{method}-{where}{how}-seed{seed}-{protocol}-v{version}-{steps}steps"
 
 
+def trained_seconds(store: Path, env: str) -> dict[str, list[float]]:
+    """The training seconds of every attacker already trained on ``env`` in ``store``'s cache, by
+    its folder's name: the same name against another agent is the same attacker (method, ε,
+    settings, seed, protocol version and steps), so its seconds estimate an untrained one's.
+
+    Example:
+        >>> trained_seconds(Path("nowhere/g.sqlite"), "Hopper-v5")
+        {}
+    """
+    seconds: dict[str, list[float]] = {}
+    for manifest in sorted((Path(store).parent / CACHE_FOLDER).glob(f"*/{safe_name(env)}/*/manifest.json")):
+        try:
+            value = json.loads(manifest.read_text()).get("train_seconds")
+        except (OSError, ValueError):
+            continue  # a manifest being written, or not ours: no measurement
+        if isinstance(value, (int, float)) and value > 0:
+            seconds.setdefault(manifest.parent.name, []).append(float(value))
+    return seconds
+
+
 def cache_file(plan: Any, what: str) -> Path:
     """Where the ``what`` (certified, checks) result of ``plan`` (a
     :class:`~rlgauntlet.gauntlet.plan.GauntletPlan`, which imports this module) is cached, beside its

@@ -217,6 +217,34 @@ class GauntletPlan:
         groups = ((e, [s for s in self.heuristics if self.eps_of(s) == eps_value(e)]) for e in self.protocol.eps_grid)
         return [(e, g) for e, g in groups if g]
 
+    def preview(self) -> dict:
+        """What running the plan will do, before anything runs (``gauntlet --plan``): its members,
+        each learned attacker with its steps and whether the store already holds it trained, and
+        the training left. The training left is in steps, and in worker-seconds where the store has
+        trained the same attacker (same folder name) against other agents on this env: their mean.
+        Episodes are not estimated: the race decides how many run."""
+        from rlgauntlet.gauntlet.cache import trained_seconds
+
+        measured = trained_seconds(self.store, self.env)
+        attackers, left_steps, left_seconds, unmeasured = [], 0, 0.0, 0
+        for task in self.tasks:
+            row = {"attacker": task.label, "steps": task.steps, "trained": task.done()}
+            if not row["trained"]:
+                seen = measured.get(Path(task.folder).name, [])
+                row["estimated_seconds"] = round(sum(seen) / len(seen), 1) if seen else None
+                left_steps += task.steps
+                left_seconds += row["estimated_seconds"] or 0.0
+                unmeasured += not seen
+            attackers.append(row)
+        return {"protocol": self.protocol.tag, "level": self.level, "agent": self.spec.agent, "env": self.env,
+                "seeds": list(self.seeds), "episodes_per_seed": self.settings.episodes,
+                "heuristic_members": len(self.heuristics), "raced": self.racing, "natural": len(self.natural),
+                "shifts": len(self.shifts), "authors_attack": len(self.authors), "skipped": len(self.skipped),
+                "learned_attackers": attackers, "training_left_steps": left_steps,
+                # a partial sum would read as the whole: no estimate unless every untrained one is measured
+                "training_left_seconds": round(left_seconds, 1) if not unmeasured else None,
+                "unmeasured": unmeasured}
+
     def parse_learned(self) -> dict[str, Threat]:
         """The learned attackers' threats, parsed and checked once (their specs name trained
         folders: call once the attackers exist)."""
