@@ -887,3 +887,26 @@ def test_gauntlet_plan_prints_the_attackers_to_train_and_writes_nothing(tmp_path
     assert "to train, not measured yet" in done.stdout and "training left:" in done.stdout
     assert "paad:eps=" in done.stdout and "heuristic" in done.stdout
     assert not out.exists()
+
+
+def test_a_boards_plan_is_one_row_an_agent_and_a_total_only_when_every_attacker_was_measured(capsys):
+    from rlgauntlet.cli.gauntlet import _print_previews
+
+    def preview(agent, rows, unmeasured=0):
+        left = [r for r in rows if not r["trained"]]
+        return {"agent": agent, "env": "Hopper-v5", "learned_attackers": rows, "unmeasured": unmeasured,
+                "training_left_steps": sum(r["steps"] for r in left),
+                "training_left_seconds": None if unmeasured else sum(r["estimated_seconds"] for r in left)}
+
+    done = {"attacker": "paad:eps=0.075", "steps": 200_000, "trained": True}
+    todo = {"attacker": "sarl:eps=0.075", "steps": 2_000_000, "trained": False, "estimated_seconds": 3600.0}
+    _print_previews([preview("zoo:a", [done, todo]), preview("zoo:b", [done, dict(todo)])], workers=2)
+    out = capsys.readouterr().out
+    assert "1 of 2" in out and "4,000,000 steps, about 7,200 worker-seconds" in out
+    assert "2.0 h of one worker; 1.0 h on 2" in out
+    unmeasured = dict(todo, estimated_seconds=None)
+    _print_previews([preview("zoo:a", [done, todo]), preview("zoo:b", [done, unmeasured], unmeasured=1)], workers=2)
+    out = capsys.readouterr().out
+    assert "worker-seconds" not in out and "1 of the attackers to train was never trained" in out
+    _print_previews([preview("zoo:a", [done]), preview("zoo:b", [done])], workers=2)
+    assert "training left: none" in capsys.readouterr().out
