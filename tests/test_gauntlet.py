@@ -865,9 +865,15 @@ def test_a_plans_preview_estimates_training_from_the_same_attackers_trained_agai
     preview = plan.preview()
     rows = {row["attacker"]: row for row in preview["learned_attackers"]}
     assert rows[trained.label]["trained"] is True and "estimated_seconds" not in rows[trained.label]
-    assert all(rows[t.label]["estimated_seconds"] == 200.0 for t in untrained)
+    assert all(rows[t.label]["estimated_seconds"] == pytest.approx(200.0) for t in untrained)
     assert preview["training_left_steps"] == sum(t.steps for t in untrained)
-    assert preview["training_left_seconds"] == 200.0 * len(untrained) and preview["unmeasured"] == 0
+    assert preview["training_left_seconds"] == pytest.approx(200.0 * len(untrained)) and preview["unmeasured"] == 0
+    # a manifest that is not JSON, or JSON of another shape, or without seconds, is no measurement
+    for bad, text in (("3" * 16, "{not json"), ("4" * 16, "[1, 2]"), ("5" * 16, '{"train_seconds": true}')):
+        folder = tmp_path / "gauntlet-cache" / bad / "CartPole-v1" / Path(untrained[0].folder).name
+        folder.mkdir(parents=True)
+        (folder / "manifest.json").write_text(text)
+    assert plan.preview()["learned_attackers"] == preview["learned_attackers"]
     # a manifest of another env is not a measurement of this one's
     for other in ("1" * 16, "2" * 16):
         shutil.rmtree(tmp_path / "gauntlet-cache" / other / "CartPole-v1" / Path(untrained[0].folder).name)

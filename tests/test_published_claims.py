@@ -132,7 +132,7 @@ def test_an_agents_episodes_count_only_the_members_its_version_ran(tmp_path):
     runs = {  # spec, kind, seconds of each of its two episodes (run one after the other: one env)
         "clean": ("evaluation", 1.0),
         "push:direction=1|0|0,eps=0.15": ("selection", 2.0),
-        "released_attacker:path=/r/attack.model,eps=0.15": ("evaluation", 4.0),
+        "released_attacker:path=releases/attack.model,eps=0.15": ("evaluation", 4.0),
         f"paad:attacker={own}/paad-v5,eps=0.15": ("evaluation", 8.0),
         f"sarl:attacker={donor}/sarl-v5,eps=0.15,transfer=true": ("selection", 16.0),
         f"robust_sarsa:q={own}/sarsa-v5,eps=0.15": ("evaluation", 32.0),
@@ -151,7 +151,7 @@ def test_an_agents_episodes_count_only_the_members_its_version_ran(tmp_path):
     store.close()
 
     v5 = SimpleNamespace(store=store_path, sha=sha, env=env, heuristics=["push:direction=1|0|0,eps=0.15"],
-                         natural=[], shifts=[], authors=["released_attacker:path=/r/attack.model,eps=0.15"],
+                         natural=[], shifts=[], authors=["released_attacker:path=releases/attack.model,eps=0.15"],
                          tasks=[SimpleNamespace(folder=str(own / "paad-v5")), SimpleNamespace(folder=str(own / "sarsa-v5"))])
     board_folders = {own / "paad-v5", own / "sarsa-v5", donor / "sarl-v5"}
     # two episodes in a chunk of CHUNK_EPISODES side by side: a run costs its longest episode
@@ -184,6 +184,7 @@ def test_what_each_kind_of_attacker_buys():
     assert [k["kind"] for k in director_value(rows)][:2] == ["paad", "sarl"]  # by training cost
     assert value["paad"]["train_seconds"] == 160.0 and value["paad"]["train_seconds_per_agent"] == 80.0
     assert value["paad"]["worst_cases_set"] == 1 and value["sarl@official-attack"]["worst_cases_set"] == 1
+    # counts of worst cases are integers: exact by nature
     assert value["transferred"]["worst_cases_set"] == 1 and value["heuristic"]["worst_cases_set"] == 0
     # only A needs PA-AD (its own and the transferred one both left out: 300 - 100 > 5)
     assert value["paad"]["needed_by"] == [{"agent": "published:a", "worst_case": 100.0, "without": 300.0}]

@@ -59,10 +59,11 @@ def trained_seconds(store: Path, env: str) -> dict[str, list[float]]:
     seconds: dict[str, list[float]] = {}
     for manifest in sorted((Path(store).parent / CACHE_FOLDER).glob(f"*/{safe_name(env)}/*/manifest.json")):
         try:
-            value = json.loads(manifest.read_text()).get("train_seconds")
+            written = json.loads(manifest.read_text())
         except (OSError, ValueError):
             continue  # a manifest being written, or not ours: no measurement
-        if isinstance(value, (int, float)) and value > 0:
+        value = written.get("train_seconds") if isinstance(written, dict) else None
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
             seconds.setdefault(manifest.parent.name, []).append(float(value))
     return seconds
 
