@@ -39,7 +39,8 @@ def train_attacker(agent: str | AgentSpec, env: str, method: str, eps: float, st
                    log: Callable[[str], None] = print, show_progress: bool = False, sarsa_eps: float = 0.02,
                    sarsa_reg: float = 0.1, deadline: float | None = None,
                    subproc_envs: bool = False, setting: str = "default", select: str = "last",
-                   patience: int | None = None, recurrent: bool = False, victim_samples: bool = False) -> dict:
+                   patience: int | None = None, recurrent: bool = False, victim_samples: bool = False,
+                   patience_from: int = 0) -> dict:
     """Train (or resume) an attacker and write its folder; returns the manifest.
 
     Args:
@@ -70,6 +71,7 @@ def train_attacker(agent: str | AgentSpec, env: str, method: str, eps: float, st
             the last where the run did not keep its best from the start). The manifest says which.
         patience: stop the director's training once this many checkpoints in a row found no new
             best (the manifest's ``stopped_early`` says at which step); None trains every step.
+            ``patience_from``: checkpoints up to this many steps are not counted.
         recurrent: the director is an LSTM policy (RecurrentPPO) that remembers the episode: the
             attacker a recurrent victim's memory calls for (PA-AD and SA-RL).
         victim_samples: in training the victim samples its actions from its policy, as the
@@ -114,7 +116,8 @@ def train_attacker(agent: str | AgentSpec, env: str, method: str, eps: float, st
             ckpt, progress = learn_attacker(victim, config, steps, run_dir, device=device,
                                             checkpoint_every=checkpoint_every, hyperparams=hyperparams, log=log,
                                             show_progress=show_progress, deadline=deadline,
-                                            subproc_envs=subproc_envs, patience=patience)
+                                            subproc_envs=subproc_envs, patience=patience,
+                                            patience_from=patience_from)
             manifest = _select_director(victim, env, run_dir, ckpt, config, progress, select, eps, seed, device, log)
             spec = _threat_spec(method, run_dir, eps)
         if eval_episodes == 0:  # the caller evaluates the attacker itself (the gauntlet's sweep)

@@ -45,6 +45,7 @@ class AttackerTask:
     select: str = "last"  # the director checkpoint the attacker is
     patience: int | None = None  # checkpoints without a new best before a director stops
     recurrent: bool = False  # an LSTM director (a memory of the episode), for a victim with a memory
+    patience_from: int = 0  # checkpoints up to this many steps do not count towards the patience
 
     @property
     def spec(self) -> str:
@@ -358,12 +359,14 @@ def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None,
                         extra.get(setting) or chosen.director_steps_of(level, env, recurrent)
                     folder = attacker_folder(cache, m, None if m == "robust-sarsa" else e, setting, select, seed,
                                              chosen.name, chosen.directors_version, steps, recurrent)
-                    # an LSTM director trains its whole budget: its return plateaus for a third of it before it
-                    # learns to use its memory (docs/protocols.md), where the patience rule would stop it; an
-                    # extra director too: the official-attack one dips for 300k+ steps before it breaks through
-                    patience = None if recurrent or setting in extra else chosen.attacker_patience
+                    # an LSTM director's return plateaus for a third of 400k steps before it learns to use its
+                    # memory (docs/protocols.md), where the patience rule would stop it: it trains its whole budget,
+                    # or (v7) counts only the checkpoints after that; an extra director trains every step: the
+                    # official-attack one dips for 300k+ steps before it breaks through
+                    patience, patience_from = (None, 0) if setting in extra else \
+                        chosen.director_patience(level, recurrent)
                     tasks.append(AttackerTask(spec if m != "robust-sarsa" else cpu_spec, env, m, e, eps_value(e), seed,
-                                              steps, str(folder), setting, select, patience, recurrent))
+                                              steps, str(folder), setting, select, patience, recurrent, patience_from))
     # a Robust Sarsa Q function serves every ε: one training, one MinQ evaluation per learned ε
     labels = {s: s for s in heuristics + natural + shifts}
     learned_labels = {with_eps(t.spec.rsplit(",eps=", 1)[0], e): f"{t.name}:eps={e}" for t in tasks

@@ -103,6 +103,13 @@ def _no_shifts(env_id: str, extent: str) -> list[str]:
 #: converged; the patience rule still stops a director that stalls
 NO_FLOOR_STEPS: dict[str, int] = {"HalfCheetah": 1_000_000, "Ant": 1_000_000, "AntContactForces": 1_000_000}
 
+#: the standard level's LSTM director steps where a task needs more than :data:`NO_FLOOR_STEPS`:
+#: the authors' own attack budget on that task, 2441 iterations of 2048 steps on Ant (ATLA_robust_RL's
+#: attack scans; 488 on HalfCheetah, about NO_FLOOR_STEPS' million already). Under mujoco v6 the
+#: LSTM directors against LSTM-PPO Ant stopped at 386 after 1M steps, six of seven still improving,
+#: where the authors' LSTM adversary, trained 5M steps, reaches -287 (docs/reproduction.md)
+RECURRENT_LONG_STEPS: dict[str, int] = {"Ant": 2441 * 2048, "AntContactForces": 2441 * 2048}
+
 
 @dataclass(frozen=True)
 class Protocol:
@@ -154,6 +161,13 @@ class Protocol:
     #: the fewest training steps of an LSTM director per level (it learns slower than a
     #: memoryless one: docs/protocols.md, "LSTM directors")
     recurrent_min_steps: dict[str, int] = field(default_factory=dict)
+    #: LSTM director training steps of their own for some env families, per level ({level:
+    #: {family: steps}}), above :attr:`director_steps` (:data:`RECURRENT_LONG_STEPS`)
+    recurrent_steps: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: an LSTM director also stops by :attr:`attacker_patience`, counted over its checkpoints
+    #: after :attr:`recurrent_min_steps` (its plateau while it learns to use its memory); False:
+    #: it trains every step
+    recurrent_patience: bool = False
     #: on a board, each agent's strongest trained director is also a member (raced, no training)
     #: of every other agent's gauntlet on the same env (:mod:`rlgauntlet.gauntlet.transfer`)
     transfer: bool = False
@@ -177,11 +191,36 @@ class Protocol:
 
     def director_steps_of(self, level: str, env_id: str, recurrent: bool = False) -> int:
         """A director's training steps at ``level`` on ``env_id``: the task's own where the protocol
-        gives one (:attr:`director_steps`), else the level's; an LSTM director's at least
-        :attr:`recurrent_min_steps`. (Robust Sarsa, no director, trains the level's steps.)"""
+        gives one (:attr:`director_steps`), else the level's; an LSTM director's its task's own
+        (:attr:`recurrent_steps`), and at least :attr:`recurrent_min_steps`. (Robust Sarsa, no
+        director, trains the level's steps.)
+
+        Example:
+            >>> v7 = get_protocol("mujoco@v7")
+            >>> [v7.director_steps_of("standard", "AntMuJoCo15-v4", lstm) for lstm in (False, True)]
+            [1000000, 4999168]
+        """
         table = self.director_steps.get(level, {})
         steps = table.get(_task_key(env_id, table), self.level(level).attacker_steps)
-        return max(steps, self.recurrent_min_steps.get(level, 0)) if recurrent else steps
+        if not recurrent:
+            return steps
+        own = self.recurrent_steps.get(level, {})
+        return max(own.get(_task_key(env_id, own), steps), self.recurrent_min_steps.get(level, 0))
+
+    def director_patience(self, level: str, recurrent: bool) -> tuple[int | None, int]:
+        """(checkpoints without a new best before a director stops, the steps up to which its
+        checkpoints are not counted) for a memoryless or an LSTM director of the protocol's
+        settings at ``level`` (an extra director trains every step: :attr:`extra_directors`).
+
+        Example:
+            >>> [get_protocol(tag).director_patience("standard", True) for tag in ("mujoco@v6", "mujoco@v7")]
+            [(None, 0), (3, 400000)]
+        """
+        if not recurrent:
+            return self.attacker_patience, 0
+        if not self.recurrent_patience:
+            return None, 0
+        return self.attacker_patience, self.recurrent_min_steps.get(level, 0)
 
     def extra_directors_of(self, level: str, method: str) -> list[tuple[str, int]]:
         """(setting, steps) of each of :attr:`extra_directors` that ``method`` trains at ``level``."""
@@ -231,6 +270,8 @@ class Protocol:
                 "recurrent_directors": list(self.recurrent_directors), "transfer": self.transfer,
                 "transfer_directors": self.transfer_directors,
                 "recurrent_min_steps": dict(self.recurrent_min_steps),
+                "recurrent_steps": {k: dict(v) for k, v in self.recurrent_steps.items()},
+                "recurrent_patience": self.recurrent_patience,
                 "extra_directors": {k: {"methods": list(m), "steps": dict(st)}
                                     for k, (m, st) in self.extra_directors.items()},
                 "directors_version": self.directors_version,
@@ -271,7 +312,13 @@ PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
         # authors' released attacker at 908; every v5 director kept (directors_of=5), and each
         # donor's two strongest directors per ε transferred (v5's one: SA-PPO's new director
         # displaced the PA-AD one that had taken ATLA-LSTM-SAPPO to 1837, which then stood at 1930)
-        name="mujoco", version=6, families=("mujoco",), push=True, env_budgets_since=4, directors_of=5,
+        # v7: LSTM directors on Ant train the authors' own attack budget (RECURRENT_LONG_STEPS, 5M
+        # steps; v6 stopped at 386 on LSTM-PPO Ant after 1M, the authors' adversary at -287), and
+        # stop by the patience rule after their first 400k steps; a longer director goes on from
+        # the same director's checkpoint at a shorter budget (gauntlet.cache.continue_shorter), so
+        # v6's are not trained again; every other director is v6's (directors_of=5)
+        name="mujoco", version=7, families=("mujoco",), push=True, env_budgets_since=4, directors_of=5,
+        recurrent_steps={"standard": dict(RECURRENT_LONG_STEPS)}, recurrent_patience=True,
         extra_directors={"official-attack": (("sarl",), {"standard": 2_000_000, "paper": 2_000_000})},
         director_steps={"standard": dict(NO_FLOOR_STEPS)}, recurrent_directors=("paad", "sarl"), transfer=True,
         transfer_directors=2, recurrent_min_steps={"standard": 400_000},
@@ -319,10 +366,12 @@ PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
 #: a user's default results can still be ranked among the shipped field (``--with-published``)
 DEFAULT_VERSIONS: dict[str, int] = {"mujoco": 5}
 
+_MUJOCO_V6 = replace(PROTOCOLS["mujoco"], version=6, recurrent_steps={}, recurrent_patience=False)
+
 #: earlier versions that still run, by tag: each is the newest with what was added since taken out
 EARLIER: dict[str, Protocol] = {
-    "mujoco@v5": replace(PROTOCOLS["mujoco"], version=5, extra_directors={}, directors_of=None,
-                         transfer_directors=1)}
+    "mujoco@v6": _MUJOCO_V6,
+    "mujoco@v5": replace(_MUJOCO_V6, version=5, extra_directors={}, directors_of=None, transfer_directors=1)}
 
 
 def earlier_version(protocol: Protocol) -> Protocol | None:
@@ -331,7 +380,7 @@ def earlier_version(protocol: Protocol) -> Protocol | None:
     (:mod:`rlgauntlet.gauntlet.transfer`), so that the newer version is never weaker on a board.
 
     Example:
-        >>> earlier_version(get_protocol("mujoco@v6")).tag, earlier_version(get_protocol("mujoco@v5"))
+        >>> earlier_version(get_protocol("mujoco@v7")).tag, earlier_version(get_protocol("mujoco@v5"))
         ('mujoco@v5', None)
     """
     if protocol.directors_of is None or protocol.directors_of == protocol.version:

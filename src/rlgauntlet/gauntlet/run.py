@@ -20,7 +20,7 @@ from typing import Callable, Mapping, Sequence
 
 from rlgauntlet.version import __version__
 from rlgauntlet.experiments.agents import AgentSpec
-from rlgauntlet.gauntlet.cache import cache_file, cached
+from rlgauntlet.gauntlet.cache import cache_file, cached, continue_shorter
 from rlgauntlet.gauntlet.outcome import Outcome
 from rlgauntlet.gauntlet.plan import AttackerTask, GauntletPlan, eps_value, plan_gauntlet
 from rlgauntlet.gauntlet.race import RaceResult
@@ -37,9 +37,10 @@ def train_attacker_task(task: AttackerTask) -> dict:
     """Train (or resume) one learned attacker; runs in a worker, writes only its folder."""
     from rlgauntlet.experiments.attacker_job import train_attacker
 
+    continue_shorter(Path(task.folder))
     manifest = train_attacker(task.agent, task.env, task.method, eps=task.eps_value, steps=task.steps, run_dir=task.folder,
                               seed=task.seed, eval_episodes=0, log=lambda line: None, setting=task.setting, select=task.select,
-                              patience=task.patience, recurrent=task.recurrent)
+                              patience=task.patience, recurrent=task.recurrent, patience_from=task.patience_from)
     return {"steps": manifest.get("steps"), "train_seconds": manifest.get("train_seconds")}
 
 

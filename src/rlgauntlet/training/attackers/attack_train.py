@@ -161,11 +161,13 @@ def recurrent_settings(settings: dict[str, Any]) -> dict[str, Any]:
 def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str | Path, device: str = "cpu",
                    checkpoint_every: int | None = None, hyperparams: dict | None = None,
                    log: Callable[[str], None] = print, show_progress: bool = False, deadline: float | None = None,
-                   subproc_envs: bool = False, patience: int | None = None) -> tuple[Path, dict]:
+                   subproc_envs: bool = False, patience: int | None = None,
+                   patience_from: int = 0) -> tuple[Path, dict]:
     """Train (or resume) the director defined by ``config`` (see :func:`attacker_config`);
     ``deadline`` (a ``time.monotonic()`` value) saves and stops at the first rollout end after it;
     ``patience`` stops it for good once that many checkpoints in a row found no new best (the
-    lowest victim return in training episodes), and a resumed run that stopped so trains no more.
+    lowest victim return in training episodes), and a resumed run that stopped so trains no more;
+    checkpoints up to ``patience_from`` steps are not counted.
 
     Returns the checkpoint folder (``model.zip``) and the training record (learning curve,
     wall time, what the actor applied).
@@ -223,7 +225,7 @@ def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str 
             f"{total_steps} steps, seed {config['seed']}")
     callback = _TimedCheckpoint(preset, env, run_dir, progress, None, log, budget=total_steps,
                                 show_progress=show_progress, deadline=deadline)
-    callback.patience = patience
+    callback.patience, callback.patience_from = patience, patience_from
     if model.num_timesteps < total_steps and "stopped_early" not in progress:
         quiet_logger(model)
         model.learn(total_timesteps=total_steps - model.num_timesteps, reset_num_timesteps=False, callback=callback)
@@ -264,6 +266,7 @@ class _TimedCheckpoint(CheckpointCallback):
     The attacker may use the strongest policy it found; :func:`best_director` gives it."""
 
     patience: int | None = None  # checkpoints without a new best before the run stops for good
+    patience_from: int = 0  # checkpoints up to this many steps are not counted
 
     def _on_training_start(self) -> None:
         super()._on_training_start()
@@ -293,12 +296,14 @@ class _TimedCheckpoint(CheckpointCallback):
 
     def _stop_without_progress(self) -> None:
         """Stop for good (``stopped_early`` in the progress) once :attr:`patience` checkpoints in a
-        row left the victim no lower than the best before them."""
-        returns = [p["recent_return"] for p in self.progress["history"] if p.get("recent_return") is not None]
+        row, each after :attr:`patience_from` steps, left the victim no lower than the best before them."""
+        points = [p for p in self.progress["history"] if p.get("recent_return") is not None]
+        returns = [p["recent_return"] for p in points]
         if self.patience is None or self.stop or len(returns) <= self.patience:
             return
         best_at = min(range(len(returns)), key=returns.__getitem__)
-        if len(returns) - 1 - best_at >= self.patience:
+        counted = points[-self.patience]["steps"] > self.patience_from  # each of those past patience_from
+        if len(returns) - 1 - best_at >= self.patience and counted:
             steps = int(self.model.num_timesteps)
             self.log(f"[{self.preset.name}] no new best in {self.patience} checkpoints; stopping at {steps} steps")
             self.progress["stopped_early"] = steps  # saved with the run's last checkpoint: a resume trains no more
