@@ -447,6 +447,11 @@ def test_docs_state_every_protocols_version_and_grid():
                 families = ", ".join(f for f, n in table.items() if n == steps)
                 written = f"{steps // 1_000_000}M" if steps % 1_000_000 == 0 else f"{steps // 1000}k"
                 assert f"({families}: {written})" in cell, f"{p.tag} {level}: the director steps of {families}"
+        for level, table in p.recurrent_steps.items():  # an LSTM director's own steps, in its level's cell
+            cell = row.split(" | ")[4 + list(p.levels).index(level)]
+            for steps in set(table.values()):
+                families = ", ".join(f for f, n in table.items() if n == steps)
+                assert f"LSTM directors ({families}: {steps // 1000}k)" in cell, f"{p.tag} {level}: LSTM {families}"
         for setting, (_, steps) in p.extra_directors.items():  # an extra director's budget, in its levels' cells
             for level, n in steps.items():
                 cell = row.split(" | ")[4 + list(p.levels).index(level)]
@@ -637,6 +642,37 @@ def test_mujoco_v6_adds_the_official_attack_director_and_keeps_every_v5_director
     assert v5.protocol.tag == "mujoco@v5" and v5.tasks == old
 
 
+def test_mujoco_v7_trains_lstm_directors_on_ant_for_the_authors_budget_and_keeps_every_other_director(tmp_path):
+    """v7: an LSTM director on Ant (and AntContactForces) trains 2441 × 2048 = 4,999,168 steps at the
+    standard level, the authors' Ant attack budget; elsewhere, memoryless directors and the other
+    levels are v6's (Hopper's LSTM director 400k, HalfCheetah's 1M); an LSTM director stops by the
+    patience rule counted after its first 400k steps (v6: never)."""
+    from rlgauntlet.gauntlet import plan_gauntlet
+    from rlgauntlet.gauntlet.protocols import get_protocol
+
+    v6, v7 = get_protocol("mujoco@v6"), get_protocol("mujoco@v7")
+    envs = ("HopperMuJoCo15-v4", "Walker2d-v5", "HalfCheetahMuJoCo15-v4", "AntMuJoCo15-v4", "AntContactForces-v4")
+    lstm = {env: v7.director_steps_of("standard", env, True) for env in envs}
+    assert lstm == {"HopperMuJoCo15-v4": 400_000, "Walker2d-v5": 400_000, "HalfCheetahMuJoCo15-v4": 1_000_000,
+                    "AntMuJoCo15-v4": 4_999_168, "AntContactForces-v4": 4_999_168}
+    for version in (v6, v7):
+        assert {env: version.director_steps_of("standard", env) for env in envs} == {
+            env: 1_000_000 if "Ant" in env or "Cheetah" in env else 200_000 for env in envs}
+        assert {version.director_steps_of(level, "AntMuJoCo15-v4", True) for level in ("quick", "paper")} == \
+            {50_000, 2_000_000}
+    assert {env: v6.director_steps_of("standard", env, True) for env in envs}["AntMuJoCo15-v4"] == 1_000_000
+    assert v7.director_patience("standard", True) == (3, 400_000) and v7.director_patience("standard", False) == (3, 0)
+    assert v7.director_patience("quick", True) == (3, 0) and v6.director_patience("standard", True) == (None, 0)
+    # the plan: Hopper's directors (LSTM ones asked for) are v6's, in the same folders, but for the patience
+    kw = dict(store=tmp_path / "g.sqlite", lstm_directors=True)
+    old = plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", "mujoco@v6", **kw).tasks
+    new = plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", "mujoco@v7", **kw).tasks
+    assert [(t.folder, t.steps) for t in old] == [(t.folder, t.steps) for t in new]
+    assert [(t.label, t.patience, t.patience_from) for t in new if t.recurrent] == [
+        ("paad@lstm:eps=0.075", 3, 400_000), ("sarl@lstm:eps=0.075", 3, 400_000)]
+    assert {t.patience for t in old if t.recurrent} == {None}
+
+
 def test_a_store_of_the_version_whose_directors_v6_keeps_is_extended_not_refused():
     """v6 runs in a store of v5 results (it reuses their directors and episodes) and v5 in a store
     v6 has written to (the field ships task by task); any other version's store is refused."""
@@ -664,15 +700,19 @@ def test_a_protocol_runs_by_name_at_its_default_version_or_by_tag_at_any_version
     from rlgauntlet.gauntlet.protocols import PROTOCOLS, get_protocol, protocol_for, runnable_tags
 
     assert get_protocol("mujoco").tag == protocol_for("Hopper-v5").tag == "mujoco@v5"  # DEFAULT_VERSIONS
-    assert get_protocol("mujoco@v6") is PROTOCOLS["mujoco"] and get_protocol("classic@v2") is PROTOCOLS["classic"]
+    assert get_protocol("mujoco@v7") is PROTOCOLS["mujoco"] and get_protocol("classic@v2") is PROTOCOLS["classic"]
     assert get_protocol("classic") is PROTOCOLS["classic"]  # no default of its own: the newest
-    v5, v6 = get_protocol("mujoco@v5"), get_protocol("mujoco@v6")
+    v5, v6, v7 = get_protocol("mujoco@v5"), get_protocol("mujoco@v6"), get_protocol("mujoco@v7")
     assert v5.extra_directors == {} and v5.directors_version == 5 and v5.transfer_directors == 1  # v6 less what v6 added
     added = ("version", "extra_directors", "directors_of", "transfer_directors")
     assert {k: v for k, v in vars(v5).items() if k not in added} == {k: v for k, v in vars(v6).items() if k not in added}
-    assert "mujoco@v5" in runnable_tags() and "mujoco@v6" in runnable_tags()
+    assert v6.recurrent_steps == {} and not v6.recurrent_patience and v6.directors_version == v7.directors_version == 5
+    added = ("version", "recurrent_steps", "recurrent_patience")  # v7 less what v7 added
+    assert {k: v for k, v in vars(v6).items() if k not in added} == {k: v for k, v in vars(v7).items() if k not in added}
+    assert {"mujoco@v5", "mujoco@v6", "mujoco@v7"} <= set(runnable_tags())
     for bad in ("mujoco@v4", "mujoco@v", "mujoco@6", "mujoco@vsix"):
-        with pytest.raises(UserError, match=f"--protocol '{bad}': this rlgauntlet runs mujoco as mujoco@v5 and mujoco@v6"):
+        with pytest.raises(UserError, match=f"--protocol '{bad}': this rlgauntlet runs mujoco as mujoco@v5 and mujoco@v6 "
+                                            "and mujoco@v7"):
             get_protocol(bad)
     with pytest.raises(UserError, match="'nope@v1' is unknown"):
         get_protocol("nope@v1")

@@ -890,3 +890,45 @@ def test_victim_sampling_is_refused_for_a_greedy_agent_and_recorded_in_the_confi
     with pytest.raises(UserError, match="--victim-samples is for a director"):
         train_attacker("zoo:pendulum-td3", "Pendulum-v1", "robust-sarsa", 0.05, 2048, tmp_path / "q",
                        eval_episodes=0, victim_samples=True, log=lambda s: None)
+
+
+def test_a_longer_director_goes_on_from_the_same_director_trained_shorter(tmp_path):
+    """mujoco v7's longer LSTM directors: a new director folder starts from the checkpoint of the
+    same director (same name but its steps) trained to fewer steps, copied: the shorter folder is
+    left byte for byte, the longer run's learning curve goes on from the shorter one's and its
+    seconds count both. Never from another attacker, a longer one, or one the patience stopped."""
+    import hashlib
+    import json
+
+    from rlgauntlet.experiments.attacker_job import train_attacker
+    from rlgauntlet.gauntlet.cache import continue_shorter
+
+    def digest(folder):
+        return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in sorted(folder.rglob("*")) if p.is_file()}
+
+    cache = tmp_path / "cache"
+    short = cache / "sarl-eps0.1-seed0-classic-v2-2048steps"
+    first = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "sarl", eps=0.1, steps=2048, run_dir=short,
+                           eval_episodes=0, checkpoint_every=2048, log=lambda s: None)
+    before = digest(short)
+    # candidates that must not be taken: another attacker (ε), a shorter one the patience stopped
+    other = cache / "sarl-eps0.2-seed0-classic-v2-3072steps"
+    stopped = cache / "sarl-eps0.1-seed0-classic-v2-3072steps"
+    for folder, progress in ((other, {}), (stopped, {"stopped_early": 3072})):
+        (folder / "checkpoint").mkdir(parents=True)
+        (folder / "checkpoint" / "model.zip").write_bytes(b"not a model")
+        (folder / "checkpoint" / "progress.json").write_text(json.dumps({"history": [], **progress}))
+    longer = cache / "sarl-eps0.1-seed0-classic-v2-4096steps"
+    assert continue_shorter(longer) == short
+    assert continue_shorter(longer) is None  # started already: nothing is copied twice
+    assert continue_shorter(cache / "sarl-eps0.1-seed0-classic-v2-1024steps") is None  # only shorter ones
+    progress = json.loads((longer / "checkpoint" / "progress.json").read_text())
+    assert progress["continued_from"] == {"folder": short.name, "steps": 2048} and "finished" not in progress
+    resumed = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "sarl", eps=0.1, steps=4096, run_dir=longer,
+                             eval_episodes=0, checkpoint_every=2048, log=lambda s: None)
+    assert [h["steps"] for h in resumed["learning_curve"]] == [2048, 4096]
+    assert resumed["learning_curve"][0] == first["learning_curve"][0]
+    assert resumed["continued_from"] == {"folder": short.name, "steps": 2048} and "continued_from" not in first
+    assert 0 < first["train_seconds"] < resumed["train_seconds"]
+    assert digest(short) == before

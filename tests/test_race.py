@@ -251,6 +251,20 @@ def test_a_director_stops_after_patience_checkpoints_without_a_new_best(returns,
         assert callback.progress["stopped_early"] == 1000 * len(returns)
 
 
+@pytest.mark.parametrize("patience_from, stops", [
+    (0, True),      # the best (300 at 2k steps) is 3 checkpoints back
+    (2000, True),   # the three checkpoints after it (3k, 4k, 5k) are all past 2k steps
+    (3000, False),  # 3k is not counted: only two counted checkpoints without a new best
+    (5000, False),  # none counted
+])
+def test_checkpoints_before_patience_from_do_not_count_towards_the_patience(patience_from, stops):
+    """An LSTM director's plateau while it learns to use its memory is not a stall (mujoco v7)."""
+    callback = _callback([900.0, 300.0, 350.0, 320.0, 310.0], 3)
+    callback.patience_from = patience_from
+    callback._stop_without_progress()
+    assert callback.stop is stops and ("stopped_early" in callback.progress) is stops
+
+
 def test_an_attacker_that_stopped_early_is_done_and_not_trained_again(tmp_path):
     import json
 
