@@ -671,6 +671,19 @@ def test_mujoco_v7_trains_lstm_directors_on_ant_for_the_authors_budget_and_keeps
     assert [(t.label, t.patience, t.patience_from) for t in new if t.recurrent] == [
         ("paad@lstm:eps=0.075", 3, 400_000), ("sarl@lstm:eps=0.075", 3, 400_000)]
     assert {t.patience for t in old if t.recurrent} == {None}
+    assert {t.first_stage for t in old + new} == {None}  # Hopper: no budget of its own, no first stage
+    # Ant: the v7 LSTM director goes on from v6's, which it trains first where v6 has not
+    ant = AgentSpec(agent=f"torchscript:{tmp_path / 'ant.pt'}", kind="deterministic", input_space="raw")
+    torch.jit.save(torch.jit.script(torch.nn.Linear(105, 8)), str(tmp_path / "ant.pt"))
+    plans = {tag: plan_gauntlet(ant, "Ant-v5", tag, **kw).tasks for tag in ("mujoco@v6", "mujoco@v7")}
+    v6_lstm = {t.label: t for t in plans["mujoco@v6"] if t.recurrent}
+    for t in plans["mujoco@v7"]:
+        if t.recurrent:
+            assert t.steps == 4_999_168 and t.first_stage == (v6_lstm[t.label].folder, 1_000_000)
+            assert v6_lstm[t.label].steps == 1_000_000 and v6_lstm[t.label].folder.endswith("-1000000steps")
+        else:
+            assert t.first_stage is None
+    assert len(v6_lstm) == 2
 
 
 def test_a_store_of_the_version_whose_directors_v6_keeps_is_extended_not_refused():

@@ -894,9 +894,9 @@ def test_victim_sampling_is_refused_for_a_greedy_agent_and_recorded_in_the_confi
 
 def test_a_longer_director_goes_on_from_the_same_director_trained_shorter(tmp_path):
     """mujoco v7's longer LSTM directors: a new director folder starts from the checkpoint of the
-    same director (same name but its steps) trained to fewer steps, copied: the shorter folder is
-    left byte for byte, the longer run's learning curve goes on from the shorter one's and its
-    seconds count both. Never from another attacker, a longer one, or one the patience stopped."""
+    same director trained to fewer steps, copied: the shorter folder is left byte for byte, the
+    longer run's learning curve goes on from the shorter one's and its seconds count both. Never
+    twice, and never from a folder that holds no finished director."""
     import hashlib
     import json
 
@@ -907,22 +907,13 @@ def test_a_longer_director_goes_on_from_the_same_director_trained_shorter(tmp_pa
         return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
                 for p in sorted(folder.rglob("*")) if p.is_file()}
 
-    cache = tmp_path / "cache"
-    short = cache / "sarl-eps0.1-seed0-classic-v2-2048steps"
+    short = tmp_path / "sarl-eps0.1-seed0-classic-v2-2048steps"
     first = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "sarl", eps=0.1, steps=2048, run_dir=short,
                            eval_episodes=0, checkpoint_every=2048, log=lambda s: None)
     before = digest(short)
-    # candidates that must not be taken: another attacker (ε), a shorter one the patience stopped
-    other = cache / "sarl-eps0.2-seed0-classic-v2-3072steps"
-    stopped = cache / "sarl-eps0.1-seed0-classic-v2-3072steps"
-    for folder, progress in ((other, {}), (stopped, {"stopped_early": 3072})):
-        (folder / "checkpoint").mkdir(parents=True)
-        (folder / "checkpoint" / "model.zip").write_bytes(b"not a model")
-        (folder / "checkpoint" / "progress.json").write_text(json.dumps({"history": [], **progress}))
-    longer = cache / "sarl-eps0.1-seed0-classic-v2-4096steps"
-    assert continue_shorter(longer) == short
-    assert continue_shorter(longer) is None  # started already: nothing is copied twice
-    assert continue_shorter(cache / "sarl-eps0.1-seed0-classic-v2-1024steps") is None  # only shorter ones
+    longer = tmp_path / "sarl-eps0.1-seed0-classic-v2-4096steps"
+    assert continue_shorter(longer, short) is True
+    assert continue_shorter(longer, short) is False  # started already: nothing is copied twice
     progress = json.loads((longer / "checkpoint" / "progress.json").read_text())
     assert progress["continued_from"] == {"folder": short.name, "steps": 2048} and "finished" not in progress
     resumed = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "sarl", eps=0.1, steps=4096, run_dir=longer,
@@ -932,3 +923,47 @@ def test_a_longer_director_goes_on_from_the_same_director_trained_shorter(tmp_pa
     assert resumed["continued_from"] == {"folder": short.name, "steps": 2048} and "continued_from" not in first
     assert 0 < first["train_seconds"] < resumed["train_seconds"]
     assert digest(short) == before
+    unfinished = tmp_path / "sarl-eps0.2-seed0-classic-v2-2048steps"
+    (unfinished / "checkpoint").mkdir(parents=True)
+    (unfinished / "checkpoint" / "progress.json").write_text(json.dumps({"history": []}))
+    with pytest.raises(UserError, match="holds no trained director to go on from"):
+        continue_shorter(tmp_path / "sarl-eps0.2-seed0-classic-v2-4096steps", unfinished)
+    assert not (tmp_path / "sarl-eps0.2-seed0-classic-v2-4096steps").exists()
+
+
+def test_a_two_stage_director_trains_its_first_stage_as_the_earlier_version_then_goes_on(tmp_path, monkeypatch):
+    """The worker trains a v7 LSTM director's first stage (v6's folder and steps, every step: no
+    patience) unless it is done, then goes on from it in the task's own folder with v7's patience;
+    a first stage already trained (by a v6 run) is not trained again."""
+    import json
+
+    from pathlib import Path
+
+    from rlgauntlet.experiments import attacker_job
+    from rlgauntlet.experiments.agents import AgentSpec
+    from rlgauntlet.gauntlet.plan import AttackerTask
+    from rlgauntlet.gauntlet.run import train_attacker_task
+
+    calls = []
+
+    def fake_train(agent, env, method, eps, steps, run_dir, **kwargs):
+        calls.append((Path(run_dir).name, steps, kwargs["patience"], kwargs["patience_from"]))
+        ckpt = Path(run_dir) / "checkpoint"
+        ckpt.mkdir(parents=True, exist_ok=True)
+        (ckpt / "model.zip").write_bytes(b"zip")
+        (ckpt / "progress.json").write_text(json.dumps({"history": [{"steps": steps, "recent_return": 1.0}],
+                                                        "finished": True}))
+        manifest = {"steps": steps, "train_seconds": 1.0}
+        (Path(run_dir) / "manifest.json").write_text(json.dumps(manifest))
+        return manifest
+
+    monkeypatch.setattr(attacker_job, "train_attacker", fake_train)
+    task = AttackerTask(AgentSpec(agent="zoo:cartpole-dqn"), "CartPole-v1", "sarl", "0.1", 0.1, 0, 5000,
+                        str(tmp_path / "long-5000steps"), recurrent=True, patience=3, patience_from=400,
+                        first_stage=(str(tmp_path / "short-1000steps"), 1000))
+    train_attacker_task(task)
+    assert calls == [("short-1000steps", 1000, None, 0), ("long-5000steps", 5000, 3, 400)]
+    calls.clear()
+    again = AttackerTask(**{**vars(task), "folder": str(tmp_path / "other-5000steps")})
+    train_attacker_task(again)
+    assert calls == [("other-5000steps", 5000, 3, 400)]  # the first stage is done: not trained again

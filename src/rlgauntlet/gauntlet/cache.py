@@ -47,46 +47,32 @@ def attacker_folder(cache: Path, method: str, eps: str | None, setting: str, sel
     return cache / f"{method}-{where}{how}-seed{seed}-{protocol}-v{version}-{steps}steps"
 
 
-#: an attacker folder's name: everything that makes it this attacker, then its training steps
-_STEPS_NAME = re.compile(r"^(?P<attacker>.+)-(?P<steps>[0-9]+)steps$")
-
-
-def continue_shorter(folder: Path) -> Path | None:
-    """Start the untrained director ``folder`` from the same director trained at a shorter budget,
-    where its cache holds one: the folder of the same name but fewer steps (the most of them),
-    which trained all of them (not stopped by the patience rule). Its checkpoint and best
-    director are copied (that folder stays as it was) and its progress says
-    ``continued_from``; the training then resumes as an interrupted one does, so that a
-    longer budget costs only the steps it adds. Returns the folder it went on from, or None
-    (``folder`` already started, or no shorter one).
+def continue_shorter(folder: Path, source: Path) -> bool:
+    """Start the untrained director ``folder`` from ``source``, the same director trained to fewer
+    steps (a longer budget's first stage, :attr:`~rlgauntlet.gauntlet.plan.AttackerTask.first_stage`):
+    its checkpoint and best director are copied (``source`` stays as it was) and the progress says
+    ``continued_from``; the training then resumes as an interrupted one does. Returns False, and
+    copies nothing, where ``folder`` has started already.
 
     Example:
-        >>> continue_shorter(Path("nowhere/paad-eps0.15-best-lstm-seed0-mujoco-v5-4999168steps")) is None
-        True
+        >>> continue_shorter(Path("nowhere/long"), Path("nowhere/short"))
+        Traceback (most recent call last):
+        ...
+        rlgauntlet.errors.UserError: nowhere/short holds no trained director to go on from; remove nowhere/long and run again
     """
-    import glob
     import shutil
 
     from rlgauntlet.training.attackers.attack_train import BEST
     from rlgauntlet.training.checkpoints import has_checkpoint
 
-    name = _STEPS_NAME.match(folder.name)
-    if name is None or has_checkpoint(folder / "checkpoint") or (folder / "manifest.json").exists():
-        return None
-    shorter = []
-    for other in folder.parent.glob(f"{glob.escape(name['attacker'])}-*steps"):
-        match = _STEPS_NAME.match(other.name)
-        if match is None or match["attacker"] != name["attacker"] or not int(match["steps"]) < int(name["steps"]):
-            continue
-        try:
-            progress = json.loads((other / "checkpoint" / "progress.json").read_text())
-        except (OSError, ValueError):
-            continue  # never trained, or not ours
-        if isinstance(progress, dict) and "stopped_early" not in progress and has_checkpoint(other / "checkpoint"):
-            shorter.append((int(match["steps"]), other, progress))
-    if not shorter:
-        return None
-    steps, source, progress = max(shorter, key=lambda s: s[0])
+    if has_checkpoint(folder / "checkpoint") or (folder / "manifest.json").exists():
+        return False
+    try:
+        progress = json.loads((source / "checkpoint" / "progress.json").read_text())
+    except (OSError, ValueError):
+        progress = None
+    if not (isinstance(progress, dict) and progress.get("finished") and has_checkpoint(source / "checkpoint")):
+        raise UserError(f"{source} holds no trained director to go on from; remove {folder} and run again")
     tmp = folder.with_name(folder.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
@@ -95,14 +81,14 @@ def continue_shorter(folder: Path) -> Path | None:
         shutil.copytree(source / BEST, tmp / BEST)
     for done in ("finished", "applied", "input_shape", "input_bounds"):  # what the end of that run wrote
         progress.pop(done, None)
-    progress["continued_from"] = {"folder": source.name, "steps": steps}
+    progress["continued_from"] = {"folder": source.name, "steps": int(progress["history"][-1]["steps"])}
     (tmp / "checkpoint" / "progress.json").write_text(json.dumps(progress, indent=2))
     folder.mkdir(parents=True, exist_ok=True)
     for part in (tmp / BEST, tmp / "checkpoint"):  # the checkpoint last: once it is there, the run resumes
         if part.exists():
             part.rename(folder / part.name)
     shutil.rmtree(tmp)
-    return source
+    return True
 
 
 def trained_seconds(store: Path, env: str) -> dict[str, list[float]]:

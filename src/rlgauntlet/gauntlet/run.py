@@ -37,7 +37,12 @@ def train_attacker_task(task: AttackerTask) -> dict:
     """Train (or resume) one learned attacker; runs in a worker, writes only its folder."""
     from rlgauntlet.experiments.attacker_job import train_attacker
 
-    continue_shorter(Path(task.folder))
+    if task.first_stage is not None:  # the shorter budget's director first, exactly as its version trains it
+        folder, steps = task.first_stage
+        stage = replace(task, folder=folder, steps=steps, patience=None, patience_from=0, first_stage=None)
+        if not stage.done():
+            train_attacker_task(stage)
+        continue_shorter(Path(task.folder), Path(folder))
     manifest = train_attacker(task.agent, task.env, task.method, eps=task.eps_value, steps=task.steps, run_dir=task.folder,
                               seed=task.seed, eval_episodes=0, log=lambda line: None, setting=task.setting, select=task.select,
                               patience=task.patience, recurrent=task.recurrent, patience_from=task.patience_from)
