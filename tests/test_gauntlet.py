@@ -420,9 +420,11 @@ def test_gauntlet_list_and_leaderboard_refuse_a_foreign_file(tmp_path, cli_env):
     res = run_cli(["gauntlet", "--list", "--json"], cli_env)
     assert res.returncode == 0
     listed = json.loads(res.stdout)
-    assert set(listed) == set(PROTOCOLS) | {"mujoco@v6"} and listed["classic"]["version"] >= 1
+    assert set(listed) == set(PROTOCOLS) | {"mujoco@v6", "mujoco@v7"} and listed["classic"]["version"] >= 1
     assert listed["mujoco"]["version"] == 5 and listed["mujoco@v6"]["extra_directors"] == {
         "official-attack": {"methods": ["sarl"], "steps": {"standard": 2_000_000, "paper": 2_000_000}}}
+    assert listed["mujoco@v7"]["recurrent_steps"] == {"standard": {"Ant": 4_999_168, "AntContactForces": 4_999_168}}
+    assert listed["mujoco@v7"]["recurrent_patience"] and not listed["mujoco@v6"]["recurrent_patience"]
     foreign = tmp_path / "board.html"
     foreign.write_text("<html>mine</html>")
     res = run_cli(["leaderboard", "--store", str(tmp_path / "none.sqlite"), "--out", str(foreign)], cli_env)
