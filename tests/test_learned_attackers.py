@@ -899,6 +899,7 @@ def test_a_longer_director_goes_on_from_the_same_director_trained_shorter(tmp_pa
     twice, and never from a folder that holds no finished director."""
     import hashlib
     import json
+    import shutil
 
     from rlgauntlet.experiments.attacker_job import train_attacker
     from rlgauntlet.gauntlet.cache import continue_shorter
@@ -926,9 +927,18 @@ def test_a_longer_director_goes_on_from_the_same_director_trained_shorter(tmp_pa
     unfinished = tmp_path / "sarl-eps0.2-seed0-classic-v2-2048steps"
     (unfinished / "checkpoint").mkdir(parents=True)
     (unfinished / "checkpoint" / "progress.json").write_text(json.dumps({"history": []}))
-    with pytest.raises(UserError, match="holds no trained director to go on from"):
-        continue_shorter(tmp_path / "sarl-eps0.2-seed0-classic-v2-4096steps", unfinished)
-    assert not (tmp_path / "sarl-eps0.2-seed0-classic-v2-4096steps").exists()
+    target = tmp_path / "sarl-eps0.2-seed0-classic-v2-4096steps"
+    (unfinished / "checkpoint" / "model.zip").write_bytes(b"zip")
+    for malformed in ("{not json", json.dumps([1, 2]), json.dumps({"finished": True, "history": []})):
+        (unfinished / "checkpoint" / "progress.json").write_text(malformed)
+        with pytest.raises(UserError, match=f"holds no trained director to go on from; remove {unfinished} "):
+            continue_shorter(target, unfinished)
+        assert not target.exists()  # nothing written
+    # the fix it names works: the source removed, the worker trains it again and goes on from it
+    shutil.rmtree(unfinished)
+    train_attacker("zoo:cartpole-dqn", "CartPole-v1", "sarl", eps=0.2, steps=2048, run_dir=unfinished,
+                   eval_episodes=0, checkpoint_every=2048, log=lambda s: None)
+    assert continue_shorter(target, unfinished) is True
 
 
 def test_a_two_stage_director_trains_its_first_stage_as_the_earlier_version_then_goes_on(tmp_path, monkeypatch):

@@ -58,7 +58,7 @@ def continue_shorter(folder: Path, source: Path) -> bool:
         >>> continue_shorter(Path("nowhere/long"), Path("nowhere/short"))
         Traceback (most recent call last):
         ...
-        rlgauntlet.errors.UserError: nowhere/short holds no trained director to go on from; remove nowhere/long and run again
+        rlgauntlet.errors.UserError: nowhere/short holds no trained director to go on from; remove nowhere/short (it is trained again) and run again
     """
     import shutil
 
@@ -71,8 +71,10 @@ def continue_shorter(folder: Path, source: Path) -> bool:
         progress = json.loads((source / "checkpoint" / "progress.json").read_text())
     except (OSError, ValueError):
         progress = None
-    if not (isinstance(progress, dict) and progress.get("finished") and has_checkpoint(source / "checkpoint")):
-        raise UserError(f"{source} holds no trained director to go on from; remove {folder} and run again")
+    if not (isinstance(progress, dict) and progress.get("finished") and isinstance(progress.get("history"), list)
+            and progress["history"] and has_checkpoint(source / "checkpoint")):
+        raise UserError(f"{source} holds no trained director to go on from; remove {source} (it is trained "
+                        "again) and run again")
     tmp = folder.with_name(folder.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
