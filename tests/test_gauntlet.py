@@ -665,6 +665,9 @@ def test_mujoco_v7_trains_lstm_directors_on_ant_for_the_authors_budget_and_keeps
     assert {env: v6.director_steps_of("standard", env, True) for env in envs}["AntMuJoCo15-v4"] == 1_000_000
     assert v7.director_patience("standard", True) == (3, 400_000) and v7.director_patience("standard", False) == (3, 0)
     assert v7.director_patience("quick", True) == (3, 0) and v6.director_patience("standard", True) == (None, 0)
+    # v7's first stage is v6's director under v6's rule: v6's steps, every step trained
+    assert v7.first_stage("standard", "AntMuJoCo15-v4") == (1_000_000, None, 0)
+    assert v7.first_stage("standard", "Hopper-v5") is None and v6.first_stage("standard", "AntMuJoCo15-v4") is None
     # the plan: Hopper's directors (LSTM ones asked for) are v6's, in the same folders, but for the patience
     kw = dict(store=tmp_path / "g.sqlite", lstm_directors=True)
     old = plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", "mujoco@v6", **kw).tasks
@@ -681,7 +684,8 @@ def test_mujoco_v7_trains_lstm_directors_on_ant_for_the_authors_budget_and_keeps
     v6_lstm = {t.label: t for t in plans["mujoco@v6"] if t.recurrent}
     for t in plans["mujoco@v7"]:
         if t.recurrent:
-            assert t.steps == 4_999_168 and t.first_stage == (v6_lstm[t.label].folder, 1_000_000)
+            assert t.steps == 4_999_168 and t.first_stage == (v6_lstm[t.label].folder, 1_000_000, None, 0)
+            assert v6_lstm[t.label].patience is None  # v6's rule: its LSTM directors train every step
             assert v6_lstm[t.label].steps == 1_000_000 and v6_lstm[t.label].folder.endswith("-1000000steps")
         else:
             assert t.first_stage is None

@@ -942,9 +942,10 @@ def test_a_longer_director_goes_on_from_the_same_director_trained_shorter(tmp_pa
 
 
 def test_a_two_stage_director_trains_its_first_stage_as_the_earlier_version_then_goes_on(tmp_path, monkeypatch):
-    """The worker trains a v7 LSTM director's first stage (v6's folder and steps, every step: no
-    patience) unless it is done, then goes on from it in the task's own folder with v7's patience;
-    a first stage already trained (by a v6 run) is not trained again."""
+    """The worker trains a v7 LSTM director's first stage with the folder, steps and patience the
+    task carries for it (the earlier version's rule, from the protocol) unless it is done, then goes
+    on from it in the task's own folder with the task's own patience; a first stage already trained
+    (by a v6 run) is not trained again."""
     import json
 
     from pathlib import Path
@@ -970,9 +971,9 @@ def test_a_two_stage_director_trains_its_first_stage_as_the_earlier_version_then
     monkeypatch.setattr(attacker_job, "train_attacker", fake_train)
     task = AttackerTask(AgentSpec(agent="zoo:cartpole-dqn"), "CartPole-v1", "sarl", "0.1", 0.1, 0, 5000,
                         str(tmp_path / "long-5000steps"), recurrent=True, patience=3, patience_from=400,
-                        first_stage=(str(tmp_path / "short-1000steps"), 1000))
+                        first_stage=(str(tmp_path / "short-1000steps"), 1000, 5, 200))
     train_attacker_task(task)
-    assert calls == [("short-1000steps", 1000, None, 0), ("long-5000steps", 5000, 3, 400)]
+    assert calls == [("short-1000steps", 1000, 5, 200), ("long-5000steps", 5000, 3, 400)]
     calls.clear()
     again = AttackerTask(**{**vars(task), "folder": str(tmp_path / "other-5000steps")})
     train_attacker_task(again)

@@ -46,9 +46,10 @@ class AttackerTask:
     patience: int | None = None  # checkpoints without a new best before a director stops
     recurrent: bool = False  # an LSTM director (a memory of the episode), for a victim with a memory
     patience_from: int = 0  # checkpoints up to this many steps do not count towards the patience
-    #: (folder, steps) of the same director at a shorter budget, trained first (as the version
-    #: before this budget trained it) and gone on from: mujoco v7's longer LSTM directors
-    first_stage: tuple[str, int] | None = None
+    #: (folder, steps, patience, patience_from) of the same director at a shorter budget, trained
+    #: first (as the version before this budget trained it: ``Protocol.first_stage``) and gone on
+    #: from: mujoco v7's longer LSTM directors
+    first_stage: tuple[str, int, int | None, int] | None = None
 
     @property
     def spec(self) -> str:
@@ -368,10 +369,10 @@ def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None,
                     # official-attack one dips for 300k+ steps before it breaks through
                     patience, patience_from = (None, 0) if setting in extra else \
                         chosen.director_patience(level, recurrent)
-                    shorter = chosen.first_stage_steps(level, env) if recurrent and setting not in extra else None
-                    first = None if shorter is None else \
+                    stage = chosen.first_stage(level, env) if recurrent and setting not in extra else None
+                    first = None if stage is None else \
                         (str(attacker_folder(cache, m, e, setting, select, seed, chosen.name, chosen.directors_version,
-                                             shorter, recurrent)), shorter)
+                                             stage[0], recurrent)), *stage)
                     tasks.append(AttackerTask(spec if m != "robust-sarsa" else cpu_spec, env, m, e, eps_value(e), seed,
                                               steps, str(folder), setting, select, patience, recurrent, patience_from,
                                               first))

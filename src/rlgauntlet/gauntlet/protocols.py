@@ -207,20 +207,23 @@ class Protocol:
         own = self.recurrent_steps.get(level, {})
         return max(own.get(_task_key(env_id, own), steps), self.recurrent_min_steps.get(level, 0))
 
-    def first_stage_steps(self, level: str, env_id: str) -> int | None:
-        """The steps an LSTM director with a budget of its own on ``env_id`` (:attr:`recurrent_steps`)
-        first trains as the version before that budget did (every step, no early stop), to go on
-        from there: the same director for both versions, so that one run is not trained twice and a
-        result does not depend on which version ran first. None: no budget of its own there.
+    def first_stage(self, level: str, env_id: str) -> tuple[int, int | None, int] | None:
+        """How an LSTM director with a budget of its own on ``env_id`` (:attr:`recurrent_steps`)
+        first trains, as the version before that budget did, to go on from there: (steps, patience,
+        patience_from) of this protocol without its own LSTM budgets and their early stop. The same
+        director for both versions, so that one run is not trained twice and a result does not
+        depend on which version ran first. None: no budget of its own there.
 
         Example:
-            >>> get_protocol("mujoco@v7").first_stage_steps("standard", "AntMuJoCo15-v4")
-            1000000
+            >>> get_protocol("mujoco@v7").first_stage("standard", "AntMuJoCo15-v4")
+            (1000000, None, 0)
         """
         own = self.recurrent_steps.get(level, {})
         if _task_key(env_id, own) not in own:
             return None
-        return replace(self, recurrent_steps={}).director_steps_of(level, env_id, recurrent=True)
+        earlier = replace(self, recurrent_steps={}, recurrent_patience=False)
+        return (earlier.director_steps_of(level, env_id, recurrent=True),
+                *earlier.director_patience(level, recurrent=True))
 
     def director_patience(self, level: str, recurrent: bool) -> tuple[int | None, int]:
         """(checkpoints without a new best before a director stops, the steps up to which its

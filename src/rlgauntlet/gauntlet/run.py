@@ -38,8 +38,9 @@ def train_attacker_task(task: AttackerTask) -> dict:
     from rlgauntlet.experiments.attacker_job import train_attacker
 
     if task.first_stage is not None:  # the shorter budget's director first, exactly as its version trains it
-        folder, steps = task.first_stage
-        stage = replace(task, folder=folder, steps=steps, patience=None, patience_from=0, first_stage=None)
+        folder, steps, patience, patience_from = task.first_stage
+        stage = replace(task, folder=folder, steps=steps, patience=patience, patience_from=patience_from,
+                        first_stage=None)
         if not stage.done():
             train_attacker_task(stage)
         continue_shorter(Path(task.folder), Path(folder))
