@@ -420,11 +420,15 @@ def test_gauntlet_list_and_leaderboard_refuse_a_foreign_file(tmp_path, cli_env):
     res = run_cli(["gauntlet", "--list", "--json"], cli_env)
     assert res.returncode == 0
     listed = json.loads(res.stdout)
-    assert set(listed) == set(PROTOCOLS) | {"mujoco@v6", "mujoco@v7"} and listed["classic"]["version"] >= 1
+    assert set(listed) == set(PROTOCOLS) | {"mujoco@v6", "mujoco@v7", "mujoco@v8"} and listed["classic"]["version"] >= 1
     assert listed["mujoco"]["version"] == 5 and listed["mujoco@v6"]["extra_directors"] == {
         "official-attack": {"methods": ["sarl"], "steps": {"standard": 2_000_000, "paper": 2_000_000}}}
     assert listed["mujoco@v7"]["recurrent_steps"] == {"standard": {"Ant": 4_999_168, "AntContactForces": 4_999_168}}
     assert listed["mujoco@v7"]["recurrent_patience"] and not listed["mujoco@v6"]["recurrent_patience"]
+    assert listed["mujoco@v8"]["curriculum"] == {"tasks": {"HalfCheetah": 3.0, "Ant": 3.0, "AntContactForces": 3.0},
+                                                 "methods": ["paad"]} and listed["mujoco@v8"]["recurrent_steps"] == {}
+    assert listed["mujoco@v7"]["curriculum"] == {"tasks": {}, "methods": []}
+    assert listed["mujoco@v8"]["transfer_directors"] == 3
     foreign = tmp_path / "board.html"
     foreign.write_text("<html>mine</html>")
     res = run_cli(["leaderboard", "--store", str(tmp_path / "none.sqlite"), "--out", str(foreign)], cli_env)
@@ -684,12 +688,40 @@ def test_mujoco_v7_trains_lstm_directors_on_ant_for_the_authors_budget_and_keeps
     v6_lstm = {t.label: t for t in plans["mujoco@v6"] if t.recurrent}
     for t in plans["mujoco@v7"]:
         if t.recurrent:
-            assert t.steps == 4_999_168 and t.first_stage == (v6_lstm[t.label].folder, 1_000_000, None, 0)
+            assert t.steps == 4_999_168 and t.first_stage == (v6_lstm[t.label].folder, 1_000_000, None, 0, "0.15")
             assert v6_lstm[t.label].patience is None  # v6's rule: its LSTM directors train every step
             assert v6_lstm[t.label].steps == 1_000_000 and v6_lstm[t.label].folder.endswith("-1000000steps")
         else:
             assert t.first_stage is None
     assert len(v6_lstm) == 2
+
+
+def test_mujoco_v8_plans_a_curriculum_pa_ad_director_that_first_trains_at_three_times_the_budget(tmp_path):
+    """v8: where the return has no floor (HalfCheetah, Ant), beside v6's directors (the same
+    folders), one PA-AD director per ε that trains the task's director steps at 3 × ε (its own
+    folder, every step) and as many again at ε, going on from there (every step: no early stop);
+    the PPO settings are the default ones. Ant at standard: 1M at 0.45, then 1M at 0.15; quick: 50k
+    and 50k. Hopper: v6's directors exactly."""
+    from rlgauntlet.experiments.agents import AgentSpec
+    from rlgauntlet.gauntlet import plan_gauntlet
+
+    kw = dict(store=tmp_path / "g.sqlite")
+    hopper = {tag: plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", tag, **kw).tasks for tag in ("mujoco@v6", "mujoco@v8")}
+    assert hopper["mujoco@v8"] == hopper["mujoco@v6"]
+    ant = AgentSpec(agent=f"torchscript:{tmp_path / 'ant.pt'}", kind="deterministic", input_space="raw")
+    torch.jit.save(torch.jit.script(torch.nn.Linear(105, 8)), str(tmp_path / "ant.pt"))
+    old = plan_gauntlet(ant, "Ant-v5", "mujoco@v6", **kw).tasks
+    new = plan_gauntlet(ant, "Ant-v5", "mujoco@v8", **kw).tasks
+    assert [t for t in new if t.setting != "curriculum"] == old
+    (curriculum,) = [t for t in new if t.setting == "curriculum"]
+    assert (curriculum.label, curriculum.steps, curriculum.patience, curriculum.ppo_setting) == (
+        "paad@curriculum:eps=0.15", 2_000_000, None, "default")
+    folder, steps, patience, patience_from, eps = curriculum.first_stage
+    assert (Path(folder).name, steps, patience, patience_from, eps) == (
+        "paad-eps0.45-curriculum-best-seed0-mujoco-v5-1000000steps", 1_000_000, None, 0, "0.45")
+    assert Path(curriculum.folder).name == "paad-eps0.15-curriculum-best-seed0-mujoco-v5-2000000steps"
+    quick = plan_gauntlet(ant, "Ant-v5", "mujoco@v8", level="quick", **kw).tasks
+    assert [(t.steps, t.first_stage[1]) for t in quick if t.setting == "curriculum"] == [(100_000, 50_000)]
 
 
 def test_a_store_of_the_version_whose_directors_v6_keeps_is_extended_not_refused():
@@ -719,19 +751,26 @@ def test_a_protocol_runs_by_name_at_its_default_version_or_by_tag_at_any_version
     from rlgauntlet.gauntlet.protocols import PROTOCOLS, get_protocol, protocol_for, runnable_tags
 
     assert get_protocol("mujoco").tag == protocol_for("Hopper-v5").tag == "mujoco@v5"  # DEFAULT_VERSIONS
-    assert get_protocol("mujoco@v7") is PROTOCOLS["mujoco"] and get_protocol("classic@v2") is PROTOCOLS["classic"]
+    assert get_protocol("mujoco@v8") is PROTOCOLS["mujoco"] and get_protocol("classic@v2") is PROTOCOLS["classic"]
     assert get_protocol("classic") is PROTOCOLS["classic"]  # no default of its own: the newest
     v5, v6, v7 = get_protocol("mujoco@v5"), get_protocol("mujoco@v6"), get_protocol("mujoco@v7")
+    v8 = get_protocol("mujoco@v8")
     assert v5.extra_directors == {} and v5.directors_version == 5 and v5.transfer_directors == 1  # v6 less what v6 added
     added = ("version", "extra_directors", "directors_of", "transfer_directors")
     assert {k: v for k, v in vars(v5).items() if k not in added} == {k: v for k, v in vars(v6).items() if k not in added}
     assert v6.recurrent_steps == {} and not v6.recurrent_patience and v6.directors_version == v7.directors_version == 5
     added = ("version", "recurrent_steps", "recurrent_patience")  # v7 less what v7 added
     assert {k: v for k, v in vars(v6).items() if k not in added} == {k: v for k, v in vars(v7).items() if k not in added}
-    assert {"mujoco@v5", "mujoco@v6", "mujoco@v7"} <= set(runnable_tags())
+    # v8 is v6 and its curriculum director (one more transferred per donor); v7's longer LSTM directors it leaves out
+    assert v8.curriculum == {"HalfCheetah": 3.0, "Ant": 3.0, "AntContactForces": 3.0} and v8.directors_version == 5
+    assert v8.curriculum_methods == ("paad",) and v6.curriculum == v7.curriculum == {} and not v6.curriculum_methods
+    added = ("version", "curriculum", "curriculum_methods", "transfer_directors")
+    assert {k: v for k, v in vars(v6).items() if k not in added} == {k: v for k, v in vars(v8).items() if k not in added}
+    assert (v6.transfer_directors, v8.transfer_directors) == (2, 3)
+    assert {"mujoco@v5", "mujoco@v6", "mujoco@v7", "mujoco@v8"} <= set(runnable_tags())
     for bad in ("mujoco@v4", "mujoco@v", "mujoco@6", "mujoco@vsix"):
         with pytest.raises(UserError, match=f"--protocol '{bad}': this rlgauntlet runs mujoco as mujoco@v5 and mujoco@v6 "
-                                            "and mujoco@v7"):
+                                            "and mujoco@v7 and mujoco@v8"):
             get_protocol(bad)
     with pytest.raises(UserError, match="'nope@v1' is unknown"):
         get_protocol("nope@v1")

@@ -941,6 +941,42 @@ def test_a_longer_director_goes_on_from_the_same_director_trained_shorter(tmp_pa
     assert continue_shorter(target, unfinished) is True
 
 
+def test_a_curriculum_director_goes_on_at_its_own_budget_from_one_trained_at_a_larger_one(tmp_path):
+    """mujoco v8's curriculum director: the first stage trained at 3 × ε is copied and goes on at
+    ε. Its config then says ε (so the attacker is one of ε: accepted there, refused at 3 × ε), the
+    progress keeps the first stage's ε and steps, and its best checkpoint is tracked from its first
+    checkpoint at ε only: the first stage's best (at another budget) is not copied."""
+    import json
+
+    from rlgauntlet.experiments.attacker_job import train_attacker
+    from rlgauntlet.gauntlet.cache import continue_shorter
+    from rlgauntlet.threats.learned.base import find_attacker
+    from rlgauntlet.training.attackers.attack_train import best_director
+
+    short = tmp_path / "paad-eps0.3-curriculum-best-seed0-classic-v2-2048steps"
+    train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", eps=0.3, steps=2048, run_dir=short, eval_episodes=0,
+                   checkpoint_every=1024, select="best", log=lambda s: None)
+    assert best_director(short)["steps"] == 2048  # the first stage kept its own best
+    longer = tmp_path / "paad-eps0.1-curriculum-best-seed0-classic-v2-4096steps"
+    assert continue_shorter(longer, short, eps=0.1) is True
+    progress = json.loads((longer / "checkpoint" / "progress.json").read_text())
+    assert progress["continued_from"] == {"folder": short.name, "steps": 2048, "eps": 0.3}
+    assert progress["config"]["eps"] == 0.1 and progress["best_tracked_from"] == 2048
+    assert not (longer / "best").exists() and best_director(longer) is None
+    manifest = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", eps=0.1, steps=4096, run_dir=longer,
+                              eval_episodes=0, checkpoint_every=1024, select="best", log=lambda s: None)
+    assert [h["steps"] for h in manifest["learning_curve"]] == [2048, 4096]  # one checkpoint a rollout here
+    assert manifest["eps"] == 0.1 and manifest["continued_from"]["eps"] == 0.3
+    assert best_director(longer)["steps"] == 4096  # its first checkpoint at ε, never one of the first stage
+    assert manifest["selected"]["steps"] == 4096
+    assert find_attacker(str(longer), 0.1, "paad")[0] == longer
+    with pytest.raises(UserError, match="was trained for eps=0.1, not eps=0.3"):
+        find_attacker(str(longer), 0.3, "paad")
+    with pytest.raises(UserError, match=r"eps=0.1 \(now 0.3\)"):  # nor is it resumed at another budget
+        train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", eps=0.3, steps=8192, run_dir=longer,
+                       eval_episodes=0, log=lambda s: None)
+
+
 def test_a_two_stage_director_trains_its_first_stage_as_the_earlier_version_then_goes_on(tmp_path, monkeypatch):
     """The worker trains a v7 LSTM director's first stage with the folder, steps and patience the
     task carries for it (the earlier version's rule, from the protocol) unless it is done, then goes
@@ -971,7 +1007,7 @@ def test_a_two_stage_director_trains_its_first_stage_as_the_earlier_version_then
     monkeypatch.setattr(attacker_job, "train_attacker", fake_train)
     task = AttackerTask(AgentSpec(agent="zoo:cartpole-dqn"), "CartPole-v1", "sarl", "0.1", 0.1, 0, 5000,
                         str(tmp_path / "long-5000steps"), recurrent=True, patience=3, patience_from=400,
-                        first_stage=(str(tmp_path / "short-1000steps"), 1000, 5, 200))
+                        first_stage=(str(tmp_path / "short-1000steps"), 1000, 5, 200, "0.1"))
     train_attacker_task(task)
     assert calls == [("short-1000steps", 1000, 5, 200), ("long-5000steps", 5000, 3, 400)]
     calls.clear()

@@ -47,12 +47,17 @@ def attacker_folder(cache: Path, method: str, eps: str | None, setting: str, sel
     return cache / f"{method}-{where}{how}-seed{seed}-{protocol}-v{version}-{steps}steps"
 
 
-def continue_shorter(folder: Path, source: Path) -> bool:
+def continue_shorter(folder: Path, source: Path, eps: float | None = None) -> bool:
     """Start the untrained director ``folder`` from ``source``, the same director trained to fewer
     steps (a longer budget's first stage, :attr:`~rlgauntlet.gauntlet.plan.AttackerTask.first_stage`):
     its checkpoint and best director are copied (``source`` stays as it was) and the progress says
     ``continued_from``; the training then resumes as an interrupted one does. Returns False, and
     copies nothing, where ``folder`` has started already.
+
+    ``eps``: the budget ``folder``'s director goes on at, where ``source`` trained at another (a
+    curriculum director's first stage): the progress's config takes it, ``continued_from`` keeps
+    the first stage's, and the best director is not copied: it is tracked again from the first
+    checkpoint at ``eps`` (its training returns at another budget are not comparable).
 
     Example:
         >>> continue_shorter(Path("nowhere/long"), Path("nowhere/short"))
@@ -75,15 +80,22 @@ def continue_shorter(folder: Path, source: Path) -> bool:
             and progress["history"] and has_checkpoint(source / "checkpoint")):
         raise UserError(f"{source} holds no trained director to go on from; remove {source} (it is trained "
                         "again) and run again")
+    steps = int(progress["history"][-1]["steps"])
+    config = progress.get("config") if isinstance(progress.get("config"), dict) else {}
+    other_eps = eps is not None and config.get("eps") != float(eps)
     tmp = folder.with_name(folder.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
     shutil.copytree(source / "checkpoint", tmp / "checkpoint")
-    if (source / BEST).is_dir():
+    if (source / BEST).is_dir() and not other_eps:
         shutil.copytree(source / BEST, tmp / BEST)
     for done in ("finished", "applied", "input_shape", "input_bounds"):  # what the end of that run wrote
         progress.pop(done, None)
-    progress["continued_from"] = {"folder": source.name, "steps": int(progress["history"][-1]["steps"])}
+    progress["continued_from"] = {"folder": source.name, "steps": steps}
+    if other_eps:
+        progress["continued_from"]["eps"] = config.get("eps")
+        progress["config"] = {**config, "eps": float(eps)}
+        progress["best_tracked_from"] = steps
     (tmp / "checkpoint" / "progress.json").write_text(json.dumps(progress, indent=2))
     folder.mkdir(parents=True, exist_ok=True)
     for part in (tmp / BEST, tmp / "checkpoint"):  # the checkpoint last: once it is there, the run resumes

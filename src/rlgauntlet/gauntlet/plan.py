@@ -46,10 +46,15 @@ class AttackerTask:
     patience: int | None = None  # checkpoints without a new best before a director stops
     recurrent: bool = False  # an LSTM director (a memory of the episode), for a victim with a memory
     patience_from: int = 0  # checkpoints up to this many steps do not count towards the patience
-    #: (folder, steps, patience, patience_from) of the same director at a shorter budget, trained
-    #: first (as the version before this budget trained it: ``Protocol.first_stage``) and gone on
-    #: from: mujoco v7's longer LSTM directors
-    first_stage: tuple[str, int, int | None, int] | None = None
+    #: (folder, steps, patience, patience_from, ε) of the same director at a shorter budget, trained
+    #: first and gone on from: mujoco v7's longer LSTM directors (as v6 trained them:
+    #: ``Protocol.first_stage``, at the task's ε) and v8's curriculum directors (at a multiple of it)
+    first_stage: tuple[str, int, int | None, int, str] | None = None
+
+    @property
+    def ppo_setting(self) -> str:
+        """The director's PPO settings by name: a curriculum director's are the default ones."""
+        return "default" if self.setting == CURRICULUM else self.setting
 
     @property
     def spec(self) -> str:
@@ -81,6 +86,21 @@ class AttackerTask:
                 0 if self.method == "robust-sarsa" else self.steps)
         except (ValueError, OSError, TypeError):
             return False
+
+
+#: the setting name of a curriculum director (:attr:`Protocol.curriculum`): trained with the default
+#: PPO settings, first at a multiple of ε
+CURRICULUM = "curriculum"
+
+
+def curriculum_eps(eps: str, multiple: float) -> str:
+    """The budget a curriculum director first trains at, as the protocol would write it.
+
+    Example:
+        >>> curriculum_eps("0.15", 3.0), curriculum_eps("0.075", 3.0)
+        ('0.45', '0.225')
+    """
+    return f"{eps_value(eps) * multiple:.6g}"
 
 
 def eps_value(text: str) -> float:
@@ -358,21 +378,29 @@ def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None,
                     directors + ([("default", chosen.select, True)] if m in lstm else [])
                 extra = {} if m == "robust-sarsa" else dict(extras[m])
                 kinds += [(setting, chosen.select, False) for setting in extra]
+                curriculum = None if m == "robust-sarsa" else chosen.curriculum_of(level, env, m)
+                kinds += [(CURRICULUM, chosen.select, False)] if curriculum else []
                 for setting, select, recurrent in kinds:
-                    steps = settings.attacker_steps if m == "robust-sarsa" else \
-                        extra.get(setting) or chosen.director_steps_of(level, env, recurrent)
+                    steps = settings.attacker_steps if m == "robust-sarsa" else 2 * curriculum[1] \
+                        if setting == CURRICULUM else extra.get(setting) or chosen.director_steps_of(level, env, recurrent)
                     folder = attacker_folder(cache, m, None if m == "robust-sarsa" else e, setting, select, seed,
                                              chosen.name, chosen.directors_version, steps, recurrent)
                     # an LSTM director's return plateaus for a third of 400k steps before it learns to use its
                     # memory (docs/protocols.md), where the patience rule would stop it: it trains its whole budget,
                     # or (v7) counts only the checkpoints after that; an extra director trains every step: the
                     # official-attack one dips for 300k+ steps before it breaks through
-                    patience, patience_from = (None, 0) if setting in extra else \
+                    # a curriculum director trains every step too: its return at ε starts far above
+                    # where its first stage's at the larger ε ended
+                    patience, patience_from = (None, 0) if setting in extra or setting == CURRICULUM else \
                         chosen.director_patience(level, recurrent)
-                    stage = chosen.first_stage(level, env) if recurrent and setting not in extra else None
+                    if setting == CURRICULUM:
+                        stage, stage_eps = (curriculum[1], None, 0), curriculum_eps(e, curriculum[0])
+                    else:
+                        stage = chosen.first_stage(level, env) if recurrent and setting not in extra else None
+                        stage_eps = e
                     first = None if stage is None else \
-                        (str(attacker_folder(cache, m, e, setting, select, seed, chosen.name, chosen.directors_version,
-                                             stage[0], recurrent)), *stage)
+                        (str(attacker_folder(cache, m, stage_eps, setting, select, seed, chosen.name,
+                                             chosen.directors_version, stage[0], recurrent)), *stage, stage_eps)
                     tasks.append(AttackerTask(spec if m != "robust-sarsa" else cpu_spec, env, m, e, eps_value(e), seed,
                                               steps, str(folder), setting, select, patience, recurrent, patience_from,
                                               first))

@@ -110,6 +110,14 @@ NO_FLOOR_STEPS: dict[str, int] = {"HalfCheetah": 1_000_000, "Ant": 1_000_000, "A
 #: where the authors' LSTM adversary, trained 5M steps, reaches -287 (docs/reproduction.md)
 RECURRENT_LONG_STEPS: dict[str, int] = {"Ant": 2441 * 2048, "AntContactForces": 2441 * 2048}
 
+#: the multiple of ε a curriculum director first trains at, on the tasks whose return has no floor
+#: (:attr:`Protocol.curriculum`): on LSTM-PPO Ant a PA-AD director at 3 × 0.15 drove the ant
+#: backwards within 300k steps (-1902 in its training episodes), which no director trained at 0.15
+#: alone found in 5M. Where an episode ends when the agent falls (Hopper, Walker2d) the larger
+#: budget teaches falling, which does not carry over: on SA-PPO (SGLD) Hopper the director went on
+#: at 0.075 from 266 at 0.225 and left the agent at 3083, where v6's worst case is 1421
+CURRICULUM_TASKS: dict[str, float] = {"HalfCheetah": 3.0, "Ant": 3.0, "AntContactForces": 3.0}
+
 
 @dataclass(frozen=True)
 class Protocol:
@@ -179,6 +187,13 @@ class Protocol:
     #: training steps of their own per level and no early stop: {setting: (methods, {level:
     #: steps})}; a level the table leaves out trains none
     extra_directors: dict[str, tuple[tuple[str, ...], dict[str, int]]] = field(default_factory=dict)
+    #: directors that learn at a larger budget first, on some tasks ({family: multiple of ε}), one
+    #: of each of :attr:`curriculum_methods`: each trains its level's director steps on the task
+    #: (:meth:`director_steps_of`) at ``multiple × ε``, then as many again at ε, going on from
+    #: there, every step (no early stop). Against a robust agent a director at ε alone may never
+    #: find what a larger budget shows it (reversing an Ant agent: :data:`CURRICULUM_TASKS`)
+    curriculum: dict[str, float] = field(default_factory=dict)
+    curriculum_methods: tuple[str, ...] = ()
     #: the version whose trained directors this one keeps: a version that only adds members names
     #: the earlier one, so that a board run again under it reuses every director (and so every
     #: stored episode) it already has and trains only the new ones; None: this version's own
@@ -240,6 +255,20 @@ class Protocol:
             return None, 0
         return self.attacker_patience, self.recurrent_min_steps.get(level, 0)
 
+    def curriculum_of(self, level: str, env_id: str, method: str) -> tuple[float, int] | None:
+        """(multiple of ε, steps of each stage) of ``method``'s curriculum director at ``level`` on
+        ``env_id`` (:attr:`curriculum`), or None where the protocol trains none.
+
+        Example:
+            >>> v8 = get_protocol("mujoco@v8")
+            >>> v8.curriculum_of("standard", "AntMuJoCo15-v4", "paad"), v8.curriculum_of("standard", "Hopper-v5", "paad")
+            ((3.0, 1000000), None)
+        """
+        key = _task_key(env_id, self.curriculum)
+        if method not in self.curriculum_methods or key not in self.curriculum:
+            return None
+        return self.curriculum[key], self.director_steps_of(level, env_id)
+
     def extra_directors_of(self, level: str, method: str) -> list[tuple[str, int]]:
         """(setting, steps) of each of :attr:`extra_directors` that ``method`` trains at ``level``."""
         return [(setting, steps[level]) for setting, (methods, steps) in self.extra_directors.items()
@@ -292,6 +321,7 @@ class Protocol:
                 "recurrent_patience": self.recurrent_patience,
                 "extra_directors": {k: {"methods": list(m), "steps": dict(st)}
                                     for k, (m, st) in self.extra_directors.items()},
+                "curriculum": {"tasks": dict(self.curriculum), "methods": list(self.curriculum_methods)},
                 "directors_version": self.directors_version,
                 "race": None if self.race is None else {"first_episodes": self.race.first, "z": self.race.z,
                                                         "finalists": self.race.finalists},
@@ -334,12 +364,17 @@ PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
         # steps; v6 stopped at 386 on LSTM-PPO Ant after 1M, the authors' adversary at -287), and
         # stop by the patience rule after their first 400k steps; a longer director goes on from
         # the same director's checkpoint at a shorter budget (gauntlet.cache.continue_shorter), so
-        # v6's are not trained again; every other director is v6's (directors_of=5)
-        name="mujoco", version=7, families=("mujoco",), push=True, env_budgets_since=4, directors_of=5,
-        recurrent_steps={"standard": dict(RECURRENT_LONG_STEPS)}, recurrent_patience=True,
+        # v6's are not trained again; every other director is v6's (directors_of=5). It did not
+        # move that agent's worst case.
+        # v8: v6 and, where the return has no floor, a curriculum PA-AD director (3 × ε first, then ε:
+        # CURRICULUM_TASKS): on LSTM-PPO Ant it finds what no director at ε alone found, the reversal
+        # the authors' adversary finds; v7's longer LSTM directors are left out (they set no worst
+        # case, at 11k worker-seconds an agent)
+        name="mujoco", version=8, families=("mujoco",), push=True, env_budgets_since=4, directors_of=5,
+        curriculum=dict(CURRICULUM_TASKS), curriculum_methods=("paad",),
         extra_directors={"official-attack": (("sarl",), {"standard": 2_000_000, "paper": 2_000_000})},
         director_steps={"standard": dict(NO_FLOOR_STEPS)}, recurrent_directors=("paad", "sarl"), transfer=True,
-        transfer_directors=2, recurrent_min_steps={"standard": 400_000},
+        transfer_directors=3, recurrent_min_steps={"standard": 400_000},
         env_budgets={"Walker2d": (("0.025", "0.05", "0.075", "0.1"), "0.05"),
                      "HalfCheetah": (("0.05", "0.1", "0.15", "0.2"), "0.15"),
                      "Ant": (("0.05", "0.1", "0.15", "0.2"), "0.15"),
@@ -384,10 +419,13 @@ PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
 #: a user's default results can still be ranked among the shipped field (``--with-published``)
 DEFAULT_VERSIONS: dict[str, int] = {"mujoco": 5}
 
-_MUJOCO_V6 = replace(PROTOCOLS["mujoco"], version=6, recurrent_steps={}, recurrent_patience=False)
+_MUJOCO_V6 = replace(PROTOCOLS["mujoco"], version=6, curriculum={}, curriculum_methods=(), transfer_directors=2)
 
 #: earlier versions that still run, by tag: each is the newest with what was added since taken out
+#: (v7 is v6 with its longer LSTM directors, which v8 does not keep)
 EARLIER: dict[str, Protocol] = {
+    "mujoco@v7": replace(_MUJOCO_V6, version=7, recurrent_steps={"standard": dict(RECURRENT_LONG_STEPS)},
+                         recurrent_patience=True),
     "mujoco@v6": _MUJOCO_V6,
     "mujoco@v5": replace(_MUJOCO_V6, version=5, extra_directors={}, directors_of=None, transfer_directors=1)}
 

@@ -38,14 +38,14 @@ def train_attacker_task(task: AttackerTask) -> dict:
     from rlgauntlet.experiments.attacker_job import train_attacker
 
     if task.first_stage is not None:  # the shorter budget's director first, exactly as its version trains it
-        folder, steps, patience, patience_from = task.first_stage
-        stage = replace(task, folder=folder, steps=steps, patience=patience, patience_from=patience_from,
-                        first_stage=None)
+        folder, steps, patience, patience_from, eps = task.first_stage
+        stage = replace(task, folder=folder, steps=steps, patience=patience, patience_from=patience_from, eps=eps,
+                        eps_value=eps_value(eps), first_stage=None)
         if not stage.done():
             train_attacker_task(stage)
-        continue_shorter(Path(task.folder), Path(folder))
+        continue_shorter(Path(task.folder), Path(folder), eps=task.eps_value)
     manifest = train_attacker(task.agent, task.env, task.method, eps=task.eps_value, steps=task.steps, run_dir=task.folder,
-                              seed=task.seed, eval_episodes=0, log=lambda line: None, setting=task.setting, select=task.select,
+                              seed=task.seed, eval_episodes=0, log=lambda line: None, setting=task.ppo_setting, select=task.select,
                               patience=task.patience, recurrent=task.recurrent, patience_from=task.patience_from)
     return {"steps": manifest.get("steps"), "train_seconds": manifest.get("train_seconds")}
 

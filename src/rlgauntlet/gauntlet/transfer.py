@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from rlgauntlet.gauntlet.plan import THREAT_OF_METHOD, AttackerTask, GauntletPlan, eps_value, with_eps
+from rlgauntlet.gauntlet.plan import CURRICULUM, THREAT_OF_METHOD, AttackerTask, GauntletPlan, eps_value, with_eps
 from rlgauntlet.gauntlet.protocols import Protocol, earlier_version
 
 
@@ -65,7 +65,8 @@ def plans_director(protocol: Protocol, plan: GauntletPlan, task: AttackerTask) -
     version, or one of its extra directors for that method at the plan's level) and, for an LSTM director, that
     version's LSTM directors (or the agent's ``lstm_directors``)."""
     methods = protocol.learned + protocol.learned_continuous
-    settings = set(protocol.director_settings) | {s for s, _ in protocol.extra_directors_of(plan.level, task.method)}
+    settings = set(protocol.director_settings) | {s for s, _ in protocol.extra_directors_of(plan.level, task.method)} \
+        | ({CURRICULUM} if protocol.curriculum_of(plan.level, plan.env, task.method) else set())
     lstm = plan.lstm_directors or task.method in protocol.recurrent_directors
     return task.method in methods and task.setting in settings and (lstm or not task.recurrent)
 

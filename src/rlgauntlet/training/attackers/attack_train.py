@@ -247,12 +247,20 @@ BEST = "best"
 
 def best_director(run_dir: str | Path) -> dict | None:
     """The best checkpoint's record (``steps``, ``recent_return``, ``path`` of its model.zip)
-    when the run kept one from its first checkpoint on, else None (see :class:`_TimedCheckpoint`)."""
+    when the run kept one from its first checkpoint on (a director gone on from a first stage at
+    another ε: from its first checkpoint at its own ε), else None (see :class:`_TimedCheckpoint`)."""
     point_file = Path(run_dir) / BEST / "point.json"
     if not point_file.exists():
         return None
     point = json.loads(point_file.read_text())
-    return {**point, "path": str(Path(run_dir) / BEST / "model.zip")} if point.get("tracked_from") == 0 else None
+    tracked_from = 0
+    progress_file = Path(run_dir) / "checkpoint" / "progress.json"
+    if progress_file.exists():
+        continued = json.loads(progress_file.read_text()).get("continued_from") or {}
+        if "eps" in continued:  # the first stage's checkpoints were at another budget
+            tracked_from = continued.get("steps")
+    return {**point, "path": str(Path(run_dir) / BEST / "model.zip")} if point.get("tracked_from") == tracked_from \
+        else None
 
 
 class _TimedCheckpoint(CheckpointCallback):
