@@ -993,13 +993,13 @@ def test_a_two_stage_director_trains_its_first_stage_as_the_earlier_version_then
 
     calls = []
 
-    def fake_train(agent, env, method, eps, steps, run_dir, **kwargs):
+    def fake_train(agent, env, method, steps, run_dir, **kwargs):
         calls.append((Path(run_dir).name, steps, kwargs["patience"], kwargs["patience_from"]))
         ckpt = Path(run_dir) / "checkpoint"
         ckpt.mkdir(parents=True, exist_ok=True)
         (ckpt / "model.zip").write_bytes(b"zip")
         (ckpt / "progress.json").write_text(json.dumps({"history": [{"steps": steps, "recent_return": 1.0}],
-                                                        "finished": True}))
+                                                        "finished": True, "config": {"eps": kwargs["eps"]}}))
         manifest = {"steps": steps, "train_seconds": 1.0}
         (Path(run_dir) / "manifest.json").write_text(json.dumps(manifest))
         return manifest
@@ -1014,3 +1014,20 @@ def test_a_two_stage_director_trains_its_first_stage_as_the_earlier_version_then
     again = AttackerTask(**{**vars(task), "folder": str(tmp_path / "other-5000steps")})
     train_attacker_task(again)
     assert calls == [("other-5000steps", 5000, 3, 400)]  # the first stage is done: not trained again
+    # v8's curriculum director: its first stage at 3 × ε with the default PPO settings, then ε
+    calls.clear()
+    settings = []
+
+    def recording(*args, **kwargs):  # what the run is asked for, and the progress it resumes from
+        started = Path(kwargs["run_dir"]) / "checkpoint" / "progress.json"
+        resumed = json.loads(started.read_text()) if started.exists() else {}
+        settings.append((kwargs["eps"], kwargs["setting"], resumed.get("config"), resumed.get("continued_from")))
+        return fake_train(*args, **kwargs)
+
+    monkeypatch.setattr(attacker_job, "train_attacker", recording)
+    curriculum = AttackerTask(AgentSpec(agent="zoo:cartpole-dqn"), "CartPole-v1", "paad", "0.1", 0.1, 0, 2000,
+                              str(tmp_path / "curriculum-2000steps"), setting="curriculum",
+                              first_stage=(str(tmp_path / "curriculum-eps0.3-1000steps"), 1000, None, 0, "0.3"))
+    train_attacker_task(curriculum)
+    assert settings == [(0.3, "default", None, None), (0.1, "default", {"eps": 0.1}, {
+        "folder": "curriculum-eps0.3-1000steps", "steps": 1000, "eps": 0.3})]
