@@ -429,6 +429,16 @@ def test_gauntlet_list_and_leaderboard_refuse_a_foreign_file(tmp_path, cli_env):
                                                  "methods": ["paad"]} and listed["mujoco@v8"]["recurrent_steps"] == {}
     assert listed["mujoco@v7"]["curriculum"] == {"tasks": {}, "methods": []}
     assert listed["mujoco@v8"]["transfer_directors"] == 3
+    plain = run_cli(["gauntlet", "--list"], cli_env)  # the table says what each version adds
+    rows: dict[str, str] = {}
+    for line in plain.stdout.splitlines():  # each row's learned-attackers cell, its wrapped lines joined
+        cells = [c.strip() for c in line.split("│")]
+        if len(cells) > 6:
+            key = cells[1] or key
+            rows[key] = f"{rows.get(key, '')} {cells[5]}".strip()
+    assert "LSTM directors at standard: Ant 4999k" in rows["mujoco@v7"] and "curriculum" not in rows["mujoco@v7"]
+    assert "paad@curriculum (first at 3 × ε on HalfCheetah, 3 × ε on Ant" in rows["mujoco@v8"]
+    assert "LSTM directors at" not in rows["mujoco@v8"] and "curriculum" not in rows["mujoco@v6"]
     foreign = tmp_path / "board.html"
     foreign.write_text("<html>mine</html>")
     res = run_cli(["leaderboard", "--store", str(tmp_path / "none.sqlite"), "--out", str(foreign)], cli_env)

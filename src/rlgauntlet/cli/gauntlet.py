@@ -37,7 +37,12 @@ def _list_protocols(as_json: bool) -> None:
                       + "".join(f"; {k}: {', '.join(g)} ({h})" for k, (g, h) in p.env_budgets.items()),
                       ", ".join(p.learned + p.learned_continuous)
                       + "".join(f"; {'/'.join(m)}@{k} ({', '.join(f'{lv} {n // 1000}k' for lv, n in st.items())})"
-                                for k, (m, st) in p.extra_directors.items()), levels)
+                                for k, (m, st) in p.extra_directors.items())
+                      + "".join(f"; LSTM directors at {lv}: " + ", ".join(f"{t} {n // 1000}k" for t, n in st.items())
+                                for lv, st in p.recurrent_steps.items())
+                      + (f"; {'/'.join(p.curriculum_methods)}@curriculum (first at "
+                         + ", ".join(f"{m:g} × ε on {t}" for t, m in p.curriculum.items()) + ")"
+                         if p.curriculum and p.curriculum_methods else ""), levels)
     out_console.print(table)
 
 
