@@ -381,8 +381,12 @@ def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None,
                 curriculum = None if m == "robust-sarsa" else chosen.curriculum_of(level, env, m)
                 kinds += [(CURRICULUM, chosen.select, False)] if curriculum else []
                 for setting, select, recurrent in kinds:
-                    steps = settings.attacker_steps if m == "robust-sarsa" else 2 * curriculum[1] \
-                        if setting == CURRICULUM else extra.get(setting) or chosen.director_steps_of(level, env, recurrent)
+                    if m == "robust-sarsa":
+                        steps = settings.attacker_steps
+                    elif setting == CURRICULUM:  # both stages
+                        steps = 2 * curriculum[1]
+                    else:
+                        steps = extra.get(setting) or chosen.director_steps_of(level, env, recurrent)
                     folder = attacker_folder(cache, m, None if m == "robust-sarsa" else e, setting, select, seed,
                                              chosen.name, chosen.directors_version, steps, recurrent)
                     # an LSTM director's return plateaus for a third of 400k steps before it learns to use its
