@@ -732,6 +732,16 @@ def test_mujoco_v8_plans_a_curriculum_pa_ad_director_that_first_trains_at_three_
     assert Path(curriculum.folder).name == "paad-eps0.15-curriculum-best-seed0-mujoco-v5-2000000steps"
     quick = plan_gauntlet(ant, "Ant-v5", "mujoco@v8", level="quick", **kw).tasks
     assert [(t.steps, t.first_stage[1]) for t in quick if t.setting == "curriculum"] == [(100_000, 50_000)]
+    # an agent that meets LSTM directors meets an LSTM curriculum director as well, in folders of its own
+    with_lstm = plan_gauntlet(ant, "Ant-v5", "mujoco@v8", lstm_directors=True, **kw).tasks
+    (lstm,) = [t for t in with_lstm if t.setting == "curriculum" and t.recurrent]
+    assert (lstm.label, lstm.steps, lstm.patience, Path(lstm.first_stage[0]).name, lstm.first_stage[1:]) == (
+        "paad@curriculum@lstm:eps=0.15", 2_000_000, None, "paad-eps0.45-curriculum-best-lstm-seed0-mujoco-v5-1000000steps",
+        (1_000_000, None, 0, "0.45"))
+    assert [t for t in with_lstm if t.setting != "curriculum"] == \
+        plan_gauntlet(ant, "Ant-v5", "mujoco@v6", lstm_directors=True, **kw).tasks
+    assert {t.label for t in with_lstm if t.setting == "curriculum"} == {"paad@curriculum:eps=0.15",
+                                                                        "paad@curriculum@lstm:eps=0.15"}
 
 
 def test_a_store_of_the_version_whose_directors_v6_keeps_is_extended_not_refused():

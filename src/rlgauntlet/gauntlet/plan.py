@@ -378,12 +378,13 @@ def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None,
                     directors + ([("default", chosen.select, True)] if m in lstm else [])
                 extra = {} if m == "robust-sarsa" else dict(extras[m])
                 kinds += [(setting, chosen.select, False) for setting in extra]
-                curriculum = None if m == "robust-sarsa" else chosen.curriculum_of(level, env, m)
-                kinds += [(CURRICULUM, chosen.select, False)] if curriculum else []
+                if m != "robust-sarsa" and chosen.curriculum_of(level, env, m):  # an LSTM one too where LSTM directors are
+                    kinds += [(CURRICULUM, chosen.select, False)] + ([(CURRICULUM, chosen.select, True)] if m in lstm else [])
                 for setting, select, recurrent in kinds:
+                    curriculum = chosen.curriculum_of(level, env, m, recurrent) if setting == CURRICULUM else None
                     if m == "robust-sarsa":
                         steps = settings.attacker_steps
-                    elif setting == CURRICULUM:  # both stages
+                    elif curriculum:  # both stages
                         steps = 2 * curriculum[1]
                     else:
                         steps = extra.get(setting) or chosen.director_steps_of(level, env, recurrent)
@@ -397,7 +398,7 @@ def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None,
                     # where its first stage's at the larger ε ended
                     patience, patience_from = (None, 0) if setting in extra or setting == CURRICULUM else \
                         chosen.director_patience(level, recurrent)
-                    if setting == CURRICULUM:
+                    if curriculum:
                         stage, stage_eps = (curriculum[1], None, 0), curriculum_eps(e, curriculum[0])
                     else:
                         stage = chosen.first_stage(level, env) if recurrent and setting not in extra else None

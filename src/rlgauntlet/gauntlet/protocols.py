@@ -255,9 +255,10 @@ class Protocol:
             return None, 0
         return self.attacker_patience, self.recurrent_min_steps.get(level, 0)
 
-    def curriculum_of(self, level: str, env_id: str, method: str) -> tuple[float, int] | None:
-        """(multiple of ε, steps of each stage) of ``method``'s curriculum director at ``level`` on
-        ``env_id`` (:attr:`curriculum`), or None where the protocol trains none.
+    def curriculum_of(self, level: str, env_id: str, method: str, recurrent: bool = False) -> tuple[float, int] | None:
+        """(multiple of ε, steps of each stage) of ``method``'s curriculum director (an LSTM one:
+        ``recurrent``) at ``level`` on ``env_id`` (:attr:`curriculum`), or None where the protocol
+        trains none.
 
         Example:
             >>> v8 = get_protocol("mujoco@v8")
@@ -267,7 +268,7 @@ class Protocol:
         key = _task_key(env_id, self.curriculum)
         if method not in self.curriculum_methods or key not in self.curriculum:
             return None
-        return self.curriculum[key], self.director_steps_of(level, env_id)
+        return self.curriculum[key], self.director_steps_of(level, env_id, recurrent)
 
     def extra_directors_of(self, level: str, method: str) -> list[tuple[str, int]]:
         """(setting, steps) of each of :attr:`extra_directors` that ``method`` trains at ``level``."""
