@@ -970,6 +970,17 @@ def test_a_curriculum_director_goes_on_at_its_own_budget_from_one_trained_at_a_l
     assert best_director(longer)["steps"] == 4096  # its first checkpoint at ε, never one of the first stage
     assert manifest["selected"]["steps"] == 4096
     assert find_attacker(str(longer), 0.1, "paad")[0] == longer
+    import shutil  # a malformed progress is refused naming the folder to remove, and that fix works
+    broken = tmp_path / "broken"
+    shutil.copytree(longer, broken)
+    for malformed in ("{not json", json.dumps([1, 2]), json.dumps({"continued_from": 3})):
+        (broken / "checkpoint" / "progress.json").write_text(malformed)
+        with pytest.raises(UserError, match=f"malformed\\); remove {broken} and train it again"):
+            best_director(broken)
+    shutil.rmtree(broken)
+    train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", eps=0.1, steps=2048, run_dir=broken, eval_episodes=0,
+                   select="best", log=lambda s: None)
+    assert best_director(broken)["steps"] == 2048
     with pytest.raises(UserError, match="was trained for eps=0.1, not eps=0.3"):
         find_attacker(str(longer), 0.3, "paad")
     with pytest.raises(UserError, match=r"eps=0.1 \(now 0.3\)"):  # nor is it resumed at another budget

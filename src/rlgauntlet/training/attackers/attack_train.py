@@ -256,8 +256,15 @@ def best_director(run_dir: str | Path) -> dict | None:
     tracked_from = 0
     progress_file = Path(run_dir) / "checkpoint" / "progress.json"
     if progress_file.exists():
-        continued = json.loads(progress_file.read_text()).get("continued_from") or {}
-        if "eps" in continued:  # the first stage's checkpoints were at another budget
+        try:
+            progress = json.loads(progress_file.read_text())
+        except ValueError:
+            progress = None
+        continued = progress.get("continued_from") if isinstance(progress, dict) else "unreadable"
+        if not isinstance(continued, (dict, type(None))):
+            raise UserError(f"{progress_file} is not a training progress rlgauntlet wrote (malformed); remove "
+                            f"{run_dir} and train it again")
+        if continued and "eps" in continued:  # the first stage's checkpoints were at another budget
             tracked_from = continued.get("steps")
     return {**point, "path": str(Path(run_dir) / BEST / "model.zip")} if point.get("tracked_from") == tracked_from \
         else None
