@@ -643,6 +643,10 @@ def test_mujoco_v6_adds_the_official_attack_director_and_keeps_every_v5_director
     assert standard.protocol.tag == "mujoco@v6" and standard.protocol.directors_version == 5
     new = [t for t in standard.tasks if t.setting == "official-attack"]
     assert [(t.method, t.eps, t.steps, t.patience, t.select) for t in new] == [("sarl", "0.075", 2_000_000, None, "best")]
+    # each director trains with the PPO settings it is named after (the official ones for @official)
+    assert [(t.name, t.ppo_settings) for t in standard.tasks if t.method != "robust-sarsa"] == [
+        ("paad", "default"), ("paad@official", "official"), ("sarl", "default"), ("sarl@official", "official"),
+        ("sarl@official-attack", "official-attack")]
     assert new[0].folder.endswith("sarl-eps0.075-official-attack-best-seed0-mujoco-v5-2000000steps")
     old = [t for t in standard.tasks if t.setting != "official-attack"]
     assert [(t.label, t.steps, t.patience) for t in old] == [
@@ -724,7 +728,7 @@ def test_mujoco_v8_plans_a_curriculum_pa_ad_director_that_first_trains_at_three_
     new = plan_gauntlet(ant, "Ant-v5", "mujoco@v8", **kw).tasks
     assert [t for t in new if t.setting != "curriculum"] == old
     (curriculum,) = [t for t in new if t.setting == "curriculum"]
-    assert (curriculum.label, curriculum.steps, curriculum.patience, curriculum.ppo_setting) == (
+    assert (curriculum.label, curriculum.steps, curriculum.patience, curriculum.ppo_settings) == (
         "paad@curriculum:eps=0.15", 2_000_000, None, "default")
     folder, steps, patience, patience_from, eps = curriculum.first_stage
     assert (Path(folder).name, steps, patience, patience_from, eps) == (

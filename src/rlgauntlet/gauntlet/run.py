@@ -45,7 +45,7 @@ def train_attacker_task(task: AttackerTask) -> dict:
             train_attacker_task(stage)
         continue_shorter(Path(task.folder), Path(folder), eps=task.eps_value)
     manifest = train_attacker(task.agent, task.env, task.method, eps=task.eps_value, steps=task.steps, run_dir=task.folder,
-                              seed=task.seed, eval_episodes=0, log=lambda line: None, setting=task.ppo_setting, select=task.select,
+                              seed=task.seed, eval_episodes=0, log=lambda line: None, setting=task.ppo_settings, select=task.select,
                               patience=task.patience, recurrent=task.recurrent, patience_from=task.patience_from)
     return {"steps": manifest.get("steps"), "train_seconds": manifest.get("train_seconds")}
 
