@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import torch
@@ -62,8 +63,9 @@ def reach(agent: str, env_id: str, eps: float) -> dict:
     with open_job(agent, env_id) as job:
         victim = job.victim
         if victim.recurrent:
-            raise SystemExit(f"{agent} is recurrent (LSTM): its action depends on its memory; "
-                             "give memoryless agents")
+            print(f"actor_reach: {agent} is recurrent (LSTM): its action depends on its memory; "
+                  "give memoryless agents", file=sys.stderr)
+            raise SystemExit(2)
         x = clean_states(job)
         directions = torch.randn(x.shape[0], victim.action_space.shape[0], generator=torch.Generator().manual_seed(0))
         with torch.no_grad():
