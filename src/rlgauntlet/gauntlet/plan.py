@@ -50,14 +50,13 @@ class AttackerTask:
     #: first and gone on from: mujoco v7's longer LSTM directors (as v6 trained them:
     #: ``Protocol.first_stage``, at the task's ε) and v8's curriculum directors (at a multiple of it)
     first_stage: tuple[str, int, int | None, int, str] | None = None
-    #: the director's PPO settings by name; None: those its ``setting`` names (``setting`` names the
-    #: director: a curriculum director's is ``curriculum``, its PPO settings the default ones, its
-    #: schedule ``first_stage``)
+    #: the director's PPO settings by name; None: those its ``setting`` names, and the default ones
+    #: for a curriculum director (its ``setting`` names the director, its ``first_stage`` the schedule)
     ppo_settings: str | None = None
 
     def __post_init__(self) -> None:
         if self.ppo_settings is None:
-            object.__setattr__(self, "ppo_settings", self.setting)
+            object.__setattr__(self, "ppo_settings", "default" if self.setting == CURRICULUM else self.setting)
 
     @property
     def spec(self) -> str:
@@ -411,7 +410,7 @@ def plan_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None,
                                              chosen.directors_version, stage[0], recurrent)), *stage, stage_eps)
                     tasks.append(AttackerTask(spec if m != "robust-sarsa" else cpu_spec, env, m, e, eps_value(e), seed,
                                               steps, str(folder), setting, select, patience, recurrent, patience_from,
-                                              first, ppo_settings="default" if setting == CURRICULUM else None))
+                                              first))
     # a Robust Sarsa Q function serves every ε: one training, one MinQ evaluation per learned ε
     labels = {s: s for s in heuristics + natural + shifts}
     learned_labels = {with_eps(t.spec.rsplit(",eps=", 1)[0], e): f"{t.name}:eps={e}" for t in tasks
