@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from rlgauntlet.common.seeding import BatchRNG
+from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.agents import open_job
 from rlgauntlet.threats.learned.actor import AttackActor, policy_vector
 
@@ -88,7 +89,11 @@ def main() -> None:
     parser.add_argument("--env", required=True)
     parser.add_argument("--eps", type=float, required=True)
     args = parser.parse_args()
-    rows = [reach(agent, args.env, args.eps) for agent in args.agents]
+    try:
+        rows = [reach(agent, args.env, args.eps) for agent in args.agents]
+    except UserError as error:  # a bad agent or env: one line, no traceback
+        print(f"actor_reach: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
     for row in rows:
         print(f"{row['agent']}: FGSM |Δμ| {row['fgsm_change']:.3f} (cos {row['fgsm_cosine']:.2f}), "
               f"ceiling {row['ceiling_change_mean']:.3f} (max {row['ceiling_change_max']:.3f}), "
