@@ -218,7 +218,8 @@ def test_gauntlet_on_a_masked_agent(tiny_protocol, masked_agent, tmp_path):
                           input_space="raw", method="masked", on_stage=lambda *a: stages.append(a),
                           on_advance=advances.append)
     assert 0 < result["seconds"] <= time.perf_counter() - started + 0.1
-    assert ("learned attackers", 0, 1) in stages  # (stage, done, total): one attacker, none trained before
+    # (stage, done, total) in director steps: one attacker of the level's 3000 steps, none trained before
+    assert ("learned attackers", 0, 3000) in stages
     # the progress bars end full: every unit of work advances its bar once
     assert sum(advances) == sum(total - done for _, done, total in stages)
     assert result["protocol"] == {"name": "classic", "version": 1, "level": "quick"}
@@ -243,7 +244,7 @@ def test_gauntlet_on_a_masked_agent(tiny_protocol, masked_agent, tmp_path):
     stages.clear()
     again = run_gauntlet(f"torchscript:{masked_agent}", "CartPole-v1", level="quick", store=store, kind="q",
                          input_space="raw", method="masked", on_stage=lambda *a: stages.append(a))
-    assert ("learned attackers", 1, 1) in stages  # the cached attacker counts as done
+    assert ("learned attackers", 3000, 3000) in stages  # the cached attacker counts as done
     assert zip_path.stat().st_mtime_ns == stamp  # the cached attacker is reused, not retrained
     with _opened(store) as s:
         assert s.conn.execute("SELECT COUNT(*) FROM episodes").fetchone()[0] == episodes

@@ -11,7 +11,7 @@ Example:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
@@ -88,6 +88,30 @@ class AttackerTask:
                 0 if self.method == "robust-sarsa" else self.steps)
         except (ValueError, OSError, TypeError):
             return False
+
+    def steps_done(self) -> int:
+        """Director steps trained so far, counting a finished first stage (its steps are part of
+        :attr:`steps`): the last checkpoint's, read from the folders. All of :attr:`steps` once the
+        task is done (an early stop ends the work); 0 for what has no checkpoint yet, or a file
+        being written while read (a progress bar's estimate, never a result)."""
+        if self.done():
+            return self.steps
+        trained = _checkpoint_steps(Path(self.folder))
+        if not trained and self.first_stage is not None:
+            folder, first_steps = Path(self.first_stage[0]), self.first_stage[1]
+            first = replace(self, folder=str(folder), steps=first_steps, first_stage=None)
+            trained = first.steps_done()
+        return min(trained, self.steps)
+
+
+def _checkpoint_steps(folder: Path) -> int:
+    """The steps of a director's last checkpoint in ``folder`` (``checkpoint/progress.json``), 0
+    where there is none or it cannot be read now."""
+    try:
+        history = json.loads((folder / "checkpoint" / "progress.json").read_text())["history"]
+        return int(history[-1]["steps"]) if history else 0
+    except (ValueError, OSError, TypeError, KeyError, IndexError):
+        return 0
 
 
 #: the setting name of a curriculum director (:attr:`Protocol.curriculum`): trained with the default

@@ -33,6 +33,58 @@ from rlgauntlet.gauntlet.transfer import transfer_members
 CHUNK_EPISODES = 5
 
 
+#: seconds between two reads of the training directors' checkpoints (for the progress bar only)
+PROGRESS_POLL_SECONDS = 10.0
+
+
+class TrainingProgress:
+    """The learned attackers' progress in director steps while an executor trains them: every
+    ``poll_seconds`` a thread reads each task's last checkpoint (:meth:`AttackerTask.steps_done`;
+    the workers write only their folders) and ``advance`` gets the steps gained; when a task
+    finishes (:meth:`finished`, the executor's ``on_done``) the rest of its budget is counted, as
+    an early stop ends its work. Where the folders are not visible (Ray on another machine) the
+    bar moves as tasks finish.
+
+    Example:
+        >>> with TrainingProgress(todo, advance) as training:              # doctest: +SKIP
+        ...     pool.run(train_attacker_task, todo, training.finished)
+    """
+
+    def __init__(self, tasks: Sequence[AttackerTask], advance: Callable[[int], None],
+                 poll_seconds: float = PROGRESS_POLL_SECONDS) -> None:
+        import threading
+
+        self.tasks, self.advance, self.poll_seconds = list(tasks), advance, poll_seconds
+        self.counted = {id(t): t.steps_done() for t in self.tasks}  # steps already on the bar
+        self._lock, self._stop = threading.Lock(), threading.Event()
+        self._thread = threading.Thread(target=self._poll, name="rlgauntlet-training-progress", daemon=True)
+
+    def _count(self, task: AttackerTask, steps: int) -> None:
+        with self._lock:
+            gained = min(steps, task.steps) - self.counted[id(task)]
+            if gained > 0:
+                self.counted[id(task)] += gained
+                self.advance(gained)
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self.poll_seconds):
+            for task in self.tasks:
+                if self.counted[id(task)] < task.steps:
+                    self._count(task, task.steps_done())
+
+    def finished(self, task: AttackerTask, result: object = None) -> None:
+        """``task`` is trained: the rest of its budget is done."""
+        self._count(task, task.steps)
+
+    def __enter__(self) -> "TrainingProgress":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def train_attacker_task(task: AttackerTask) -> dict:
     """Train (or resume) one learned attacker; runs in a worker, writes only its folder."""
     from rlgauntlet.experiments.attacker_job import train_attacker
@@ -170,11 +222,13 @@ def run_plans(plans: list[GauntletPlan], executor: str = "local", workers: int =
 
         episodes(base)
         # 2. the learned attackers of every agent, cached (a killed training resumes from its checkpoint)
+        #    in director steps, so that a board's hours of training show how far they are and an ETA
         tasks = [t for plan in plans for t in plan.tasks]
         todo = [t for t in tasks if not t.done()]
-        stage("learned attackers", len(tasks), len(tasks) - len(todo))
+        stage("learned attackers", sum(t.steps for t in tasks), sum(t.steps_done() for t in tasks))
         if todo:
-            pool.run(train_attacker_task, todo, lambda task, result: advance(1))
+            with TrainingProgress(todo, advance) as training:
+                pool.run(train_attacker_task, todo, training.finished)
         # 3. the learned attackers' episodes, and one strongest-of group per ε
         outcomes = [outcome.trained() for outcome in outcomes]  # their specs name trained folders: parsed now
         final = episodes(lambda outcome: base(outcome) + outcome.plan.learned)
