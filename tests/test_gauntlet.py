@@ -1008,6 +1008,31 @@ def test_a_plans_preview_estimates_training_from_the_same_attackers_trained_agai
     assert not store.exists()  # planning and previewing write no store
 
 
+def test_a_plans_preview_counts_what_an_interrupted_training_already_did(tmp_path):
+    """An attacker whose training was interrupted at a quarter of its budget (its last checkpoint)
+    has three quarters of its steps left, and of the time measured against other agents (400 s →
+    300 s); the others are untouched."""
+    from rlgauntlet.gauntlet import plan_gauntlet
+
+    plan = plan_gauntlet("zoo:cartpole-dqn", "CartPole-v1", level="quick", seeds=[0], store=tmp_path / "g.sqlite")
+    interrupted, *others = plan.tasks
+    for task in plan.tasks:
+        folder = tmp_path / "gauntlet-cache" / ("1" * 16) / "CartPole-v1" / Path(task.folder).name
+        folder.mkdir(parents=True)
+        (folder / "manifest.json").write_text(json.dumps({"steps": task.steps, "train_seconds": 400.0}))
+    (Path(interrupted.folder) / "checkpoint").mkdir(parents=True)
+    quarter = interrupted.steps // 4
+    (Path(interrupted.folder) / "checkpoint" / "progress.json").write_text(
+        json.dumps({"history": [{"steps": quarter // 2}, {"steps": quarter}]}))
+    preview = plan.preview()
+    rows = {row["attacker"]: row for row in preview["learned_attackers"]}
+    row = rows[interrupted.label]
+    assert row["trained"] is False and row["steps_done"] == quarter
+    assert row["estimated_seconds"] == pytest.approx(400.0 * (1 - quarter / interrupted.steps), abs=0.1)
+    assert all(rows[t.label]["steps_done"] == 0 and rows[t.label]["estimated_seconds"] == 400.0 for t in others)
+    assert preview["training_left_steps"] == sum(t.steps for t in plan.tasks) - quarter
+
+
 def test_gauntlet_plan_prints_the_attackers_to_train_and_writes_nothing(tmp_path, cli_env):
     out = tmp_path / "run"
     done = run_cli(["gauntlet", "--agent", "zoo:cartpole-dqn", "--env", "CartPole-v1", "--level", "quick",

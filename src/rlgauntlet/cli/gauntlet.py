@@ -187,6 +187,7 @@ def _print_previews(previews: list[dict], workers: int) -> None:
             table.add_column(col)
         for row in p["learned_attackers"]:
             status = ("trained (cached)" if row["trained"] else "to train, " + (
+                f"{row['steps_done']:,} steps done, " if row.get("steps_done") else "") + (
                 f"about {_hours(row['estimated_seconds'])}" if row["estimated_seconds"] is not None else "not measured yet"))
             table.add_row(row["attacker"], f"{row['steps']:,}", status)
         out_console.print(table)

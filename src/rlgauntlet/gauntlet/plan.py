@@ -271,8 +271,9 @@ class GauntletPlan:
     def preview(self) -> dict:
         """What running the plan will do, before anything runs (``gauntlet --plan``): its members,
         each learned attacker with its steps and whether the store already holds it trained, and
-        the training left. The training left is in steps, and in worker-seconds where the store has
-        trained the same attacker (same folder name) against other agents on this env: their mean.
+        the training left. The training left is in steps (less what an interrupted training already
+        did: ``steps_done``), and in worker-seconds where the store has trained the same attacker
+        (same folder name) against other agents on this env: their mean, for the steps left.
         Episodes are not estimated: the race decides how many run."""
         from rlgauntlet.gauntlet.cache import trained_seconds
 
@@ -282,8 +283,10 @@ class GauntletPlan:
             row = {"attacker": task.label, "steps": task.steps, "trained": task.done()}
             if not row["trained"]:
                 seen = measured.get(Path(task.folder).name, [])
-                row["estimated_seconds"] = round(sum(seen) / len(seen), 1) if seen else None
-                left_steps += task.steps
+                row["steps_done"] = task.steps_done()
+                left = 1.0 - row["steps_done"] / task.steps if task.steps else 1.0
+                row["estimated_seconds"] = round(left * sum(seen) / len(seen), 1) if seen else None
+                left_steps += task.steps - row["steps_done"]
                 left_seconds += row["estimated_seconds"] or 0.0
                 unmeasured += not seen
             attackers.append(row)
