@@ -5,7 +5,9 @@ and one random direction per state (seed 0): the action-mean change ‖μ(x̃) �
 with the direction that PA-AD's FGSM actor reaches (the gauntlet's directors act through it), and
 the largest change that 100 signed-gradient steps (step ε/10, from a uniform random start in the
 ball) find. A smooth agent (a small ceiling) can only be beaten by a director that compounds
-small changes over an episode, whatever the actor.
+small changes over an episode, whatever the actor. A recurrent (LSTM) agent acts at each of those
+states from its memory of the clean episode so far: the perturbation moves only the current input,
+the one-step reach (a director also moves the memory, step by step).
 
     RLGAUNTLET_RELEASES=… python benchmarks/actor_reach.py --agents published:ppo-ant published:sa-ppo-ant \
         --env AntMuJoCo15-v4 --eps 0.15
@@ -30,20 +32,28 @@ from rlgauntlet.threats.learned.actor import AttackActor, policy_vector
 OUT = Path(__file__).parent / "results" / "actor_reach.json"
 
 
-def clean_states(job, steps: int = 400, every: int = 4) -> torch.Tensor:
-    """Victim inputs (N, D) along a greedy episode from env seed 0 (reset with seed t+1 on an end)."""
+def clean_states(job, steps: int = 400, every: int = 4) -> tuple[torch.Tensor, list | None]:
+    """Victim inputs (N, D) along a greedy episode from env seed 0 (reset with seed t+1 on an end),
+    and a recurrent victim's memory before each of them (None for a memoryless one)."""
     victim, env = job.victim, job.env_fn()
     obs, _ = env.reset(seed=0)
-    inputs = []
+    inputs, memories = [], []
+    state = victim.initial_state() if victim.recurrent else None
     with torch.no_grad():
         for t in range(steps):
             x = victim.preprocess(obs[None])
             inputs.append(x)
+            if victim.recurrent:
+                memories.append(state)
+                victim.use_state([state])
             obs, _, terminated, truncated, _ = env.step(victim.actions(victim.forward(x)).numpy()[0])
+            if victim.recurrent:
+                state = victim.advance_state(x)[0]
             if terminated or truncated:
                 obs, _ = env.reset(seed=t + 1)
+                state = victim.initial_state() if victim.recurrent else None
     env.close()
-    return torch.cat(inputs)[::every]
+    return torch.cat(inputs)[::every], (memories[::every] if victim.recurrent else None)
 
 
 def largest_change(victim, x: torch.Tensor, clean: torch.Tensor, eps: float, steps: int = 100) -> torch.Tensor:
@@ -63,11 +73,9 @@ def largest_change(victim, x: torch.Tensor, clean: torch.Tensor, eps: float, ste
 def reach(agent: str, env_id: str, eps: float) -> dict:
     with open_job(agent, env_id) as job:
         victim = job.victim
-        if victim.recurrent:
-            print(f"actor_reach: {agent} is recurrent (LSTM): its action depends on its memory; "
-                  "give memoryless agents", file=sys.stderr)
-            raise SystemExit(2)
-        x = clean_states(job)
+        x, memories = clean_states(job)
+        if memories is not None:  # every forward below reads these, one per row
+            victim.use_state(memories)
         directions = torch.randn(x.shape[0], victim.action_space.shape[0], generator=torch.Generator().manual_seed(0))
         with torch.no_grad():
             clean = policy_vector(victim.forward(x))
@@ -76,11 +84,25 @@ def reach(agent: str, env_id: str, eps: float) -> dict:
         with torch.no_grad():
             change = policy_vector(victim.forward(perturbed)) - clean
         ceiling = largest_change(victim, x, clean, eps)
-        return {"agent": agent, "env": env_id, "eps": eps, "states": int(x.shape[0]),
+        return {"agent": agent, "env": env_id, "eps": eps, "states": int(x.shape[0]), "recurrent": victim.recurrent,
                 "clean_action_norm": float(clean.norm(dim=-1).mean()),
                 "fgsm_change": float(change.norm(dim=-1).mean()),
                 "fgsm_cosine": float(torch.nn.functional.cosine_similarity(change, directions, dim=-1).mean()),
                 "ceiling_change_mean": float(ceiling.mean()), "ceiling_change_max": float(ceiling.max())}
+
+
+def merged(path: Path, rows: list[dict]) -> list[dict]:
+    """The rows already in ``path`` with these added, a row of the same agent, env and ε replaced
+    (a run for some agents keeps the others' measurements)."""
+    def key(row: dict) -> tuple:
+        return row["agent"], row["env"], row["eps"]
+
+    try:
+        kept = json.loads(path.read_text())["rows"]
+    except (OSError, ValueError, KeyError, TypeError):
+        kept = []
+    new = {key(row) for row in rows}
+    return [row for row in kept if isinstance(row, dict) and key(row) not in new] + rows
 
 
 def main() -> None:
@@ -99,7 +121,7 @@ def main() -> None:
               f"ceiling {row['ceiling_change_mean']:.3f} (max {row['ceiling_change_max']:.3f}), "
               f"|μ| {row['clean_action_norm']:.2f}")
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({"generator": "benchmarks/actor_reach.py", "rows": rows}, indent=2) + "\n")
+    OUT.write_text(json.dumps({"generator": "benchmarks/actor_reach.py", "rows": merged(OUT, rows)}, indent=2) + "\n")
     print(f"wrote {OUT}")
 
 
