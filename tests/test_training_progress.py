@@ -84,7 +84,9 @@ def test_the_bar_gains_each_step_once_and_ends_full(tmp_path):
         with lock:
             advances.append(n)
 
-    with TrainingProgress([a, b], advance, poll_seconds=0.01) as training:
+    training = TrainingProgress([a, b], advance, poll_seconds=0.01)
+    assert training.left == (1000 - 200) + 500  # what the stage starts from: a's 200 already done
+    with training:
         _checkpoint(tmp_path / "a", 200, 600)
         _checkpoint(tmp_path / "b", 100)
         deadline = time.monotonic() + 5
@@ -98,7 +100,7 @@ def test_the_bar_gains_each_step_once_and_ends_full(tmp_path):
         assert sum(advances) == 900
         _manifest(tmp_path / "a", 1000)
         training.finished(a)
-    assert sum(advances) == (1000 - 200) + 500 and all(n > 0 for n in advances)
+    assert sum(advances) == (1000 - 200) + 500 and all(n > 0 for n in advances) and training.left == 0
 
 
 def test_a_finish_before_any_checkpoint_counts_the_whole_budget(tmp_path):

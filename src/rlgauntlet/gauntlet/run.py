@@ -59,6 +59,12 @@ class TrainingProgress:
         self._lock, self._stop = threading.Lock(), threading.Event()
         self._thread = threading.Thread(target=self._poll, name="rlgauntlet-training-progress", daemon=True)
 
+    @property
+    def left(self) -> int:
+        """The steps not yet on the bar."""
+        with self._lock:
+            return sum(t.steps - self.counted[id(t)] for t in self.tasks)
+
     def _count(self, task: AttackerTask, steps: int) -> None:
         with self._lock:
             gained = min(steps, task.steps) - self.counted[id(task)]
@@ -224,11 +230,12 @@ def run_plans(plans: list[GauntletPlan], executor: str = "local", workers: int =
         # 2. the learned attackers of every agent, cached (a killed training resumes from its checkpoint)
         #    in director steps, so that a board's hours of training show how far they are and an ETA
         tasks = [t for plan in plans for t in plan.tasks]
-        todo = [t for t in tasks if not t.done()]
-        stage("learned attackers", sum(t.steps for t in tasks), sum(t.steps_done() for t in tasks))
-        if todo:
-            with TrainingProgress(todo, advance) as training:
-                pool.run(train_attacker_task, todo, training.finished)
+        training = TrainingProgress([t for t in tasks if not t.done()], advance)
+        budget = sum(t.steps for t in tasks)
+        stage("learned attackers", budget, budget - training.left)  # the steps read once, for both
+        if training.tasks:
+            with training:
+                pool.run(train_attacker_task, training.tasks, training.finished)
         # 3. the learned attackers' episodes, and one strongest-of group per ε
         outcomes = [outcome.trained() for outcome in outcomes]  # their specs name trained folders: parsed now
         final = episodes(lambda outcome: base(outcome) + outcome.plan.learned)
