@@ -281,3 +281,23 @@ def test_shipping_again_adds_to_what_ships_and_replaces_only_the_stores_agents(s
     assert data["board"] == "test board, humanoid"  # each board named once, the earlier first
     with pytest.raises(UserError, match="ship each version on its own"):
         ship([tmp_path / "later.sqlite"], "mujoco", 6, board="b", previous=shipped)
+
+
+def test_every_shipped_version_holds_that_versions_rows_of_the_catalogued_files():
+    """Each shipped file (v5, v6, v8, ...) is of its own version throughout, at that version's headline
+    ε on each env, and each release's row is of the catalogue's file on the catalogue's env (its
+    sha256): a file shipped under the wrong tag, or a row of another agent file, fails here."""
+    from rlgauntlet.gauntlet.protocols import get_protocol
+    from rlgauntlet.published import release, shipped_results, shipped_versions
+
+    assert shipped_versions()
+    for name, version in shipped_versions():
+        protocol = get_protocol(f"{name}@v{version}")
+        data = shipped_results(name, version)
+        assert (data["protocol"], data["version"]) == (name, version)
+        for entry in data["entries"]:
+            assert (entry["protocol"], entry["version"]) == (name, version), entry["agent"]
+            assert entry["headline_eps"] == protocol.headline_of(version, entry["env"]), entry["agent"]
+            if entry["agent"].startswith("published:"):
+                catalogued = release(entry["agent"].removeprefix("published:"))
+                assert entry["sha256"] == catalogued["sha256"], entry["agent"]
