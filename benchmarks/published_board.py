@@ -527,13 +527,26 @@ def main() -> None:
         write_json(OUT, results, kind="benchmark")  # after every board: a long run keeps what it finished
 
 
-if __name__ == "__main__":
+def run() -> None:
+    """``main`` as a command: one line and exit 2 for bad input; SIGINT and SIGTERM (also when the
+    board runs in the background, where SIGINT arrives ignored) stop it with 130 or 143, saying
+    what was kept."""
+    import signal
+
+    from rlgauntlet.cli.common import Interrupted, raise_on_signals
+
+    raise_on_signals()
     try:
         main()
-    except KeyboardInterrupt:  # every finished chunk and trained attacker is already stored
-        print("published_board: interrupted; the stored episodes and trained attackers are kept, and the "
-              "same command resumes from them")
-        raise SystemExit(130) from None
+    except (Interrupted, KeyboardInterrupt) as exc:  # every finished chunk and trained attacker is already stored
+        name = signal.Signals(getattr(exc, "signum", signal.SIGINT)).name
+        print(f"published_board: interrupted by {name}; the stored episodes and trained attackers are kept, and "
+              "the same command resumes from them", file=sys.stderr)
+        raise SystemExit(128 + getattr(exc, "signum", signal.SIGINT)) from None
     except UserError as err:  # a board file or agent refused before anything ran: one line, as the CLI says it
         print(f"published_board: error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+if __name__ == "__main__":
+    run()

@@ -2,7 +2,10 @@
 case, held / within one standard error / not held (with the attack), natural within 15% or the gap."""
 
 import json
+import os
+import signal
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -195,3 +198,33 @@ def test_what_each_kind_of_attacker_buys():
     assert value["sarl@official-attack"]["needed_by"] == [] and value["transferred"]["needed_by"] == []
     assert value["sarl"]["needed_by"] == [] and value["heuristic"]["needed_by"] == []
     assert "| paad | 80 | 1 | 1: a 100 → 300 |" in director_table(rows)
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_stops_the_board_saying_what_was_kept_even_where_sigint_arrived_ignored(signum, code, monkeypatch,
+                                                                                         capsys):
+    # a board started in the background (nohup, `&`) inherits SIGINT ignored; without handlers of its
+    # own, SIGINT would do nothing and SIGTERM would end it silently with the default action
+    import published_board
+
+    def board_that_is_signalled():
+        os.kill(os.getpid(), signum)
+        time.sleep(30)  # the handler interrupts this sleep; a missing one leaves the test waiting here
+        raise AssertionError("the signal did not stop the board")
+
+    def not_the_boards_handler(*_):
+        raise AssertionError("the board left the signal to the handler it started with")
+
+    # SIGTERM's default would end this test run, so the board starts with a handler that fails the test
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN), signal.signal(signal.SIGTERM, not_the_boards_handler)
+    monkeypatch.setattr(published_board, "main", board_that_is_signalled)
+    try:
+        with pytest.raises(SystemExit) as stopped:
+            published_board.run()
+    finally:
+        signal.signal(signal.SIGINT, previous[0])
+        signal.signal(signal.SIGTERM, previous[1])
+    assert stopped.value.code == code
+    err = capsys.readouterr().err
+    assert err.startswith(f"published_board: interrupted by {signal.Signals(signum).name}; the stored episodes")
+    assert "resumes" in err

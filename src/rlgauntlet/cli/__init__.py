@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from rlgauntlet.cli.common import (KEPT, Interrupted, app)
+from rlgauntlet.cli.common import KEPT, Interrupted, app, raise_on_signals
 # each module registers its commands; the order of these imports is the order of `rlgauntlet --help`
 from rlgauntlet.cli import evaluate  # noqa: F401, I001
 from rlgauntlet.cli import train  # noqa: F401
@@ -26,17 +26,12 @@ from rlgauntlet.errors import UserError
 __all__ = ["app", "main"]
 
 
-def _on_signal(signum, frame) -> None:
-    raise Interrupted(signum)
-
-
 def main() -> None:
     """Entry point: run the app; user errors are one stderr line and exit status 2; SIGINT and
     SIGTERM exit 130 and 143 saying what was kept and how to resume."""
     import signal
 
-    signal.signal(signal.SIGINT, _on_signal)
-    signal.signal(signal.SIGTERM, _on_signal)
+    raise_on_signals()
     try:
         rc = app(standalone_mode=False)
     except UserError as exc:

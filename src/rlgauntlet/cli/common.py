@@ -141,6 +141,24 @@ class Interrupted(BaseException):
         self.signum = signum
 
 
+def _raise_interrupted(signum, frame) -> None:
+    raise Interrupted(signum)
+
+
+def raise_on_signals() -> None:
+    """Make SIGINT and SIGTERM raise :class:`Interrupted` in the main thread, so that a long command
+    stops where it is, keeps what it stored and says so (exit 128 + the signal's number).
+
+    Installed even where SIGINT arrives ignored: a command started in the background by a shell
+    (``cmd &``, ``nohup``) inherits SIGINT ignored, and Python then gives it no KeyboardInterrupt,
+    so ``kill -INT`` would do nothing and ``kill -TERM`` would end it without a word.
+    """
+    import signal
+
+    signal.signal(signal.SIGINT, _raise_interrupted)
+    signal.signal(signal.SIGTERM, _raise_interrupted)
+
+
 #: what an interrupted command keeps and how to go on, set by the command once it knows
 KEPT = {"note": "nothing was written"}
 
