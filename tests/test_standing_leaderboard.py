@@ -283,6 +283,28 @@ def test_shipping_again_adds_to_what_ships_and_replaces_only_the_stores_agents(s
         ship([tmp_path / "later.sqlite"], "mujoco", 6, board="b", previous=shipped)
 
 
+def test_the_default_version_moves_only_to_a_version_that_ships_every_env_it_ships():
+    """docs/decisions.md, "When the default version moves": every env an older shipped version ships,
+    the default ships too (a default moved too early, stranding users' results on an env, fails), and
+    no newer shipped version covers every env the default ships (a default left behind fails)."""
+    from rlgauntlet.gauntlet.protocols import get_protocol
+    from rlgauntlet.published import shipped_results, shipped_versions
+
+    default = get_protocol("mujoco").version
+
+    def envs(version: int) -> set[str]:
+        return {e["env"] for e in shipped_results("mujoco", version)["entries"]}
+
+    versions = [v for name, v in shipped_versions() if name == "mujoco"]
+    for version in versions:
+        if version < default:
+            stranded = envs(version) - envs(default)
+            assert not stranded, f"the default mujoco v{default} ships nothing on {sorted(stranded)}"
+        elif version > default:
+            assert envs(default) - envs(version), f"mujoco v{version} ships every env v{default} ships: " \
+                "move DEFAULT_VERSIONS to it"
+
+
 def test_every_shipped_version_holds_that_versions_rows_of_the_catalogued_files():
     """Each shipped file (v5, v6, v8, ...) is of its own version throughout, at that version's headline
     ε on each env, and each release's row is of the catalogue's file (its sha256, never missing) on

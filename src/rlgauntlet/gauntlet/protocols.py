@@ -416,8 +416,9 @@ PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
 
 
 #: the version a protocol's plain name (and an env family's default) runs where that is not its
-#: newest: a new version runs by its tag (``mujoco@v6``) until its published board ships, so that
-#: a user's default results can still be ranked among the shipped field (``--with-published``)
+#: newest: a new version runs by its tag (``mujoco@v8``) until its shipped results cover every env
+#: the default's cover, so that a user's default results can still be ranked among the shipped
+#: field (``--with-published``; docs/decisions.md, "When the default version moves")
 DEFAULT_VERSIONS: dict[str, int] = {"mujoco": 5}
 
 _MUJOCO_V6 = replace(PROTOCOLS["mujoco"], version=6, curriculum={}, curriculum_methods=(), transfer_directors=2)
