@@ -1044,6 +1044,7 @@ def test_a_two_stage_director_trains_its_first_stage_as_the_earlier_version_then
         "folder": "curriculum-eps0.3-1000steps", "steps": 1000, "eps": 0.3})]
 
 
+@pytest.mark.slow  # two CartPole directors, about 16 s
 @pytest.mark.xfail(strict=True, reason="a resume restores the director's weights, optimizer and reward statistics, "
                    "not its envs' mid-episode state or random streams, so it goes on along another trajectory "
                    "(docs/decisions.md, 'A resumed director is another sample'); strict: the day resume is exact, "
