@@ -539,10 +539,10 @@ def run() -> None:
     try:
         main()
     except (Interrupted, KeyboardInterrupt) as exc:  # every finished chunk and trained attacker is already stored
-        name = signal.Signals(getattr(exc, "signum", signal.SIGINT)).name
-        print(f"published_board: interrupted by {name}; the stored episodes and trained attackers are kept, and "
-              "the same command resumes from them", file=sys.stderr)
-        raise SystemExit(128 + getattr(exc, "signum", signal.SIGINT)) from None
+        signum = getattr(exc, "signum", signal.SIGINT)  # a KeyboardInterrupt has none: SIGINT
+        print(f"published_board: interrupted by {signal.Signals(signum).name}; the stored episodes and trained "
+              "attackers are kept, and the same command resumes from them", file=sys.stderr)
+        raise SystemExit(128 + signum) from None
     except UserError as err:  # a board file or agent refused before anything ran: one line, as the CLI says it
         print(f"published_board: error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
