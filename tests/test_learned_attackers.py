@@ -374,6 +374,9 @@ def test_a_reward_normalised_director_resumes_with_its_return_statistics(tmp_pat
                    checkpoint_every=1024, hyperparams=settings, log=lambda s: None)
     saved = load_data_pickle(run_dir / "checkpoint" / "vecnormalize.pkl")
     assert not saved.norm_obs and saved.norm_reward and saved.ret_rms.count > 1024  # every step counted
+    # a checkpoint without its run state (an earlier version's) resumes with fresh envs: the statistics
+    # must come back all the same (an exact resume restores them too, tested with the whole run below)
+    (run_dir / "checkpoint" / "run_state.npz").unlink()
     restored = []
     original = VecNormalize.reset
 
@@ -917,11 +920,23 @@ def test_a_longer_director_goes_on_from_the_same_director_trained_shorter(tmp_pa
     assert continue_shorter(longer, short) is False  # started already: nothing is copied twice
     progress = json.loads((longer / "checkpoint" / "progress.json").read_text())
     assert progress["continued_from"] == {"folder": short.name, "steps": 2048} and "finished" not in progress
+    assert not (longer / "checkpoint" / "run_state.npz").exists()
     resumed = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "sarl", eps=0.1, steps=4096, run_dir=longer,
                              eval_episodes=0, checkpoint_every=2048, log=lambda s: None)
     assert [h["steps"] for h in resumed["learning_curve"]] == [2048, 4096]
     assert resumed["learning_curve"][0] == first["learning_curve"][0]
     assert resumed["continued_from"] == {"folder": short.name, "steps": 2048} and "continued_from" not in first
+    # the protocol goes on with envs started afresh from the seed (as every shipped continued director
+    # did), not along the first stage's own trajectory: its run state is not copied, and the continued
+    # director is the one a resume without run state trains; the continuation is not a resume
+    assert (short / "checkpoint" / "run_state.npz").exists()
+    assert progress["continuation_pending"] is True and "resumes" not in resumed
+    approximate = tmp_path / "approximate"
+    shutil.copytree(short, approximate)
+    (approximate / "checkpoint" / "run_state.npz").unlink()
+    again = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "sarl", eps=0.1, steps=4096, run_dir=approximate,
+                           eval_episodes=0, checkpoint_every=2048, log=lambda s: None)
+    assert again["director_sha256"] == resumed["director_sha256"]
     assert 0 < first["train_seconds"] < resumed["train_seconds"]
     assert digest(short) == before
     unfinished = tmp_path / "sarl-eps0.2-seed0-classic-v2-2048steps"
@@ -1044,26 +1059,102 @@ def test_a_two_stage_director_trains_its_first_stage_as_the_earlier_version_then
         "folder": "curriculum-eps0.3-1000steps", "steps": 1000, "eps": 0.3})]
 
 
-@pytest.mark.slow  # two CartPole directors, about 16 s
-@pytest.mark.xfail(strict=True, reason="a resume restores the director's weights, optimizer and reward statistics, "
-                   "not its envs' mid-episode state or random streams, so it goes on along another trajectory "
-                   "(docs/decisions.md, 'A resumed director is another sample'); strict: the day resume is exact, "
-                   "this test fails and the decision is to be revisited")
-def test_a_director_trained_in_two_runs_is_the_one_trained_in_one(tmp_path):
+def _director_weights(run_dir):
     import io
     import zipfile
 
     import torch
 
+    with zipfile.ZipFile(run_dir / "attacker.zip") as z:
+        return torch.load(io.BytesIO(z.read("policy.pth")), map_location="cpu", weights_only=True)
+
+
+#: a CartPole director's PPO with rollouts of 512 steps (2 envs × 256), to stop and resume cheaply
+_SMALL_ROLLOUTS = {"n_envs": 2, "n_steps": 256, "batch_size": 128}
+
+
+@pytest.mark.parametrize("checkpoint_every", [
+    512,   # the first run's checkpoint is written at its last rollout's end, before that rollout's update
+    4096,  # ... after it (no checkpoint was due: the run saves when it ends)
+])
+def test_a_director_trained_in_two_runs_is_the_one_trained_in_one(tmp_path, checkpoint_every):
+    """Exact resume: the envs' mid-episode states, the random streams, the rollout waiting for its
+    update and the recent episodes are saved with the checkpoint, so a director trained in two runs
+    has the weights, learning curve and director file (sha256) of one trained without a stop. A resume
+    that restarts the envs from their seeds, reseeds the streams or skips the pending update trains
+    another director (each checked to fail this test)."""
+    import torch
+
+    from rlgauntlet.experiments.attacker_job import train_attacker
+    from rlgauntlet.training.attackers.attack_train import director_settings
+
+    common = dict(eps=0.1, seed=0, eval_episodes=0, threads=1, checkpoint_every=checkpoint_every,
+                  hyperparams={**director_settings("CartPole-v1"), **_SMALL_ROLLOUTS}, log=lambda _: None)
+    one = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", steps=1024, run_dir=tmp_path / "one", **common)
+    train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", steps=512, run_dir=tmp_path / "two", **common)
+    two = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", steps=1024, run_dir=tmp_path / "two", **common)
+    w1, w2 = _director_weights(tmp_path / "one"), _director_weights(tmp_path / "two")
+    assert all(torch.equal(w1[k], w2[k]) for k in w1)  # bit-exactness is the property under test
+    assert two["director_sha256"] == one["director_sha256"]
+    assert two["applied_in_training"] == one["applied_in_training"]  # the attack's counts go on too
+    assert two["resumes"] == [{"steps": 512, "exact": True}] and "resumes" not in one
+    if checkpoint_every == 512:
+        assert two["learning_curve"] == [dict(p, steps_per_second=q["steps_per_second"], time=q["time"])
+                                         for p, q in zip(one["learning_curve"], two["learning_curve"])]
+
+
+def test_a_checkpoint_without_its_run_state_resumes_along_another_trajectory_and_says_so(tmp_path):
+    """A checkpoint of an earlier version (no run state) still resumes, as it always did, and the
+    director's manifest records that it did, and why; a run state that does not fit the run is
+    refused with the fix, never half used."""
+    from rlgauntlet.experiments.attacker_job import train_attacker
+    from rlgauntlet.training.attackers.attack_train import director_settings
+
+    settings = {**director_settings("CartPole-v1"), **_SMALL_ROLLOUTS}
+    common = dict(eps=0.1, seed=0, eval_episodes=0, threads=1, checkpoint_every=512, log=lambda _: None)
+    run_dir = tmp_path / "run"
+    train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", steps=512, run_dir=run_dir, hyperparams=settings,
+                   **common)
+    state = run_dir / "checkpoint" / "run_state.npz"
+    kept = state.read_bytes()
+    state.unlink()
+    lines = []
+    resumed = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", steps=1024, run_dir=run_dir,
+                             hyperparams=settings, **{**common, "log": lines.append})
+    assert resumed["resumes"] == [{"steps": 512, "exact": False, "why": "the checkpoint holds no run_state.npz"}]
+    assert any("resuming at 512 steps, along another trajectory" in line for line in lines)
+    # a run state written at another step than the checkpoint's model (a file put back from elsewhere)
+    state.write_bytes(kept)
+    with pytest.raises(UserError, match=r"cannot resume exactly from .*run_state.npz \(it was written at 512 "
+                                        r"steps, the checkpoint's model at 1024\); remove .* or give a new --run-dir"):
+        train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", steps=1536, run_dir=run_dir, hyperparams=settings,
+                       **common)
+    state.write_bytes(b"not an npz")
+    with pytest.raises(UserError, match="cannot resume exactly from .*not an npz file"):
+        train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", steps=1536, run_dir=run_dir, hyperparams=settings,
+                       **common)
+
+
+@pytest.mark.slow  # four short Hopper directors, about 25 s
+def test_a_director_stopped_by_its_time_budget_goes_on_as_if_never_stopped(tmp_path):
+    """The official attack settings on MuJoCo (one env, rewards scaled by the return's running std,
+    policy and value at rates of their own): a time budget stops the run at a rollout's end, before
+    that rollout's update, writing no point on the learning curve; resumed, it is the director trained
+    without a stop, to its sha256. Its MuJoCo state, TimeLimit count, running return and
+    reward statistics come back (a resume that drops any of them trains another director)."""
+    import time
+
     from rlgauntlet.experiments.attacker_job import train_attacker
 
-    def weights(run_dir):
-        with zipfile.ZipFile(run_dir / "attacker.zip") as z:
-            return torch.load(io.BytesIO(z.read("policy.pth")), map_location="cpu", weights_only=True)
-
-    common = dict(eps=0.1, seed=0, eval_episodes=1, threads=1, checkpoint_every=2048, log=lambda _: None)
-    train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", steps=8192, run_dir=tmp_path / "one", **common)
-    train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", steps=4096, run_dir=tmp_path / "two", **common)
-    train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", steps=8192, run_dir=tmp_path / "two", **common)
-    one, two = weights(tmp_path / "one"), weights(tmp_path / "two")
-    assert all(torch.equal(one[k], two[k]) for k in one)  # bit-exactness is the property under test
+    common = dict(eps=0.075, seed=0, eval_episodes=0, threads=1, checkpoint_every=4096, setting="official-attack",
+                  log=lambda _: None)
+    one = train_attacker("zoo:hopper-ppo", "Hopper-v5", "paad", steps=4096, run_dir=tmp_path / "one", **common)
+    lines = []
+    train_attacker("zoo:hopper-ppo", "Hopper-v5", "paad", steps=4096, run_dir=tmp_path / "two",
+                   deadline=time.monotonic(), **{**common, "log": lines.append})
+    assert any("time budget reached at 2048 steps" in line for line in lines)
+    progress = json.loads((tmp_path / "two" / "checkpoint" / "progress.json").read_text())
+    assert progress["num_timesteps"] == 2048 and progress["history"] == []
+    two = train_attacker("zoo:hopper-ppo", "Hopper-v5", "paad", steps=4096, run_dir=tmp_path / "two", **common)
+    assert two["director_sha256"] == one["director_sha256"]
+    assert [p["recent_return"] for p in two["learning_curve"]] == [p["recent_return"] for p in one["learning_curve"]]

@@ -92,3 +92,28 @@ def test_dm_control_restore_replays_bit_identically_across_the_time_limit(env_id
     other = _play(env, [a * 0 for a in actions[:5]])
     restore(env, snap)
     assert not _same(other, _play(env, actions[950:955]))  # restore really went back (not a no-op)
+
+
+@pytest.mark.parametrize("env_id, warm, steps", [
+    ("CartPole-v1", 5, 300),
+    ("Hopper-v5", 20, 300),
+    ("HopperMuJoCo15-v4", 20, 300),   # the releases' own physics
+    ("PongNoFrameskip-v4", 100, 400),  # the emulator's state travels as its serialized bytes
+])
+def test_a_snapshot_written_as_data_continues_in_a_new_env(tmp_path, env_id, warm, steps):
+    """Written to a file as plain data and put into another env of the same make (as a resumed run
+    builds its envs), a snapshot goes on bit for bit as the env it was taken from; the new env was
+    never reset."""
+    from rlgauntlet.common.plain_data import load_plain, save_plain
+    from rlgauntlet.envs.snapshot import snapshot_from_plain, snapshot_to_plain
+
+    env = make_env(env_id)
+    env.action_space.seed(0)
+    env.reset(seed=3)
+    actions = [env.action_space.sample() for _ in range(warm + steps)]
+    _play(env, actions[:warm])
+    save_plain(tmp_path / "env.npz", snapshot_to_plain(snapshot(env)))
+    first = _play(env, actions[warm:])
+    other = make_env(env_id)
+    restore(other, snapshot_from_plain(other, load_plain(tmp_path / "env.npz")))
+    assert _same(first, _play(other, actions[warm:]))

@@ -107,6 +107,8 @@ def restore(env: gym.Env, snap: Snapshot) -> None:
             setattr(layer, key, copy.deepcopy(value))
     base_env = layers[-1]
     if snap.rng_state is not None:
+        if getattr(base_env, "_np_random", None) is None:  # an env never reset (restored in a new process)
+            base_env._np_random = gym.utils.seeding.np_random()[0]
         base_env._np_random.bit_generator.state = copy.deepcopy(snap.rng_state)
     if "ale" in snap.base:
         base_env.ale.restoreState(snap.base["ale"])
@@ -136,3 +138,28 @@ def _set_mujoco_state(model, data, state: np.ndarray) -> None:
 
     mujoco.mj_setState(model, data, state, mujoco.mjtState.mjSTATE_INTEGRATION)
     mujoco.mj_forward(model, data)
+
+
+def snapshot_to_plain(snap: Snapshot) -> dict[str, Any]:
+    """``snap`` as plain data (:mod:`rlgauntlet.common.plain_data`), to be written to a file and put
+    into a new process's env of the same make with :func:`snapshot_from_plain`. The ALE emulator's
+    state becomes its serialized bytes; a MinAtar game (an object) is not plain data and raises
+    :class:`~rlgauntlet.common.plain_data.NotPlainData` when written."""
+    base = dict(snap.base)
+    if "ale" in base:
+        base["ale"] = bytes(base["ale"].serialize())
+    return {"attributes": snap.attributes, "rng_state": snap.rng_state, "base": base}
+
+
+def snapshot_from_plain(env: gym.Env, plain: dict[str, Any]) -> Snapshot:
+    """The snapshot :func:`snapshot_to_plain` wrote, for ``env``: an env built as the one it was
+    taken from (same id, wrappers and settings), in this or another process."""
+    base = dict(plain["base"])
+    if "ale" in base:
+        import ale_py
+
+        base["ale"] = ale_py.ALEState(base["ale"])
+    layers = _layers(env)
+    if len(layers) != len(plain["attributes"]):
+        raise ValueError(f"the saved env had {len(plain['attributes'])} wrapper layers, this one {len(layers)}")
+    return Snapshot(id(env), list(plain["attributes"]), plain["rng_state"], base)

@@ -136,7 +136,7 @@ def _write_director(run_dir: Path, source: Path, config: dict, progress: dict, s
     write_canonical_zip(source, run_dir / ATTACKER_FILE)
     manifest = {**config, "director_sha256": sha256_file(run_dir / ATTACKER_FILE), "selected": selected,
                 "steps": int(progress["history"][-1]["steps"]) if progress["history"] else 0,
-                **({k: progress[k] for k in ("stopped_early", "continued_from") if k in progress}),
+                **({k: progress[k] for k in ("stopped_early", "continued_from", "resumes") if k in progress}),
                 "train_seconds": round(progress.get("train_seconds", 0.0), 1),
                 "learning_curve": progress["history"], "applied_in_training": progress.get("applied"),
                 "hyperparams": progress.get("hyperparams"), "input_shape": progress["input_shape"],

@@ -69,6 +69,7 @@ def continue_shorter(folder: Path, source: Path, eps: float | None = None) -> bo
 
     from rlgauntlet.training.attackers.attack_train import BEST
     from rlgauntlet.training.checkpoints import has_checkpoint
+    from rlgauntlet.training.run_state import RUN_STATE
 
     if has_checkpoint(folder / "checkpoint") or (folder / "manifest.json").exists():
         return False
@@ -86,12 +87,15 @@ def continue_shorter(folder: Path, source: Path, eps: float | None = None) -> bo
     tmp = folder.with_name(folder.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
-    shutil.copytree(source / "checkpoint", tmp / "checkpoint")
+    # the protocol goes on from the first stage's weights with its envs and streams started afresh from
+    # the seed, as every shipped continued director did: the first stage's run state is not carried over
+    shutil.copytree(source / "checkpoint", tmp / "checkpoint", ignore=shutil.ignore_patterns(RUN_STATE))
     if (source / BEST).is_dir() and not other_eps:
         shutil.copytree(source / BEST, tmp / BEST)
     for done in ("finished", "applied", "input_shape", "input_bounds"):  # what the end of that run wrote
         progress.pop(done, None)
     progress["continued_from"] = {"folder": source.name, "steps": steps}
+    progress["continuation_pending"] = True  # its first start is the continuation, not a resume
     if other_eps:
         progress["continued_from"]["eps"] = config.get("eps")
         progress["config"] = {**config, "eps": float(eps)}

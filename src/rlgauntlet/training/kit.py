@@ -38,6 +38,7 @@ from rlgauntlet.errors import UserError
 from rlgauntlet.training.algorithms import algorithm_class
 from rlgauntlet.training.checkpoints import has_checkpoint, replace_folder, restore_vecnormalize, save_replay_buffer
 from rlgauntlet.training.recipes import TrainPreset
+from rlgauntlet.training.run_state import NotResumable, RUN_STATE, save_run_state
 
 
 def build_env(preset: TrainPreset, run_dir: Path, threat: str | None = None, subproc_envs: bool = False):
@@ -143,7 +144,11 @@ def agent_files(agent: str) -> tuple[Path, Path | None]:
     raise UserError(f"--init-from {agent}: give zoo:NAME or sb3:PATH.zip (an SB3 agent to fine-tune)")
 
 
-def save_checkpoint(model, env, run_dir: Path, progress: dict) -> None:
+def save_checkpoint(model, env, run_dir: Path, progress: dict, pending_update: bool | None = None) -> None:
+    """Write ``run_dir/checkpoint`` (replacing the last one as a whole). ``pending_update`` not None:
+    also the run state that makes its resume exact (:mod:`rlgauntlet.training.run_state`), saved
+    before (True) or after (False) the update of the rollout just collected; a run whose state is
+    not data says why in ``progress["inexact_resume"]``."""
     tmp = run_dir / "checkpoint.tmp"
     if tmp.exists():
         shutil.rmtree(tmp)
@@ -158,13 +163,33 @@ def save_checkpoint(model, env, run_dir: Path, progress: dict) -> None:
         norm.save(str(tmp / "vecnormalize.pkl"))
     if hasattr(model, "replay_buffer") and model.replay_buffer is not None:
         save_replay_buffer(model, tmp / "replay_buffer.npz")  # plain arrays: resuming unpickles nothing
+    if pending_update is not None:
+        try:
+            save_run_state(model, tmp / RUN_STATE, pending_update)
+        except NotResumable as exc:
+            progress["inexact_resume"] = str(exc)
     (tmp / "progress.json").write_text(json.dumps(progress, indent=2))
     replace_folder(tmp, run_dir / "checkpoint")
 
 
+class StopAtRolloutEnd(Exception):
+    """Raised out of ``learn`` by a callback that saved the run at a rollout's end and stops
+    there, before that rollout's update (which the resumed run makes first)."""
+
+
 class CheckpointCallback(BaseCallback):
     """Saves a checkpoint every ``preset.checkpoint_every`` steps (at the end of a rollout)
-    and stops training once recent training episodes beat the target by ``margin``."""
+    and stops training once recent training episodes beat the target by ``margin``.
+
+    ``exact_resume``: checkpoints also hold the run state (:mod:`rlgauntlet.training.run_state`),
+    and a time budget ends the run at a rollout's end with :class:`StopAtRolloutEnd`, so that
+    the resumed run is the one that would have gone on. Otherwise the run stops one step into
+    the next rollout and saves after the update, as it always did.
+    """
+
+    exact_resume = False
+    #: the next checkpoint is written before the update of the rollout just collected
+    pending_update = True
 
     def __init__(self, preset, env, run_dir, progress, margin, log, budget=None, show_progress=False,
                  deadline: float | None = None):
@@ -206,9 +231,15 @@ class CheckpointCallback(BaseCallback):
             self.save()
             self.next_save += self.preset.checkpoint_every
         if self.deadline is not None and time.monotonic() >= self.deadline and not self.stop:
-            # stop at the next step: the update of this rollout still runs, and the run saves after it
+            # exact_resume: save here and stop before this rollout's update; else stop at the next step
+            # (the update of this rollout still runs, and the run saves after it)
             self.log(f"[{self.preset.name}] time budget reached at {self.model.num_timesteps} steps; stopping")
             self.progress["stopped_at_deadline"] = int(self.model.num_timesteps)
+            if self.exact_resume:
+                if self.last_steps != self.model.num_timesteps:  # not saved at this rollout's end yet
+                    self.progress["num_timesteps"] = int(self.model.num_timesteps)
+                    self.write()  # no point on the learning curve: the run that goes on has none here
+                raise StopAtRolloutEnd
             self.stop = True
 
     def save(self) -> None:
@@ -224,7 +255,7 @@ class CheckpointCallback(BaseCallback):
             self.progress["schedule"] = model.schedule_state()
             point["schedule"] = self.progress["schedule"]
         self.progress["history"].append(point)
-        save_checkpoint(model, self.env, self.run_dir, self.progress)
+        self.write()
         self.log(f"[{self.preset.name}] {model.num_timesteps} steps, recent training return {recent}, {rate:.0f} steps/s")
         if (not self.stop and self.margin is not None and recent is not None
                 and len(model.ep_info_buffer) >= 20
@@ -233,6 +264,10 @@ class CheckpointCallback(BaseCallback):
             self.progress["stopped_at_target"] = True
             self.stop = True
 
+    def write(self) -> None:
+        """Write the checkpoint as the run stands (with its run state when ``exact_resume``)."""
+        save_checkpoint(self.model, self.env, self.run_dir, self.progress,
+                        pending_update=self.pending_update if self.exact_resume else None)
 
 
 #: the greedy games a guard watches start from seeds SEED + GREEDY_SEED_OFFSET + i: games of their

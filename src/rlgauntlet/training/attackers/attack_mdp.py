@@ -198,3 +198,31 @@ class AttackVecEnv(VecEnvWrapper):
                 info["terminal_observation"] = self.core.to_obs(terminal)[0]
         self._x = self.core.victim.preprocess(obs)
         return self.core.to_obs(self._x), -rewards, dones, infos
+
+    def state_dict(self) -> dict[str, Any]:
+        """What this layer holds between two steps, as plain data: each row's generator, the
+        current network input, a recurrent victim's states and the applied counts (an exact
+        resume puts it back with :meth:`load_state_dict`)."""
+        core = self.core
+        return {"generators": [g.get_state() for g in self._rng.generators], "x": self._x, "states": self._states,
+                "applied": (core.steps, core.changed, core.linf_max)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Put back what :meth:`state_dict` saved, in an env built with the same settings."""
+        if len(state["generators"]) != self.num_envs:
+            raise ValueError(f"saved with {len(state['generators'])} envs, this env has {self.num_envs}")
+        for generator, saved in zip(self._rng.generators, state["generators"]):
+            generator.set_state(saved)
+        device = self.core.victim.device
+        self._x = None if state["x"] is None else state["x"].to(device)
+        self._states = None if state["states"] is None else [_to_device(s, device) for s in state["states"]]
+        self.core.steps, self.core.changed, self.core.linf_max = state["applied"]
+
+
+def _to_device(state: Any, device) -> Any:
+    """A recurrent state (a tensor, or tuples and lists of them) moved to ``device``."""
+    if isinstance(state, torch.Tensor):
+        return state.to(device)
+    if isinstance(state, (tuple, list)):
+        return type(state)(_to_device(s, device) for s in state)
+    return state

@@ -26,7 +26,8 @@ from rlgauntlet.threats.learned.actor import AttackActor, check_variant, default
 from rlgauntlet.training.attackers.attack_mdp import AttackVecEnv, check_victim_samples
 from rlgauntlet.training.checkpoints import has_checkpoint, replace_folder, restore_vecnormalize, resume
 from rlgauntlet.training.recipes import TrainPreset
-from rlgauntlet.training.kit import build_model, CheckpointCallback, quiet_logger
+from rlgauntlet.training.kit import build_model, CheckpointCallback, quiet_logger, StopAtRolloutEnd
+from rlgauntlet.training.run_state import finish_pending_update, Restored, restore_run_state
 from rlgauntlet.victims.base import Victim
 
 #: PPO settings of the director per env family (n_envs, then SB3 PPO keyword arguments)
@@ -201,6 +202,7 @@ def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str 
                               victim_samples=bool(config.get("victim_samples")))
     env = attack_env
     ckpt = run_dir / "checkpoint"
+    restored: Restored | None = None  # what a resume put back
     progress: dict = {"config": config, "hyperparams": recorded, "history": [], "train_seconds": 0.0}
     if normalize_reward:
         from stable_baselines3.common.vec_env import VecNormalize
@@ -218,7 +220,14 @@ def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str 
                             "resume it with the same settings, or give a new --run-dir")
         model = build_model(preset, env, device)
         resume(model, ckpt, progress)  # read as data: a checkpoint runs no code
-        log(f"[{preset.name}] resuming at {model.num_timesteps} steps")
+        if progress.pop("continuation_pending", False):  # a first stage gone on from: envs start from the seed
+            log(f"[{preset.name}] going on from the first stage's director at {model.num_timesteps} steps")
+        else:
+            restored = restore_run_state(model, ckpt)
+            if not restored.exact:
+                restored.why = progress.get("inexact_resume", restored.why)
+            log(f"[{preset.name}] resuming at {model.num_timesteps} steps, " + (
+                "exactly" if restored.exact else f"along another trajectory: {restored.why}"))
     else:
         model = build_model(preset, env, device)
         log(f"[{preset.name}] starting: {config['variant']} attacker on {config['env']}, eps {config['eps']:g}, "
@@ -226,11 +235,25 @@ def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str 
     callback = _TimedCheckpoint(preset, env, run_dir, progress, None, log, budget=total_steps,
                                 show_progress=show_progress, deadline=deadline)
     callback.patience, callback.patience_from = patience, patience_from
+    callback.exact_resume = True
     if model.num_timesteps < total_steps and "stopped_early" not in progress:
         quiet_logger(model)
-        model.learn(total_timesteps=total_steps - model.num_timesteps, reset_num_timesteps=False, callback=callback)
-        if model.num_timesteps != callback.last_steps:
-            callback.save()
+        if restored is not None:  # which directors were resumed, and whether along their own trajectory
+            progress.setdefault("resumes", []).append(
+                {"steps": int(model.num_timesteps), "exact": restored.exact,
+                 **({} if restored.exact else {"why": restored.why})})
+            if restored.pending_update:
+                finish_pending_update(model, total_steps)
+        try:
+            model.learn(total_timesteps=total_steps - model.num_timesteps, reset_num_timesteps=False,
+                        callback=[*(restored.callbacks() if restored else []), callback])
+        except StopAtRolloutEnd:  # saved at that rollout's end: the same command goes on from there
+            callback.on_training_end()
+        else:
+            if model.num_timesteps != callback.last_steps:
+                # after the last update; a run stopped for good mid-rollout keeps no run state
+                callback.pending_update, callback.exact_resume = False, not callback.stop
+                callback.save()
     core = attack_env.core
     progress["applied"] = {"steps": core.steps, "victim_action_changed": core.changed, "linf_max": core.linf_max}
     progress["input_shape"] = list(core.input_shape)
@@ -289,8 +312,11 @@ class _TimedCheckpoint(CheckpointCallback):
         # a run started before best checkpoints were kept tracks them from here, and says so
         self.progress.setdefault("best_tracked_from", int(self.model.num_timesteps))
 
-    def save(self) -> None:
+    def write(self) -> None:
         self.progress["train_seconds"] = round(self.base_seconds + time.perf_counter() - self.started, 1)
+        super().write()
+
+    def save(self) -> None:
         super().save()
         point = self.progress["history"][-1]
         self._stop_without_progress()
