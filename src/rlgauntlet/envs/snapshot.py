@@ -145,9 +145,13 @@ def snapshot_to_plain(snap: Snapshot) -> dict[str, Any]:
     into a new process's env of the same make with :func:`snapshot_from_plain`. The ALE emulator's
     state becomes its serialized bytes; a MinAtar game (an object) is not plain data and raises
     :class:`~rlgauntlet.common.plain_data.NotPlainData` when written."""
+    from rlgauntlet.common.plain_data import NotPlainData
+
     base = dict(snap.base)
     if "ale" in base:
         base["ale"] = bytes(base["ale"].serialize())
+    if "minatar" in base:
+        raise NotPlainData("a MinAtar game (an object with its own RandomState)")
     return {"attributes": snap.attributes, "rng_state": snap.rng_state, "base": base}
 
 

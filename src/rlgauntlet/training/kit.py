@@ -239,7 +239,8 @@ class CheckpointCallback(BaseCallback):
                 if self.last_steps != self.model.num_timesteps:  # not saved at this rollout's end yet
                     self.progress["num_timesteps"] = int(self.model.num_timesteps)
                     self.write()  # no point on the learning curve: the run that goes on has none here
-                raise StopAtRolloutEnd
+                if "inexact_resume" not in self.progress:  # else its resume could not make the pending update
+                    raise StopAtRolloutEnd
             self.stop = True
 
     def save(self) -> None:

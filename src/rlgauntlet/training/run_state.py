@@ -110,6 +110,8 @@ def _layer_state(layer) -> dict[str, Any]:
             return {"kind": kind, "envs": [snapshot_to_plain(snapshot(env)) for env in layer.envs]}
         except UserError as exc:
             raise NotResumable(str(exc)) from None
+        except NotPlainData as exc:
+            raise NotResumable(f"the envs hold {exc}, which is not written as data") from None
     raise NotResumable(f"{kind} keeps state that a checkpoint does not save"
                        + (" (envs stepped in worker processes)" if "Subproc" in kind else ""))
 
@@ -153,6 +155,8 @@ def save_run_state(model, path: Path, pending_update: bool) -> None:
     written at a rollout's end before its update (the rollout buffer is kept, and the resumed
     run updates from it first); else between an update and the next rollout. Raises
     :class:`NotResumable`, having written nothing, when some of the state is not data."""
+    if getattr(model, "rollout_buffer", None) is None:
+        raise NotResumable(f"{type(model).__name__} is not an on-policy algorithm (its state is a replay buffer's)")
     lstm = getattr(model, "_last_lstm_states", None)
     tree = {
         "format": FORMAT,
