@@ -505,6 +505,8 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow  # 40 s: a kill mid-director is also held by the attack-train CLI's kill test and the
+# exact-resume tests (test_learned_attackers.py), a killed store by test_store.py and test_race.py
 def test_a_gauntlet_killed_while_training_an_attacker_resumes_it_and_keeps_every_episode(tmp_path, cli_env):
     import os
     import signal
