@@ -171,6 +171,8 @@ def test_paad_pong_chunk_resumes_the_committed_checkpoint(tmp_path):
     _run([*PLACE, "paad-pong", str(out), "--root", str(root)], REPO)
     folder = root / "checkpoints" / "paad-pong-ppo-eps0.0005"
     assert json.loads((folder / "manifest.json").read_text())["steps"] == record["steps_after"]
+    # its run state came back and was placed: the next chunk goes on exactly where this one stopped
+    assert "run_state.npz" in record["files"] and (folder / "checkpoint" / "run_state.npz").exists()
     threat = parse_threat(f"paad:attacker={folder},eps=0.0005")  # the director the manifest names: checkpoint/model.zip
     threat.check_victim(load_victim("zoo:pong-ppo"))
     assert threat.director.kind == "gaussian"

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from chunk import JOBS  # noqa: E402
+from chunk import JOBS, OPTIONAL_RETURNS  # noqa: E402
 
 
 def _unhealthy(spec: dict, record: dict) -> str | None:
@@ -84,6 +84,9 @@ def place(job: str, files: Path, root: Path = REPO, force: bool = False) -> dict
         return record
     for source, name in spec["returns"].items():
         target = folder / source
+        if name in OPTIONAL_RETURNS and name not in record["files"]:  # an old one would not fit the new checkpoint
+            target.unlink(missing_ok=True)
+            continue
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(target.name + ".tmp")
         shutil.copyfile(files / name, tmp)

@@ -135,7 +135,9 @@ def _write_director(run_dir: Path, source: Path, config: dict, progress: dict, s
     its canonical form, so that the same director always has the same sha256."""
     write_canonical_zip(source, run_dir / ATTACKER_FILE)
     manifest = {**config, "director_sha256": sha256_file(run_dir / ATTACKER_FILE), "selected": selected,
-                "steps": int(progress["history"][-1]["steps"]) if progress["history"] else 0,
+                # the steps its checkpoint holds (a time budget's stop adds no point to the learning curve)
+                "steps": int(progress.get("num_timesteps") or (progress["history"][-1]["steps"] if progress["history"]
+                                                                else 0)),
                 **({k: progress[k] for k in ("stopped_early", "continued_from", "resumes") if k in progress}),
                 "train_seconds": round(progress.get("train_seconds", 0.0), 1),
                 "learning_curve": progress["history"], "applied_in_training": progress.get("applied"),
