@@ -254,7 +254,11 @@ def run_board(name: str, out: Path, executor: str, workers: int, address: str | 
                      "directors": director_seconds(plan),
                      # how the returns were scored: a release's actions reach the env unclipped, as
                      # its authors' evaluation sends them (boards run before 2026-11-28 clipped them)
-                     "actions": "clipped" if plan.victim.clip_actions else "unclipped"})
+                     "actions": "clipped" if plan.victim.clip_actions else "unclipped",
+                     # directors resumed along another trajectory (none where all trained without a stop
+                     # or resumed exactly): their members are one sample of that director
+                     **({"resumed_inexactly": [r["member"] for r in result["directors_resumed_inexactly"]]}
+                        if result.get("directors_resumed_inexactly") else {})})
     # seconds: this command's wall time (the part a resumed board still had to do; main() keeps
     # every command's in invocations); worker_seconds: every part, from the store and manifests
     return {"board": name, "protocol": plans[0].protocol.tag, "agents": len(plans), "seconds": round(seconds, 1),

@@ -1066,3 +1066,26 @@ def test_a_boards_plan_is_one_row_an_agent_and_a_total_only_when_every_attacker_
     assert "worker-seconds" not in out and "1 of the attackers to train was never trained" in out
     _print_previews([preview("zoo:a", [done]), preview("zoo:b", [done])], workers=2)
     assert "training left: none" in capsys.readouterr().out
+
+
+def test_a_result_names_the_directors_resumed_along_another_trajectory():
+    """A member whose director was resumed from a checkpoint without its run state is named in the
+    result, own and transferred alike; exact resumes, and directors never resumed, are not."""
+    from types import MappingProxyType, SimpleNamespace
+
+    from rlgauntlet.gauntlet.outcome import Outcome
+
+    def director(resumes):
+        return SimpleNamespace(manifest={"steps": 2048, **({"resumes": resumes} if resumes is not None else {})})
+
+    inexact = [{"steps": 1024, "exact": False, "why": "the checkpoint holds no run_state.npz"}]
+    plan = SimpleNamespace(labels={"paad:attacker=a,eps=0.1": "paad:eps=0.1", "sarl:attacker=b,eps=0.1": "sarl:eps=0.1",
+                                   "paad:attacker=c,eps=0.1": "paad@official:eps=0.1"})
+    outcome = Outcome(plan=plan, learned=MappingProxyType({
+        "paad:attacker=a,eps=0.1": director(inexact),
+        "sarl:attacker=b,eps=0.1": director([{"steps": 1024, "exact": True}]),
+        "paad:attacker=c,eps=0.1": director(None)}),
+        transferred=MappingProxyType({"paad:attacker=d,eps=0.1": director(inexact + [{"steps": 3072, "exact": True}])}))
+    assert outcome.inexact_resumes() == [{"member": "paad:eps=0.1", "resumes": inexact},
+                                         {"member": "paad:attacker=d,eps=0.1", "resumes": inexact}]
+    assert Outcome(plan=plan).inexact_resumes() == []

@@ -64,6 +64,20 @@ class Outcome:
                        transferred=MappingProxyType(fitting), transfer_skipped=tuple(skipped),
                        earlier_transfer=tuple(m.spec for m in earlier if m.spec in fitting))
 
+    def inexact_resumes(self) -> list[dict]:
+        """The directors among this agent's members (its own and those transferred to it) that were
+        resumed along another trajectory than their uninterrupted training (a checkpoint without its
+        run state: :mod:`rlgauntlet.training.run_state`): each member's label and those resumes. Empty
+        where every director trained without a stop or resumed exactly."""
+        labels = self.labels
+        found = []
+        for spec, threat in {**self.learned, **self.transferred}.items():
+            manifest = getattr(threat, "manifest", None) or {}
+            resumes = [r for r in manifest.get("resumes", []) if not r.get("exact")]
+            if resumes:
+                found.append({"member": labels.get(spec, spec), "resumes": resumes})
+        return found
+
     def replays_earlier(self) -> bool:
         """Whether the earlier version's transfer race differs from this one's (other members)."""
         return bool(self.earlier_transfer) and set(self.earlier_transfer) != {m.spec for m in self.transfer}

@@ -275,6 +275,9 @@ def run_plans(plans: list[GauntletPlan], executor: str = "local", workers: int =
         summary = summarise(outcome, plan_reports, method)
         out = {"rlgauntlet_version": __version__, **summary, "certified": certified, "checks": checks,
                "warnings": list(checks.get("warnings", [])) + authors_stronger(summary), "store": str(plan.store)}
+        resumed = outcome.inexact_resumes()
+        if resumed:  # a number from such a director is one sample of it: said beside the numbers
+            out["directors_resumed_inexactly"] = resumed
         out["seconds"] = round(time.perf_counter() - start, 1)
         record_result(plan, out)
         outs.append(out)
