@@ -93,3 +93,30 @@ def test_seeds_train_side_by_side_each_in_its_own_folder_and_resume(tmp_path, cl
         train_seeds("cartpole-ppo", [1, 1], runs=tmp_path)
     both = _train(["--preset", "cartpole-ppo", "--seeds", "0", "--zoo-name", "x"], cli_env, tmp_path)
     assert both.returncode == 2 and "drop --zoo-name" in both.stderr and "Traceback" not in both.stderr
+
+
+def test_a_training_stopped_by_its_time_budget_goes_on_as_if_never_stopped(tmp_path):
+    """`rlgauntlet train`'s exact resume, on a defence whose loss draws from torch's stream (SA-PPO's
+    SGLD): stopped by its time budget at the first rollout's end and resumed, the run ends with the
+    weights of the run never stopped, bit for bit (the property under test); its resume is recorded."""
+    import io
+    import time
+    import zipfile
+
+    import torch
+
+    from rlgauntlet.training.sb3_train import train_preset
+
+    def weights(folder):
+        with zipfile.ZipFile(folder / "model.zip") as z:
+            return torch.load(io.BytesIO(z.read("policy.pth")), weights_only=True)
+
+    common = dict(total_timesteps=1024, stop_at_target=False, log=lambda _: None)
+    one = train_preset("cartpole-sa-ppo", tmp_path / "one", **common)
+    lines = []
+    train_preset("cartpole-sa-ppo", tmp_path / "two", deadline=time.monotonic(), **{**common, "log": lines.append})
+    assert any("time budget reached at 256 steps" in line for line in lines)
+    two = train_preset("cartpole-sa-ppo", tmp_path / "two", **common)
+    w1, w2 = weights(one), weights(two)
+    assert all(torch.equal(w1[k], w2[k]) for k in w1)
+    assert json.loads((two / "progress.json").read_text())["resumes"] == [{"steps": 256, "exact": True}]

@@ -38,7 +38,8 @@ from rlgauntlet.errors import UserError
 from rlgauntlet.training.algorithms import algorithm_class
 from rlgauntlet.training.checkpoints import has_checkpoint, replace_folder, restore_vecnormalize, save_replay_buffer
 from rlgauntlet.training.recipes import TrainPreset
-from rlgauntlet.training.run_state import NotResumable, RUN_STATE, save_run_state
+from rlgauntlet.training.run_state import (finish_pending_update, NotResumable, Restored, restore_run_state, RUN_STATE,
+                                           save_run_state)
 
 
 def build_env(preset: TrainPreset, run_dir: Path, threat: str | None = None, subproc_envs: bool = False):
@@ -269,6 +270,45 @@ class CheckpointCallback(BaseCallback):
         """Write the checkpoint as the run stands (with its run state when ``exact_resume``)."""
         save_checkpoint(self.model, self.env, self.run_dir, self.progress,
                         pending_update=self.pending_update if self.exact_resume else None)
+
+
+def restore_for_resume(model, folder: Path, progress: dict) -> Restored:
+    """Put the run state of checkpoint ``folder`` into ``model`` (resumed from it already) and its
+    envs; what the run could not save is said in the checkpoint's ``progress`` (``inexact_resume``)."""
+    restored = restore_run_state(model, folder)
+    if not restored.exact:
+        restored.why = progress.get("inexact_resume", restored.why)
+    return restored
+
+
+def resumed_how(restored: Restored) -> str:
+    """``exactly``, or along another trajectory and why (for the resume's log line)."""
+    return "exactly" if restored.exact else f"along another trajectory: {restored.why}"
+
+
+def learn_with_checkpoints(model, callback: "CheckpointCallback", total_steps: int, restored: Restored | None,
+                           progress: dict, others: tuple = ()) -> None:
+    """Train ``model`` to ``total_steps`` with ``callback``'s checkpoints (and ``others`` before it),
+    going on from ``restored`` (what a resume put back, None for a fresh run): the resume is
+    recorded in ``progress["resumes"]``, a pending update is made first, a time budget that stops
+    the run at a rollout's end ends here, and a run that ends off the checkpoint schedule saves once
+    more, after its last update (with its run state only where it ended by its budget)."""
+    quiet_logger(model)
+    if restored is not None:  # which runs were resumed, and whether along their own trajectory
+        progress.setdefault("resumes", []).append({"steps": int(model.num_timesteps), "exact": restored.exact,
+                                                   **({} if restored.exact else {"why": restored.why})})
+        if restored.pending_update:
+            finish_pending_update(model, total_steps)
+    try:
+        model.learn(total_timesteps=total_steps - model.num_timesteps, reset_num_timesteps=False,
+                    callback=[*(restored.callbacks() if restored else []), *others, callback])
+    except StopAtRolloutEnd:  # saved at that rollout's end: the same command goes on from there
+        callback.on_training_end()
+        return
+    if model.num_timesteps != callback.last_steps:
+        # after the last update; a run stopped mid-rollout (target, patience) keeps no run state
+        callback.pending_update, callback.exact_resume = False, callback.exact_resume and not callback.stop
+        callback.save()
 
 
 #: the greedy games a guard watches start from seeds SEED + GREEDY_SEED_OFFSET + i: games of their

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Callable
 
 import torch
-from stable_baselines3.common.callbacks import CallbackList
 
 from rlgauntlet.errors import UserError
 from rlgauntlet.training.checkpoints import has_checkpoint, load_replay_buffer, resume
 from rlgauntlet.training.kit import (CheckpointCallback, build_env, build_model, greedy_games_callback, init_from_agent,
-                                     quiet_logger)
+                                     learn_with_checkpoints, quiet_logger, restore_for_resume, resumed_how)
+from rlgauntlet.training.run_state import Restored
 from rlgauntlet.training.recipes import get_preset
 
 
@@ -87,6 +87,7 @@ def train_preset(
     env = build_env(preset, run_dir, threat, subproc_envs)
     ckpt = run_dir / "checkpoint"
     progress: dict = {"preset": name, "seed": preset.seed, "threat": threat, "history": []}
+    restored: Restored | None = None  # what a resume put back
     if has_checkpoint(ckpt):
         model = build_model(preset, env, device)
         progress = json.loads((ckpt / "progress.json").read_text())
@@ -95,7 +96,8 @@ def train_preset(
         if progress.get("seed", preset.seed) != preset.seed or progress.get("threat") != threat:
             raise UserError(f"{run_dir} holds a run with seed {progress.get('seed')} and threat {progress.get('threat')}; "
                             "resume it with the same --seed and --threat, or give a new --run-dir")
-        log(f"[{name}] resuming at {model.num_timesteps} steps")
+        restored = restore_for_resume(model, ckpt, progress)
+        log(f"[{name}] resuming at {model.num_timesteps} steps, {resumed_how(restored)}")
     else:
         model = build_model(preset, env, device)
         if init_from is not None:
@@ -107,18 +109,19 @@ def train_preset(
     margin = max(1.0, 0.02 * abs(preset.target_return))
     callback = CheckpointCallback(preset, env, run_dir, progress, margin if stop_at_target else None, log,
                                    budget=budget, show_progress=show_progress, deadline=deadline)
-    callbacks = callback
+    others: tuple = ()
     if getattr(model, "guard_greedy_return", None) is not None:  # a guard that watches greedy games
-        callbacks = CallbackList([greedy_games_callback(model, preset, log), callback])
+        others = (greedy_games_callback(model, preset, log),)
+    # exact resume (training.run_state) where the run's state is data; the greedy games' schedule starts
+    # again with each run, so a guarded run resumes as it always did
+    # (and an off-policy run's state is its replay buffer, saved apart)
+    callback.exact_resume = not others and getattr(model, "rollout_buffer", None) is not None
     # One learn() call over the remaining budget keeps SB3's linear schedules on the
     # preset's nominal budget (progress = 1 - steps/budget), across resumes too.
     if progress.get("stopped_at_target") and total_timesteps is None:
         log(f"[{name}] already reached its target at {model.num_timesteps} steps")
     elif model.num_timesteps < budget:
-        quiet_logger(model)
-        model.learn(total_timesteps=budget - model.num_timesteps, reset_num_timesteps=False, callback=callbacks)
-        if model.num_timesteps != callback.last_steps:
-            callback.save()
+        learn_with_checkpoints(model, callback, budget, restored, progress, others)
     if threat is not None:
         progress["threat_applied"] = {"perturbed_steps": env.perturbed_steps, "steps": env.total_steps,
                                       "linf_max": env.linf_max}

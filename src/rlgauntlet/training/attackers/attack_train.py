@@ -26,8 +26,9 @@ from rlgauntlet.threats.learned.actor import AttackActor, check_variant, default
 from rlgauntlet.training.attackers.attack_mdp import AttackVecEnv, check_victim_samples
 from rlgauntlet.training.checkpoints import has_checkpoint, replace_folder, restore_vecnormalize, resume
 from rlgauntlet.training.recipes import TrainPreset
-from rlgauntlet.training.kit import build_model, CheckpointCallback, quiet_logger, StopAtRolloutEnd
-from rlgauntlet.training.run_state import finish_pending_update, Restored, restore_run_state
+from rlgauntlet.training.kit import (build_model, CheckpointCallback, learn_with_checkpoints, restore_for_resume,
+                                    resumed_how)
+from rlgauntlet.training.run_state import Restored
 from rlgauntlet.victims.base import Victim
 
 #: PPO settings of the director per env family (n_envs, then SB3 PPO keyword arguments)
@@ -223,11 +224,8 @@ def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str 
         if progress.pop("continuation_pending", False):  # a first stage gone on from: envs start from the seed
             log(f"[{preset.name}] going on from the first stage's director at {model.num_timesteps} steps")
         else:
-            restored = restore_run_state(model, ckpt)
-            if not restored.exact:
-                restored.why = progress.get("inexact_resume", restored.why)
-            log(f"[{preset.name}] resuming at {model.num_timesteps} steps, " + (
-                "exactly" if restored.exact else f"along another trajectory: {restored.why}"))
+            restored = restore_for_resume(model, ckpt, progress)
+            log(f"[{preset.name}] resuming at {model.num_timesteps} steps, {resumed_how(restored)}")
     else:
         model = build_model(preset, env, device)
         log(f"[{preset.name}] starting: {config['variant']} attacker on {config['env']}, eps {config['eps']:g}, "
@@ -237,23 +235,7 @@ def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str 
     callback.patience, callback.patience_from = patience, patience_from
     callback.exact_resume = True
     if model.num_timesteps < total_steps and "stopped_early" not in progress:
-        quiet_logger(model)
-        if restored is not None:  # which directors were resumed, and whether along their own trajectory
-            progress.setdefault("resumes", []).append(
-                {"steps": int(model.num_timesteps), "exact": restored.exact,
-                 **({} if restored.exact else {"why": restored.why})})
-            if restored.pending_update:
-                finish_pending_update(model, total_steps)
-        try:
-            model.learn(total_timesteps=total_steps - model.num_timesteps, reset_num_timesteps=False,
-                        callback=[*(restored.callbacks() if restored else []), callback])
-        except StopAtRolloutEnd:  # saved at that rollout's end: the same command goes on from there
-            callback.on_training_end()
-        else:
-            if model.num_timesteps != callback.last_steps:
-                # after the last update; a run stopped for good mid-rollout keeps no run state
-                callback.pending_update, callback.exact_resume = False, not callback.stop
-                callback.save()
+        learn_with_checkpoints(model, callback, total_steps, restored, progress)
     core = attack_env.core
     progress["applied"] = {"steps": core.steps, "victim_action_changed": core.changed, "linf_max": core.linf_max}
     progress["input_shape"] = list(core.input_shape)
