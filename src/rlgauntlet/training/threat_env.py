@@ -74,6 +74,33 @@ class ThreatVecEnv(VecEnvWrapper):
             self._start(int(i))  # SB3 envs reset themselves: obs[i] is the new episode's first
         return self._perturb(obs), rewards, dones, infos
 
+    def state_dict(self) -> dict:
+        """What this layer holds between two steps, as plain data (an exact resume puts it back with
+        :meth:`load_state_dict`): each env's episode number, step, threat state and generators, and
+        the applied counts. A threat that learns from its episodes' returns holds state of its own,
+        which this does not save: such a run is not resumed exactly (training.run_state)."""
+        from rlgauntlet.training.run_state import NotResumable
+
+        if getattr(self.threat, "episode_ended", None) is not None:
+            raise NotResumable(f"the threat {self.threat.spec} learns from its episodes, state a checkpoint does not save")
+        return {"next_episode": self.next_episode, "episodes": list(self.episodes), "steps": list(self.steps),
+                "states": list(self.states), "applied": (self.perturbed_steps, self.total_steps, self.linf_max),
+                "generators": [{name: g.get_state() for name, g in streams.items()} for streams in self.generators]}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Put back what :meth:`state_dict` saved, in a layer built with the same threat and seed."""
+        if len(state["episodes"]) != self.num_envs:
+            raise ValueError(f"saved with {len(state['episodes'])} envs, this env has {self.num_envs}")
+        self.next_episode, self.episodes, self.steps = state["next_episode"], list(state["episodes"]), list(state["steps"])
+        self.states = list(state["states"])
+        self.perturbed_steps, self.total_steps, self.linf_max = state["applied"]
+        self.generators = []
+        for episode, saved in zip(self.episodes, state["generators"]):
+            streams = {name: episode_generator(self.threat_seed, episode, name) for name in saved}
+            for name, generator in streams.items():
+                generator.set_state(saved[name])
+            self.generators.append(streams)
+
     def _to_input(self, obs: np.ndarray) -> torch.Tensor:
         if self.victim.is_image:  # pixels to [0, 1], channel-first: the victim's own preprocessing
             return self.victim.preprocess(obs)
