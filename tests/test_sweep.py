@@ -187,6 +187,7 @@ def test_sweep_equals_evaluate_and_resumes_into_the_same_runs(tmp_path):
     assert again["ran"] == 0 and len(ResultsStore(store).runs()) == before  # strongest-of rows found, not added
 
 
+@pytest.mark.slow  # 16 s; the CLI's SIGINT test and the store's killed-evaluation test hold the same resume
 def test_interrupted_sweep_resumes_with_the_same_rows(tmp_path):
     """The driver dies after its first chunks are written: a re-run runs only what is missing
     and the store ends with exactly the rows of an uninterrupted sweep."""

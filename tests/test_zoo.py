@@ -13,9 +13,11 @@ from rlgauntlet.victims import load_victim
 from rlgauntlet.zoo import load_manifest
 
 MANIFEST = load_manifest()
-SLOW_ENVS = ("NoFrameskip", "dm_control/")
-#: the fast set keeps one dm_control agent (the cheapest), so the [dmc] path is checked in CI
-FAST_ANYWAY = ("dmc-cartpole-balance-sac",)
+SLOW_ENVS = ("NoFrameskip", "dm_control/", "Hopper-v5")
+#: the fast set keeps one dm_control agent (the cheapest), so the [dmc] path is checked in CI, and one
+#: Hopper agent of the ten (20 Hopper episodes cost 5–7 s an agent, every one loaded the same way: SB3
+#: PPO with its VecNormalize statistics); each is loaded, its sha256 checked, in the fast set below
+FAST_ANYWAY = ("dmc-cartpole-balance-sac", "hopper-ppo")
 
 
 def _params():
@@ -43,6 +45,12 @@ def test_zoo_agent_meets_clean_return(name):
         assert key in entry
     for item in entry.get("members", []):  # an ensemble's file is its member list; each member is recorded too
         assert {"sha256", "file", "seed"} <= set(item)
+
+
+@pytest.mark.parametrize("name", [n for n, e in sorted(MANIFEST.items()) if "Hopper-v5" in e["env"]])
+def test_every_hopper_agent_of_the_zoo_loads_with_its_sha256_checked(name):
+    victim = load_victim(f"zoo:{name}")  # refuses a file that does not match the manifest's sha256
+    assert victim.kind == "gaussian" and victim.description.get("vecnormalize") is not None
 
 
 def test_tampered_zoo_file_is_refused(tmp_path, monkeypatch):

@@ -112,10 +112,14 @@ def train_preset(
     others: tuple = ()
     if getattr(model, "guard_greedy_return", None) is not None:  # a guard that watches greedy games
         others = (greedy_games_callback(model, preset, log),)
-    # exact resume (training.run_state) where the run's state is data; the greedy games' schedule starts
-    # again with each run, so a guarded run resumes as it always did
-    # (and an off-policy run's state is its replay buffer, saved apart)
-    callback.exact_resume = not others and getattr(model, "rollout_buffer", None) is not None
+    # exact resume (training.run_state) where the run's state is data; else it resumes as it always did,
+    # and its checkpoints say why
+    why_not = ("its guard's greedy games start their schedule again with each run" if others else None
+               if getattr(model, "rollout_buffer", None) is not None else
+               "an off-policy run (its state is the replay buffer, saved apart)")
+    callback.exact_resume = why_not is None
+    if why_not is not None:
+        progress["inexact_resume"] = why_not
     # One learn() call over the remaining budget keeps SB3's linear schedules on the
     # preset's nominal budget (progress = 1 - steps/budget), across resumes too.
     if progress.get("stopped_at_target") and total_timesteps is None:
