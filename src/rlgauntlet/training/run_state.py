@@ -189,7 +189,8 @@ def restore_run_state(model, folder: Path) -> Restored:
 
     Returns ``Restored(exact=False)`` when the checkpoint has no run state (written before runs
     kept one, or of a run whose state is not data, as its progress says). A run state that does
-    not fit this model and its envs is a :class:`UserError`: nothing is half restored.
+    not fit this model and its envs is a :class:`UserError`, raised before any training: a run
+    never goes on from a half-restored state.
     """
     path = Path(folder) / RUN_STATE
     if not path.exists():
