@@ -1089,3 +1089,15 @@ def test_a_result_names_the_directors_resumed_along_another_trajectory():
     assert outcome.inexact_resumes() == [{"member": "paad:eps=0.1", "resumes": inexact},
                                          {"member": "paad:attacker=d,eps=0.1", "resumes": inexact}]
     assert Outcome(plan=plan).inexact_resumes() == []
+
+
+def test_the_cli_says_which_directors_were_resumed_along_another_trajectory(capsys):
+    from rlgauntlet.cli.gauntlet import _print_inexact_resumes
+
+    result = {"agent": {"spec": "zoo:hopper-ppo"}, "directors_resumed_inexactly": [
+        {"member": "paad@official:eps=0.075", "resumes": [{"steps": 1024, "exact": False, "why": "…"}]}]}
+    _print_inexact_resumes(result)
+    _print_inexact_resumes({"agent": {"spec": "zoo:cartpole-dqn"}})  # none: nothing printed
+    err = " ".join(capsys.readouterr().err.split())
+    assert "zoo:hopper-ppo: 1 director(s) resumed along another trajectory" in err
+    assert "paad@official:eps=0.075" in err and "cartpole" not in err

@@ -143,6 +143,7 @@ def gauntlet(
     out_console.print(table)
     for warning in result["warnings"]:
         console.print(f"[bold red]warning[/] ({warning['check']}): {warning['message']}")
+    _print_inexact_resumes(result)
     race = result["race"]
     if race["raced"]:
         console.print(f"race: {race['finalists']} heuristic attacks ran in full, {race['dropped']} dropped on "
@@ -175,6 +176,16 @@ def _progress_callbacks(progress, label: str):
 
 def _hours(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
+
+
+def _print_inexact_resumes(result: dict) -> None:
+    """One line where some member's director was resumed along another trajectory (its numbers are
+    one sample of that director: gauntlet.json, directors_resumed_inexactly)."""
+    resumed = result.get("directors_resumed_inexactly")
+    if resumed:
+        console.print(f"{result['agent'].get('spec', '')}: {len(resumed)} director(s) resumed along another trajectory "
+                      f"than their uninterrupted training ({', '.join(r['member'] for r in resumed)}): their members are "
+                      "one sample of that director (gauntlet.json: directors_resumed_inexactly)")
 
 
 def _print_previews(previews: list[dict], workers: int) -> None:
@@ -268,6 +279,8 @@ def _board(path: Path, out_dir: Path, store: Optional[Path], executor: str, work
     render_leaderboard(ranked, page)
     write_json(page_json, ranked, kind=JSON_KIND)
     out_console.print(table)
+    for result in results:
+        _print_inexact_resumes(result)
     console.print(f"wrote {len(names)} results in {out_dir / 'results'}, {page} and {page_json} (store {store_path})")
 
 
