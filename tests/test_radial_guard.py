@@ -177,3 +177,40 @@ def test_train_preset_plays_the_greedy_games_of_a_preset_that_asks_and_keeps_the
     progress = json.loads((ckpt / "progress.json").read_text())
     assert any("greedy games at" in line for line in lines)
     assert progress["schedule"]["greedy_return"] > 0 and "ramp_position" in progress["schedule"]
+
+
+def test_a_guarded_training_resumes_exactly_and_plays_its_greedy_games_when_it_would_have(tmp_path, monkeypatch):
+    """A guard that watches greedy games: the step of the next games is kept in the progress, so a
+    run stopped by its time budget and resumed plays them at the same steps as the run never stopped
+    (not at its first rollout's end), and ends with its weights, bit for bit (the property under
+    test), and its guard's state."""
+    import dataclasses
+    import io
+    import time
+    import zipfile
+
+    import torch
+
+    from rlgauntlet.training import recipes as presets
+    from rlgauntlet.training.sb3_train import train_preset
+
+    base = presets.get_preset("cartpole-radial-ppo")
+    guarded = dataclasses.replace(base, hyperparams={**base.hyperparams, "guard_greedy_return": 450.0,
+                                                     "guard_greedy_every": 600, "guard_greedy_games": 2})
+    monkeypatch.setitem(presets.PRESETS, "cartpole-radial-ppo", guarded)
+
+    def run(folder, **kwargs):
+        lines: list[str] = []
+        ckpt = train_preset("cartpole-radial-ppo", folder, total_timesteps=1024, stop_at_target=False,
+                            log=lines.append, **kwargs)
+        return ckpt, [line.split("greedy games at ")[1].split(" ")[0] for line in lines if "greedy games at" in line]
+
+    one, games_one = run(tmp_path / "one")
+    _, games_first = run(tmp_path / "two", deadline=time.monotonic())
+    two, games_second = run(tmp_path / "two")
+    assert games_first + games_second == games_one and len(games_one) >= 2
+    with zipfile.ZipFile(one / "model.zip") as a, zipfile.ZipFile(two / "model.zip") as b:
+        w1, w2 = (torch.load(io.BytesIO(z.read("policy.pth")), weights_only=True) for z in (a, b))
+    assert all(torch.equal(w1[k], w2[k]) for k in w1)
+    p1, p2 = (json.loads((c / "progress.json").read_text()) for c in (one, two))
+    assert p2["schedule"] == p1["schedule"] and p2["resumes"] == [{"steps": 256, "exact": True}]

@@ -48,14 +48,18 @@ def greedy_returns(model: Any, env: Any, seed: int) -> list[float]:
 
 class GreedyEvalCallback(BaseCallback):
     """Every ``every`` agent steps, play one greedy game per env of ``env`` and pass the mean
-    return to ``model.record_greedy_return`` (the first time at the first rollout's end)."""
+    return to ``model.record_greedy_return`` (the first time at the first rollout's end).
 
-    def __init__(self, env: Any, every: int, seed: int, log: Any = None) -> None:
+    ``progress``: a training's progress record, where the step of the next games is kept
+    (``greedy_next_eval``) and read back when the run resumes exactly, so that the resumed run
+    plays its games when the run never stopped would have (without it, at its first rollout's end)."""
+
+    def __init__(self, env: Any, every: int, seed: int, log: Any = None, progress: dict | None = None) -> None:
         super().__init__()
         if every < 1:
             raise ValueError("GreedyEvalCallback needs every ≥ 1 agent steps")
-        self.env, self.every, self.seed, self.log = env, every, seed, log
-        self.next_eval: int | None = None
+        self.env, self.every, self.seed, self.log, self.progress = env, every, seed, log, progress
+        self.next_eval: int | None = None if progress is None else progress.get("greedy_next_eval")
 
     def _on_step(self) -> bool:
         return True
@@ -67,6 +71,8 @@ class GreedyEvalCallback(BaseCallback):
         mean = float(np.mean(returns))
         self.model.record_greedy_return(mean)
         self.next_eval = self.model.num_timesteps + self.every
+        if self.progress is not None:
+            self.progress["greedy_next_eval"] = self.next_eval
         if self.log is not None:
             self.log(f"greedy games at {self.model.num_timesteps} steps: {mean:.2f} (over {len(returns)})")
 

@@ -316,7 +316,7 @@ def learn_with_checkpoints(model, callback: "CheckpointCallback", total_steps: i
 GREEDY_SEED_OFFSET = 10_000
 
 
-def greedy_games_callback(model, preset: TrainPreset, log):
+def greedy_games_callback(model, preset: TrainPreset, log, progress: dict | None = None):
     from rlgauntlet.training.greedy_eval import GreedyEvalCallback
 
     if preset.normalize:
@@ -324,7 +324,7 @@ def greedy_games_callback(model, preset: TrainPreset, log):
                         "(its games would see unnormalised observations); drop guard_greedy_return")
     games = make_train_vec_env(preset.env_id, model.guard_greedy_games, preset.seed + GREEDY_SEED_OFFSET)
     return GreedyEvalCallback(games, model.guard_greedy_every, preset.seed + GREEDY_SEED_OFFSET,
-                              log=lambda line: log(f"[{preset.name}] {line}"))
+                              log=lambda line: log(f"[{preset.name}] {line}"), progress=progress)
 
 
 def recent_return(model) -> float | None:

@@ -244,5 +244,6 @@ def _window(model, items: list) -> deque:
 def finish_pending_update(model, total_timesteps: int) -> None:
     """Make the update of the rollout a resumed run was saved with (its first act, as the run
     would have made it had it not stopped)."""
+    model._total_timesteps = total_timesteps  # as learn() sets it (a schedule may read it: RADIAL's guarded ramp)
     model._update_current_progress_remaining(model.num_timesteps, total_timesteps)
     model.train()

@@ -111,11 +111,12 @@ def train_preset(
                                    budget=budget, show_progress=show_progress, deadline=deadline)
     others: tuple = ()
     if getattr(model, "guard_greedy_return", None) is not None:  # a guard that watches greedy games
-        others = (greedy_games_callback(model, preset, log),)
+        if restored is not None and not restored.exact:  # their schedule starts again, as it always did
+            progress.pop("greedy_next_eval", None)
+        others = (greedy_games_callback(model, preset, log, progress),)
     # exact resume (training.run_state) where the run's state is data; else it resumes as it always did,
     # and its checkpoints say why
-    why_not = ("its guard's greedy games start their schedule again with each run" if others else None
-               if getattr(model, "rollout_buffer", None) is not None else
+    why_not = (None if getattr(model, "rollout_buffer", None) is not None else
                "an off-policy run (its state is the replay buffer, saved apart)")
     callback.exact_resume = why_not is None
     if why_not is not None:
