@@ -547,8 +547,6 @@ def test_attack_train_interrupted_keeps_its_checkpoint_and_resumes(tmp_path, cli
 
 @pytest.mark.parametrize("folder", ["runs/a", "runs/a,b", 'runs/x"y', "runs/e=1|2"])
 def test_attacker_folders_round_trip_through_the_spec_grammar(folder):
-    from pathlib import Path
-
     from rlgauntlet.threats.spec import quote_value
     from rlgauntlet.threats.spec import parse_params
 
@@ -1060,13 +1058,9 @@ def test_a_two_stage_director_trains_its_first_stage_as_the_earlier_version_then
 
 
 def _director_weights(run_dir):
-    import io
-    import zipfile
+    from rlgauntlet.victims.sb3_files import read_sb3_zip
 
-    import torch
-
-    with zipfile.ZipFile(run_dir / "attacker.zip") as z:
-        return torch.load(io.BytesIO(z.read("policy.pth")), map_location="cpu", weights_only=True)
+    return read_sb3_zip(run_dir / "attacker.zip")[1]
 
 
 #: a CartPole director's PPO with rollouts of 512 steps (2 envs × 256), to stop and resume cheaply
@@ -1105,8 +1099,10 @@ def test_a_director_trained_in_two_runs_is_the_one_trained_in_one(tmp_path, chec
 
 def test_a_checkpoint_without_its_run_state_resumes_along_another_trajectory_and_says_so(tmp_path):
     """A checkpoint of an earlier version (no run state) still resumes, as it always did, and the
-    director's manifest records that it did, and why; a run state that does not fit the run is
-    refused with the fix, never half used."""
+    director's manifest records that it did, and why; a run state that does not fit the run (another
+    step, not an npz, other envs) is refused with the fix, which works."""
+    import shutil
+
     from rlgauntlet.experiments.attacker_job import train_attacker
     from rlgauntlet.training.attackers.attack_train import director_settings
 
@@ -1133,6 +1129,21 @@ def test_a_checkpoint_without_its_run_state_resumes_along_another_trajectory_and
     with pytest.raises(UserError, match="cannot resume exactly from .*not an npz file"):
         train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", steps=1536, run_dir=run_dir, hyperparams=settings,
                        **common)
+    # a run state of the same step from a run with other envs (4 × 128 steps a rollout, not 2 × 256)
+    other = tmp_path / "other"
+    train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", steps=512, run_dir=other,
+                   hyperparams={**settings, "n_envs": 4, "n_steps": 128}, **common)
+    wrong = tmp_path / "wrong"
+    train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", steps=512, run_dir=wrong, hyperparams=settings, **common)
+    shutil.copyfile(other / "checkpoint" / "run_state.npz", wrong / "checkpoint" / "run_state.npz")
+    with pytest.raises(UserError, match=r"rollout buffer's \w+ has shape \(128, 4"):
+        train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", steps=1024, run_dir=wrong, hyperparams=settings,
+                       **common)
+    # the fix the refusal names works: without the file, the run resumes (along another trajectory)
+    (wrong / "checkpoint" / "run_state.npz").unlink()
+    fixed = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", steps=1024, run_dir=wrong,
+                           hyperparams=settings, **common)
+    assert fixed["steps"] == 1024 and fixed["resumes"][0]["exact"] is False
 
 
 def test_a_director_whose_envs_are_not_data_stops_and_resumes_as_before_and_says_why(tmp_path):

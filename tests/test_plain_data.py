@@ -37,6 +37,7 @@ def test_every_kind_of_value_comes_back_with_its_type_and_every_bit():
     assert back["scalars"][0].tobytes() == tree["scalars"][0].tobytes() and back["scalars"][1:] == tree["scalars"][1:]
     assert back["array"].dtype == np.float64 and back["array"].tobytes() == tree["array"].tobytes()
     assert back["ints"].dtype == np.int16 and back["ints"].tolist() == list(range(5))
+    # bit-exactness is the property under test: a file must give back the very bits it was given
     assert isinstance(back["tensor"], torch.Tensor) and torch.equal(back["tensor"], tree["tensor"])
     assert back["bytes"] == b"\x00ab\x00" and back[3] is None
     assert isinstance(back["window"], deque) and back["window"].maxlen == 100 and list(back["window"]) == [{"r": 1.25, "l": 3}]
@@ -68,3 +69,16 @@ def test_a_file_that_holds_a_pickle_is_never_unpickled(tmp_path):
     np.savez(other, weights=np.zeros(3))  # an npz we did not write
     with pytest.raises(ValueError, match="not a file of plain data"):
         load_plain(other)
+
+
+def test_a_mapping_with_a_key_given_twice_is_refused(tmp_path):
+    """Written by hand (save_plain never writes one): the reader refuses it rather than keep one value."""
+    import json
+
+    path = tmp_path / "twice.npz"
+    tree = {"__dict__": [["steps", 1], ["steps", 2]]}
+    np.savez(path, tree=np.array(json.dumps(tree)))
+    with pytest.raises(ValueError, match="a key given twice"):
+        load_plain(path)
+    np.savez(path, tree=np.array(json.dumps({"__dict__": [["steps", 1], ["seed", 2]]})))
+    assert load_plain(path) == {"steps": 1, "seed": 2}

@@ -185,14 +185,13 @@ def test_a_guarded_training_resumes_exactly_and_plays_its_greedy_games_when_it_w
     (not at its first rollout's end), and ends with its weights, bit for bit (the property under
     test), and its guard's state."""
     import dataclasses
-    import io
     import time
-    import zipfile
 
     import torch
 
     from rlgauntlet.training import recipes as presets
     from rlgauntlet.training.sb3_train import train_preset
+    from rlgauntlet.victims.sb3_files import read_sb3_zip
 
     base = presets.get_preset("cartpole-radial-ppo")
     guarded = dataclasses.replace(base, hyperparams={**base.hyperparams, "guard_greedy_return": 450.0,
@@ -209,8 +208,7 @@ def test_a_guarded_training_resumes_exactly_and_plays_its_greedy_games_when_it_w
     _, games_first = run(tmp_path / "two", deadline=time.monotonic())
     two, games_second = run(tmp_path / "two")
     assert games_first + games_second == games_one and len(games_one) >= 2
-    with zipfile.ZipFile(one / "model.zip") as a, zipfile.ZipFile(two / "model.zip") as b:
-        w1, w2 = (torch.load(io.BytesIO(z.read("policy.pth")), weights_only=True) for z in (a, b))
-    assert all(torch.equal(w1[k], w2[k]) for k in w1)
+    w1, w2 = (read_sb3_zip(c / "model.zip")[1] for c in (one, two))
+    assert all(torch.equal(w1[k], w2[k]) for k in w1)  # bit-exactness is the property under test
     p1, p2 = (json.loads((c / "progress.json").read_text()) for c in (one, two))
     assert p2["schedule"] == p1["schedule"] and p2["resumes"] == [{"steps": 256, "exact": True}]

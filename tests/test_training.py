@@ -99,17 +99,15 @@ def test_a_training_stopped_by_its_time_budget_goes_on_as_if_never_stopped(tmp_p
     """`rlgauntlet train`'s exact resume, on a defence whose loss draws from torch's stream (SA-PPO's
     SGLD): stopped by its time budget at the first rollout's end and resumed, the run ends with the
     weights of the run never stopped, bit for bit (the property under test); its resume is recorded."""
-    import io
     import time
-    import zipfile
 
     import torch
 
     from rlgauntlet.training.sb3_train import train_preset
+    from rlgauntlet.victims.sb3_files import read_sb3_zip
 
     def weights(folder):
-        with zipfile.ZipFile(folder / "model.zip") as z:
-            return torch.load(io.BytesIO(z.read("policy.pth")), weights_only=True)
+        return read_sb3_zip(folder / "model.zip")[1]
 
     common = dict(total_timesteps=1024, stop_at_target=False, log=lambda _: None)
     one = train_preset("cartpole-sa-ppo", tmp_path / "one", **common)
@@ -118,7 +116,7 @@ def test_a_training_stopped_by_its_time_budget_goes_on_as_if_never_stopped(tmp_p
     assert any("time budget reached at 256 steps" in line for line in lines)
     two = train_preset("cartpole-sa-ppo", tmp_path / "two", **common)
     w1, w2 = weights(one), weights(two)
-    assert all(torch.equal(w1[k], w2[k]) for k in w1)
+    assert all(torch.equal(w1[k], w2[k]) for k in w1)  # bit-exactness is the property under test
     assert json.loads((two / "progress.json").read_text())["resumes"] == [{"steps": 256, "exact": True}]
 
 
@@ -126,24 +124,21 @@ def test_a_training_under_a_threat_resumes_exactly_with_its_threats_streams(tmp_
     """Training under a sometimes-acting threat draws from two streams per episode (its schedule's
     and its own): stopped by its time budget and resumed, the run perturbs the same steps the same
     way and ends with the weights of the run never stopped (bit for bit, the property under test)."""
-    import io
     import time
-    import zipfile
 
     import torch
 
     from rlgauntlet.training.sb3_train import train_preset
+    from rlgauntlet.victims.sb3_files import read_sb3_zip
 
     def finished(folder):
-        progress = json.loads((folder / "progress.json").read_text())
-        with zipfile.ZipFile(folder / "model.zip") as z:
-            return torch.load(io.BytesIO(z.read("policy.pth")), weights_only=True), progress
+        return read_sb3_zip(folder / "model.zip")[1], json.loads((folder / "progress.json").read_text())
 
     common = dict(total_timesteps=1024, stop_at_target=False, threat="uniform_noise:eps=0.05,p=0.5",
                   log=lambda _: None)
     (w1, p1) = finished(train_preset("cartpole-ppo", tmp_path / "one", **common))
     train_preset("cartpole-ppo", tmp_path / "two", deadline=time.monotonic(), **common)
     (w2, p2) = finished(train_preset("cartpole-ppo", tmp_path / "two", **common))
-    assert all(torch.equal(w1[k], w2[k]) for k in w1)
+    assert all(torch.equal(w1[k], w2[k]) for k in w1)  # bit-exactness is the property under test
     assert p2["threat_applied"] == p1["threat_applied"] and 0 < p1["threat_applied"]["perturbed_steps"] < 1024
     assert p2["resumes"] == [{"steps": 256, "exact": True}]

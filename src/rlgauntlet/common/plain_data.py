@@ -87,7 +87,11 @@ def _decode(value: Any, arrays) -> Any:
     if "__deque__" in value:
         return deque((_decode(v, arrays) for v in value["__deque__"]), maxlen=value["maxlen"])
     if "__dict__" in value:
-        return {_decode(k, arrays): _decode(v, arrays) for k, v in value["__dict__"]}
+        pairs = [(_decode(k, arrays), _decode(v, arrays)) for k, v in value["__dict__"]]
+        decoded = dict(pairs)
+        if len(decoded) != len(pairs):  # never written so: one of two values would be dropped silently
+            raise ValueError("a key given twice in one mapping")
+        return decoded
     raise ValueError(f"an entry of unknown kind {sorted(value)[:3]}")
 
 
