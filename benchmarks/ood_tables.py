@@ -21,6 +21,7 @@ import json
 import time
 from pathlib import Path
 
+from rlgauntlet.experiments.agents import AgentSpec
 from rlgauntlet.experiments.ood_benchmark import ood_bench, ood_scan
 from rlgauntlet.report.ood_plots import plot_ood_scores
 
@@ -84,21 +85,20 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="torch device of the agents (cuda on a lent GPU)")
     parser.add_argument("--n-envs", type=int, default=4)
     args = parser.parse_args()
-    runtime = {"device": args.device, "n_envs": args.n_envs}
     for env_key in args.envs.split(","):
         setup = PAPER[env_key]
         out = args.results / f"ood_{env_key}.json"
         result = json.loads(out.read_text()) if out.exists() else {"env": setup["env"], "detectors": {}}
         for detector in args.detectors.split(","):
-            agent = f"zoo:{setup['agents']}-{detector}"
+            agent = AgentSpec(agent=f"zoo:{setup['agents']}-{detector}", device=args.device)
             start = time.time()
             scan = ood_scan(agent, setup["env"], setup["suite"], episodes=args.episodes, store=args.store,
-                            resume=True, **runtime)
+                            resume=True, n_envs=args.n_envs)
             failing = set(scan["failing"])
             for output in setup.get("outputs", ("policy",)):
                 shifts = {"shifts": list(setup["shifts"])} if setup["shifts"] else {"suite": setup["suite"]}
                 bench = ood_bench(agent, setup["env"], trials=args.trials, episodes=args.episodes, store=args.store,
-                                  resume=True, score_of=output, **shifts, **runtime)
+                                  resume=True, score_of=output, n_envs=args.n_envs, **shifts)
                 rows = []
                 for row in bench["rows"]:
                     paper = (setup["shifts"] or {}).get(row["spec"], {}).get(bench["detector"])
@@ -109,13 +109,13 @@ def main() -> None:
                 key = detector if output == "policy" else f"{detector}-{output}"
                 plot = plot_ood_scores(bench, args.results / f"ood_{env_key}_{key}.png")
                 result["detectors"][key] = {
-                    "agent": agent, "method": bench["detector"], "score_of": output, "trials": args.trials,
+                    "agent": agent.agent, "method": bench["detector"], "score_of": output, "trials": args.trials,
                     "episodes": args.episodes, "clean": scan["clean"]["return_mean"],
                     "random_policy": scan["random_policy"]["return_mean"], "failing": sorted(failing),
                     "grid_size": len(scan["rows"]), "rows": rows, "nominal_return": bench["nominal"]["return_mean"],
                     "plot": str(plot), "seconds": round(time.time() - start, 1)}
                 out.write_text(json.dumps(result, indent=2) + "\n")
-                print(f"{agent} ({output}): {len(failing)}/{len(scan['rows'])} shifts fail; "
+                print(f"{agent.agent} ({output}): {len(failing)}/{len(scan['rows'])} shifts fail; "
                       + "; ".join(f"{r['spec'].split(':')[1]} {r['auroc']['mean']:.3f}±{r['auroc']['std']:.3f}"
                                   for r in rows), flush=True)
 

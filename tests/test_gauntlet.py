@@ -432,6 +432,7 @@ def test_gauntlet_list_and_leaderboard_refuse_a_foreign_file(tmp_path, cli_env):
     assert listed["mujoco@v8"]["transfer_directors"] == 3
     plain = run_cli(["gauntlet", "--list"], cli_env)  # the table says what each version adds
     rows: dict[str, str] = {}
+    key = ""  # a wrapped line's empty name cell continues the row above
     for line in plain.stdout.splitlines():  # each row's learned-attackers cell, its wrapped lines joined
         cells = [c.strip() for c in line.split("│")]
         if len(cells) > 6:

@@ -310,7 +310,6 @@ def test_ood_pong_chunks_fine_tune_zoo_pong_ppo_with_their_seed_and_dropout(tmp_
 
 @pytest.mark.slow
 def test_ood_pong_zoo_and_its_evaluation_resume_across_calls(tmp_path, monkeypatch):
-    import gzip
     import sqlite3
 
     from rlgauntlet.training import register

@@ -80,7 +80,7 @@ def _register_first_that_holds(name: str, root: Path, force: bool) -> dict:
     for job in AGENTS[name]:
         if not _placed(root / JOBS[job]["folder"]):
             raise SystemExit(f"{name}: {job} is not placed" + (f" (refused: {'; '.join(refusals)})" if refusals else "")
-                             + f"; run and place it first (a candidate is taken only once those before it failed)")
+                             + "; run and place it first (a candidate is taken only once those before it failed)")
         with tempfile.TemporaryDirectory() as work:
             checkpoint = _as_zoo_checkpoint(job, Path(work), root)
             try:
