@@ -51,3 +51,49 @@ def cli_env() -> dict:
     env = dict(os.environ)
     env["PYTHONWARNINGS"] = "ignore"
     return env
+
+
+class CliResult:
+    """What a CLI call left: its exit status and what it printed (as ``subprocess.run`` gives)."""
+
+    def __init__(self, returncode: int, stdout: str, stderr: str) -> None:
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+    def __iter__(self):  # ``code, err = cli_main(...)``: what a refusal test reads
+        return iter((self.returncode, self.stderr))
+
+
+@pytest.fixture()
+def cli_main(monkeypatch, capsys):
+    """Run the CLI's own ``main()`` in this process: ``run(args, cwd=None) -> CliResult``.
+
+    For refusals, which end before any work: a new interpreter costs about 2.5 s a call (the
+    imports), this nothing. The exit status and stderr are main()'s own (a traceback would fail
+    the test as an exception, not pass as a line). Warnings are ignored as PYTHONWARNINGS does
+    in ``cli_env``; the signal handlers main() installs and torch's thread count are put back.
+    Tests of the process itself (signals, the installed entry point) keep ``subprocess``."""
+    import signal
+    import warnings
+
+    from rlgauntlet.cli import main
+
+    def run(args, cwd=None) -> CliResult:
+        if cwd is not None:
+            monkeypatch.chdir(cwd)
+        monkeypatch.setattr(sys, "argv", ["rlgauntlet", *map(str, args)])
+        handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+        threads = torch.get_num_threads()
+        capsys.readouterr()  # what the test printed before is not the CLI's
+        try:
+            with warnings.catch_warnings(), pytest.raises(SystemExit) as exited:
+                warnings.simplefilter("ignore")
+                main()
+        finally:
+            for number, handler in handlers.items():
+                signal.signal(number, handler)
+            torch.set_num_threads(threads)
+        out = capsys.readouterr()
+        code = exited.value.code
+        return CliResult(code if isinstance(code, int) else 1, out.out, out.err)
+
+    return run

@@ -219,28 +219,12 @@ def test_a_boards_seeds_are_the_plans_and_an_agents_own_envs_beat_the_boards(sma
 @pytest.mark.parametrize("option", [["--level", "paper"], ["--method", "x"], ["--precision", "float32"],
                                     ["--device", "cpu"], ["--kind", "q"], ["--vecnormalize", "v.pkl"],
                                     ["--input-space", "raw"], ["--other-env"], ["--seeds", "1"], ["--lstm-directors"]])
-def test_every_option_a_board_decides_is_refused_with_agents_naming_the_board_key(tmp_path, capsys, monkeypatch,
-                                                                                   option):
-    # the CLI's own main() in this process (a refusal at parsing: 10 interpreters would cost 30 s);
-    # its signal handlers are put back after it
-    import signal
-
-    from rlgauntlet.cli import main
-
+def test_every_option_a_board_decides_is_refused_with_agents_naming_the_board_key(tmp_path, cli_main, option):
     path = tmp_path / "b.yaml"
     path.write_text("agents: [zoo:cartpole-dqn]\n")
-    monkeypatch.setattr(sys, "argv", ["rlgauntlet", "gauntlet", "--agents", str(path), "--out", str(tmp_path / "out"),
-                                      *option])
-    handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        with pytest.raises(SystemExit) as exited:
-            main()
-    finally:
-        for number, handler in handlers.items():
-            signal.signal(number, handler)
-    stderr = capsys.readouterr().err
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    assert exited.value.code == 2 and len(lines) == 1 and "Traceback" not in stderr, stderr
+    res = cli_main(["gauntlet", "--agents", str(path), "--out", str(tmp_path / "out"), *option])
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert res.returncode == 2 and len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
     assert f"{option[0]}: with --agents the board file decides it; set " in lines[0]
     assert not (tmp_path / "out").exists()
 

@@ -59,11 +59,11 @@ def torchscript_vector_agent(tmp_path_factory):
         (["--agent", "sb3:{ppo}", "--env", "CartPole-v1", "--episodes", "0"], "--episodes"),
     ],
 )
-def test_bad_input_exits_2_with_one_line(args, message, tiny_models, torchscript_vector_agent, tmp_path, cli_env):
+def test_bad_input_exits_2_with_one_line(args, message, tiny_models, torchscript_vector_agent, tmp_path, cli_main):
     bad = tmp_path / "bad.bin"
     bad.write_bytes(b"\x00garbage")
     fmt = {"ppo": tiny_models["ppo"], "sac": tiny_models["sac"], "ts": torchscript_vector_agent, "bad": bad}
-    res = run_cli(["evaluate", *[a.format(**fmt) for a in args]], cli_env, cwd=tmp_path)
+    res = cli_main(["evaluate", *[a.format(**fmt) for a in args]], cwd=tmp_path)
     assert res.returncode == 2, res.stderr
     lines = [l for l in res.stderr.splitlines() if l.strip()]
     assert len(lines) == 1, res.stderr
@@ -116,8 +116,8 @@ def test_eps_grid_suite_and_plot(tiny_models, tmp_path, cli_env):
         (["--threat", "pgd:eps=0.1"], "minbest does not apply to a gaussian policy"),
     ],
 )
-def test_budget_option_errors(args, message, tiny_models, tmp_path, cli_env):
-    res = run_cli(["evaluate", "--agent", f"sb3:{tiny_models['sac']}", "--env", "Pendulum-v1", *args], cli_env, cwd=tmp_path)
+def test_budget_option_errors(args, message, tiny_models, tmp_path, cli_main):
+    res = cli_main(["evaluate", "--agent", f"sb3:{tiny_models['sac']}", "--env", "Pendulum-v1", *args], cwd=tmp_path)
     assert res.returncode == 2 and message in res.stderr and "Traceback" not in res.stderr, res.stderr
 
 

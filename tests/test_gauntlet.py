@@ -408,11 +408,11 @@ def test_leaderboard_renders_in_headless_chromium(tmp_path):
     (["--env", "CartPole-v1", "--protocol", "mujoco@v6"], "--protocol mujoco@v6 is for"),
     (["--protocol", "classic@v1"], "--protocol 'classic@v1': this rlgauntlet runs classic as classic@v2"),
 ])
-def test_gauntlet_bad_input_is_one_line(args, message, tmp_path, cli_env):
+def test_gauntlet_bad_input_is_one_line(args, message, tmp_path, cli_main):
     base = {"--agent": "zoo:cartpole-dqn", "--env": "CartPole-v1", "--out": str(tmp_path / "out")}
     for flag, value in zip(args[::2], args[1::2]):
         base[flag] = value
-    res = run_cli(["gauntlet", *[x for kv in base.items() for x in kv]], cli_env)
+    res = cli_main(["gauntlet", *[x for kv in base.items() for x in kv]])
     assert res.returncode == 2 and message in res.stderr and len(res.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "out" / "gauntlet.sqlite").exists()
 

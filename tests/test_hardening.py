@@ -53,21 +53,6 @@ def test_any_parameter_value_is_a_threat_or_a_user_error(name, value):
 
 
 # -- CLI options, in process: exit 0 or exit 2 with one line ----------------------------------------
-@pytest.fixture(scope="module")
-def cli_main():
-    from rlgauntlet.cli import main
-
-    def call(args, capsys, monkeypatch):
-        monkeypatch.setattr(sys, "argv", ["rlgauntlet", *args])
-        with pytest.raises(SystemExit) as exc:
-            main()
-        out, err = capsys.readouterr()
-        return exc.value.code, err
-
-    yield call
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.one_of(st.integers(), st.sampled_from(["-1", "1" * 50, "x", "1.5"])),
@@ -75,12 +60,11 @@ def cli_main():
        n_envs=st.one_of(st.integers(min_value=-2, max_value=3), st.just("two")),
        threat=st.sampled_from(["uniform_noise:eps=0.1", "pgd:eps=1e400", "pgd:eps=true", "nope", "obs_delay:steps=0",
                                "physics:param=mass,scale=2", "random_action:p=2", "uniform_noise:eps=1e300"]))
-def test_any_cli_options_run_or_exit_2_with_one_line(seed, episodes, n_envs, threat, tmp_path_factory, cli_main,
-                                                      capsys, monkeypatch):
+def test_any_cli_options_run_or_exit_2_with_one_line(seed, episodes, n_envs, threat, tmp_path_factory, cli_main):
     folder = tmp_path_factory.mktemp("cli")
     code, err = cli_main(["evaluate", "--agent", "zoo:cartpole-dqn", "--env", "CartPole-v1", "--seed", str(seed),
                           "--episodes", str(episodes), "--n-envs", str(n_envs), "--threat", threat, "--no-impact",
-                          "--store", str(folder / "s.sqlite")], capsys, monkeypatch)
+                          "--store", str(folder / "s.sqlite")])
     assert code in (0, 2), err
     lines = [line for line in err.splitlines() if line.startswith("rlgauntlet:") or "Traceback" in line]
     assert "Traceback" not in err
@@ -102,13 +86,13 @@ def test_any_cli_options_run_or_exit_2_with_one_line(seed, episodes, n_envs, thr
     (["--threat", "uniform_noise"], "required: eps"),
     (["--threat", "uniform_noise:eps=1e300"], "too large"),
 ])
-def test_reported_tracebacks_are_now_one_line_errors(args, message, tmp_path, cli_env):
+def test_reported_tracebacks_are_now_one_line_errors(args, message, tmp_path, cli_main):
     base = ["evaluate", "--agent", "zoo:cartpole-dqn", "--env", "CartPole-v1", "--episodes", "1", "--no-impact"]
     if args[0] == "--agent":
         base = ["evaluate", "--episodes", "1"]
     from rlgauntlet.zoo import zoo_dir
 
-    res = run_cli([*base, *[a.format(zoo=zoo_dir()) for a in args]], cli_env, tmp_path)
+    res = cli_main([*base, *[a.format(zoo=zoo_dir()) for a in args]], cwd=tmp_path)
     lines = [line for line in res.stderr.splitlines() if line.strip() and not line.startswith(("clean", "uniform"))]
     assert res.returncode == 2 and "Traceback" not in res.stderr and message in res.stderr, res.stderr
     assert len([line for line in lines if line.startswith("rlgauntlet:")]) == 1
@@ -148,7 +132,7 @@ def test_out_that_cannot_be_written_is_refused_before_running(tmp_path, cli_env)
 
 # -- stores we did not write ------------------------------------------------------------------------
 @pytest.mark.parametrize("command", ["evaluate", "plot", "calibrate"])
-def test_foreign_files_given_as_store_are_refused_and_left_byte_identical(command, tmp_path, cli_env):
+def test_foreign_files_given_as_store_are_refused_and_left_byte_identical(command, tmp_path, cli_main):
     foreign = tmp_path / "theirs.sqlite"
     conn = sqlite3.connect(foreign)
     conn.executescript("CREATE TABLE episodes (id INTEGER, note TEXT); INSERT INTO episodes VALUES (1, 'mine');")
@@ -162,7 +146,7 @@ def test_foreign_files_given_as_store_are_refused_and_left_byte_identical(comman
                 "plot": ["plot", "--out", str(tmp_path / "c.png")],
                 "calibrate": ["calibrate", "--agent", "zoo:cartpole-dqn", "--env", "CartPole-v1", "--threat", "random",
                               "--target-impact", "0.5", "--episodes", "2"]}[command]
-        res = run_cli([*args, "--store", str(store)], cli_env, tmp_path)
+        res = cli_main([*args, "--store", str(store)], cwd=tmp_path)
         assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
         assert ("did not write" in res.stderr) if store == foreign else ("not an SQLite results store" in res.stderr)
         assert _sha(store) == before

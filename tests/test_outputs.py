@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -82,21 +81,6 @@ def test_every_writing_command_has_a_base_invocation():
     assert set(WRITERS) <= set(BASE), f"add a base invocation for {sorted(set(WRITERS) - set(BASE))}"
     assert {"evaluate", "plot", "sweep", "report", "train", "ood scan", "zoo export"} <= set(WRITERS)
 
-
-@pytest.fixture(scope="module")
-def cli_main():
-    from rlgauntlet.cli import main
-
-    def call(args, capsys, monkeypatch, cwd):
-        monkeypatch.setattr(sys, "argv", ["rlgauntlet", *args])
-        monkeypatch.chdir(cwd)
-        with pytest.raises(SystemExit) as exc:
-            main()
-        return exc.value.code, capsys.readouterr().err
-
-    yield call
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 class Accepted(BaseException):
@@ -240,7 +224,7 @@ def test_hostile_output_is_refused_in_one_line_and_nothing_changes(command, name
     for o in other:
         args += [o, str(tmp_path / "elsewhere" / f"x{'.png' if o == '--plot' else '.json'}")]
     before = _snapshot(tmp_path)
-    code, err = cli_main([*args, option, str(value)], capsys, monkeypatch, tmp_path)
+    code, err = cli_main([*args, option, str(value)], cwd=tmp_path)
     lines = [line for line in err.splitlines() if line.startswith("rlgauntlet:")]
     assert code == 2 and "Traceback" not in err and len(lines) == 1, err
     assert str(value) in lines[0] or option in lines[0], lines[0]
@@ -307,7 +291,7 @@ def test_a_sibling_output_obeys_the_foreign_file_rule(command, option, which, ki
     else:
         _write_ours(sibling, "some other command's output")
     before = _snapshot(tmp_path)
-    code, err = cli_main([*args, option, str(value)], capsys, monkeypatch, tmp_path)
+    code, err = cli_main([*args, option, str(value)], cwd=tmp_path)
     lines = [line for line in err.splitlines() if line.startswith("rlgauntlet:")]
     assert code == 2 and "Traceback" not in err and len(lines) == 1, err
     assert str(sibling) in lines[0], lines[0]
@@ -340,7 +324,7 @@ def test_an_unreachable_address_is_refused_before_anything_is_written(command, t
     args = command.split() + [a.format(repo=repo, tmp=tmp_path) for a in ADDRESS_BASE[command]]
     args += ["--executor", "ray", "--address", f"127.0.0.1:{port}"]
     monkeypatch.chdir(tmp_path)
-    code, err = cli_main(args, capsys, monkeypatch, tmp_path)
+    code, err = cli_main(args, cwd=tmp_path)
     lines = [line for line in err.splitlines() if line.startswith("rlgauntlet:")]
     assert code == 2 and "Traceback" not in err and len(lines) == 1 and "--address" in lines[0], err
     assert not list(tmp_path.iterdir())  # no store, no run rows, no run folder
@@ -372,16 +356,16 @@ def test_hostile_numbers_are_refused_in_one_line_before_any_work(command, option
                                                                  capsys, monkeypatch):
     repo = Path(__file__).resolve().parents[1]
     args = command.split() + [a.format(repo=repo, tmp=tmp_path) for a in BASE.get(command, [])]
-    code, err = cli_main([*args, option, value], capsys, monkeypatch, tmp_path)
+    code, err = cli_main([*args, option, value], cwd=tmp_path)
     lines = [line for line in err.splitlines() if line.startswith("rlgauntlet:")]
     assert code == 2 and "Traceback" not in err and len(lines) == 1 and option in lines[0], err
     assert not list(tmp_path.iterdir())  # refused before anything was written
     _try_suggestion([*args, option, value], err, capsys, monkeypatch, tmp_path)
 
 
-def test_a_bare_group_names_what_is_missing(cli_main, capsys, monkeypatch, tmp_path):
+def test_a_bare_group_names_what_is_missing(cli_main, tmp_path):
     for args in ([], ["zoo"], ["ood"]):
-        code, err = cli_main(args, capsys, monkeypatch, tmp_path)
+        code, err = cli_main(args, cwd=tmp_path)
         lines = [line for line in err.splitlines() if line.startswith("rlgauntlet:")]
         assert code == 2 and len(lines) == 1 and "give a command" in lines[0], err
 
@@ -435,7 +419,7 @@ def test_hostile_inputs_are_refused_in_one_line_and_nothing_changes(command, opt
     if option != "--store" and command in READS_STORE:
         args += ["--store", str(_store(tmp_path))]
     before = _snapshot(tmp_path)
-    code, err = cli_main([*args, option, str(value)], capsys, monkeypatch, tmp_path)
+    code, err = cli_main([*args, option, str(value)], cwd=tmp_path)
     lines = [line for line in err.splitlines() if line.startswith("rlgauntlet:")]
     assert code == 2 and "Traceback" not in err and len(lines) == 1, err
     assert _snapshot(tmp_path) == before  # refused before anything was written (a store read is left byte-identical)
@@ -490,7 +474,7 @@ def test_each_listed_case_is_one_line_writes_nothing_and_its_fix_works(args, nam
               "no_episodes": tmp_path / "runs-only.sqlite"}
     args = [a.format(**values) for a in args]
     before = _snapshot(tmp_path)
-    code, err = cli_main(args, capsys, monkeypatch, tmp_path)
+    code, err = cli_main(args, cwd=tmp_path)
     lines = [line for line in err.splitlines() if line.startswith("rlgauntlet:")]
     assert code == 2 and "Traceback" not in err and len(lines) == 1 and named in lines[0], err
     assert _snapshot(tmp_path) == before
@@ -528,28 +512,26 @@ def test_init_from_reads_the_agents_pickled_statistics_with_allow_pickle(monkeyp
     assert seen == [False, True]
 
 
-def test_zoo_list_shows_a_missing_field_and_a_missing_zoo_folder_is_one_line(tmp_path, cli_main, capsys,
-                                                                            monkeypatch):
+def test_zoo_list_shows_a_missing_field_and_a_missing_zoo_folder_is_one_line(tmp_path, cli_main, monkeypatch):
     zoo = tmp_path / "zoo"
     zoo.mkdir()
     (zoo / "manifest.json").write_text(json.dumps({"attacker": {"env": "CartPole-v1", "kind": "paad"}, "bare": {}}))
     monkeypatch.setenv("RLGAUNTLET_ZOO", str(zoo))
-    code, err = cli_main(["zoo", "list"], capsys, monkeypatch, tmp_path)
+    code, err = cli_main(["zoo", "list"], cwd=tmp_path)
     assert code == 0 and "Traceback" not in err
     monkeypatch.setenv("RLGAUNTLET_ZOO", str(tmp_path / "no-such-folder"))
-    code, err = cli_main(["zoo", "list"], capsys, monkeypatch, tmp_path)
+    code, err = cli_main(["zoo", "list"], cwd=tmp_path)
     lines = [line for line in err.splitlines() if line.startswith("rlgauntlet:")]
     assert code == 2 and len(lines) == 1 and "RLGAUNTLET_ZOO" in lines[0] and "does not exist" in lines[0], err
     assert not (tmp_path / "no-such-folder").exists()
 
 
-def test_a_certified_sweep_plans_shows_and_counts_its_certification(tmp_path, cli_main, capsys, monkeypatch):
+def test_a_certified_sweep_plans_shows_and_counts_its_certification(tmp_path, cli_main):
     sweep = tmp_path / "s.yaml"
     sweep.write_text("agents: [zoo:cartpole-dqn]\nsuites: [certified]\neps_grid: [0.05, 0.1]\nepisodes: 2\n")
-    code, err = cli_main(["sweep", str(sweep), "--store", str(tmp_path / "s.sqlite"), "--dry-run"], capsys,
-                         monkeypatch, tmp_path)
-    out = capsys.readouterr().out + err
-    assert code in (0, None) and "certification (GWC episodes and ACR) at 2 budget(s)" in " ".join(out.split())
+    res = cli_main(["sweep", str(sweep), "--store", str(tmp_path / "s.sqlite"), "--dry-run"], cwd=tmp_path)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0 and "certification (GWC episodes and ACR) at 2 budget(s)" in " ".join(out.split())
     assert not (tmp_path / "s.sqlite").exists()
     from rlgauntlet.experiments.sweep import run_sweep
 
@@ -559,10 +541,10 @@ def test_a_certified_sweep_plans_shows_and_counts_its_certification(tmp_path, cl
     assert len(result["certified"][0]["evaluations"]) == 2
 
 
-def test_a_sweep_threat_without_a_budget_says_how_to_give_one(tmp_path, cli_main, capsys, monkeypatch):
+def test_a_sweep_threat_without_a_budget_says_how_to_give_one(tmp_path, cli_main):
     sweep = tmp_path / "s.yaml"
     sweep.write_text("agents: [zoo:cartpole-dqn]\nthreats: [pgd]\neps: 0.05\nepisodes: 1\n")
-    code, err = cli_main(["sweep", str(sweep), "--store", str(tmp_path / "s.sqlite")], capsys, monkeypatch, tmp_path)
+    code, err = cli_main(["sweep", str(sweep), "--store", str(tmp_path / "s.sqlite")], cwd=tmp_path)
     lines = [line for line in err.splitlines() if line.startswith("rlgauntlet:")]
     assert code == 2 and len(lines) == 1 and "eps_grid: [0.05]" in lines[0], err
     assert not (tmp_path / "s.sqlite").exists()  # checked before the store was made
@@ -596,7 +578,7 @@ def _releases_tree(tmp_path: Path, state: str) -> Path:
      "another version"),
 ])
 def test_a_published_agent_whose_copy_is_unusable_is_told_a_fix_that_works(state, named, short, tmp_path, cli_main,
-                                                                            capsys, monkeypatch):
+                                                                            monkeypatch):
     """No `git clone` where a file is in the way, the release's commit named where a file is missing
     or edited (a plain checkout keeps an edit), and `published list` gives a short reason per row."""
     from rlgauntlet.published import local_problem, release
@@ -604,22 +586,16 @@ def test_a_published_agent_whose_copy_is_unusable_is_told_a_fix_that_works(state
     root = _releases_tree(tmp_path, state)
     monkeypatch.setenv("RLGAUNTLET_RELEASES", str(root))
     before = _snapshot(tmp_path)
-    code, err = cli_main(["evaluate", "--agent", "published:ppo-hopper", "--env", "Hopper-v5", "--episodes", "1"],
-                         capsys, monkeypatch, tmp_path)
+    code, err = cli_main(["evaluate", "--agent", "published:ppo-hopper", "--env", "Hopper-v5", "--episodes", "1"], cwd=tmp_path)
     lines = [line for line in err.splitlines() if line.startswith("rlgauntlet:")]
     assert code == 2 and len(lines) == 1 and named in lines[0], err
     if state != "clone is a file":
         assert "git clone" not in lines[0]
     assert _snapshot(tmp_path) == before
     assert local_problem(release("ppo-hopper"))[0] == short
-    from rlgauntlet.cli import main
-
-    monkeypatch.setattr(sys, "argv", ["rlgauntlet", "published", "list"])
-    with pytest.raises(SystemExit) as exc:
-        main()
-    out = capsys.readouterr().out
-    row = next(line for line in out.splitlines() if "ppo-hopper " in line)
-    assert exc.value.code in (0, None) and "no: " in row and "…:" not in out
+    listed = cli_main(["published", "list"])
+    row = next(line for line in listed.stdout.splitlines() if "ppo-hopper " in line)
+    assert listed.returncode == 0 and "no: " in row and "…:" not in listed.stdout
 
 
 @pytest.mark.parametrize("args, named, never", [
@@ -636,14 +612,14 @@ def test_a_published_agent_whose_copy_is_unusable_is_told_a_fix_that_works(state
 def test_each_v4_input_case_is_one_line_writes_nothing_and_says_the_right_thing(args, named, never, tmp_path, cli_main,
                                                                                 capsys, monkeypatch):
     before = _snapshot(tmp_path)
-    code, err = cli_main(args, capsys, monkeypatch, tmp_path)
+    code, err = cli_main(args, cwd=tmp_path)
     lines = [line for line in err.splitlines() if line.startswith("rlgauntlet:")]
     assert code == 2 and len(lines) == 1 and named in lines[0] and never not in err, err
     assert _snapshot(tmp_path) == before  # no store, no empty run folder
     _try_suggestion(args, err, capsys, monkeypatch, tmp_path)
 
 
-def test_a_read_only_command_is_never_told_to_give_a_new_store(tmp_path, cli_main, capsys, monkeypatch):
+def test_a_read_only_command_is_never_told_to_give_a_new_store(tmp_path, cli_main):
     import sqlite3
 
     theirs = tmp_path / "theirs.sqlite"
@@ -653,23 +629,22 @@ def test_a_read_only_command_is_never_told_to_give_a_new_store(tmp_path, cli_mai
     conn.close()
     for args in (["leaderboard", "--store", str(theirs), "--out", "b.html"],
                  ["report", "--store", str(theirs), "--out", "r.html"]):
-        code, err = cli_main(args, capsys, monkeypatch, tmp_path)
+        code, err = cli_main(args, cwd=tmp_path)
         assert code == 2 and "it is created" not in err and "written by evaluate, sweep or gauntlet" in err, err
 
 
-def test_a_zoo_outside_any_repository_names_its_variable_not_git(tmp_path, cli_main, capsys, monkeypatch):
+def test_a_zoo_outside_any_repository_names_its_variable_not_git(tmp_path, cli_main, monkeypatch):
     zoo = tmp_path / "myzoo"
     zoo.mkdir()
     monkeypatch.setenv("RLGAUNTLET_ZOO", str(zoo))
-    code, err = cli_main(["zoo", "list"], capsys, monkeypatch, tmp_path)
+    code, err = cli_main(["zoo", "list"], cwd=tmp_path)
     lines = [line for line in err.splitlines() if line.startswith("rlgauntlet:")]
     assert code == 2 and len(lines) == 1 and "RLGAUNTLET_ZOO" in lines[0] and "manifest.json" in lines[0], err
-    code, err = cli_main(["evaluate", "--agent", "zoo:cartpole-dqn", "--env", "CartPole-v1"], capsys, monkeypatch,
-                         tmp_path)
+    code, err = cli_main(["evaluate", "--agent", "zoo:cartpole-dqn", "--env", "CartPole-v1"], cwd=tmp_path)
     assert code == 2 and "RLGAUNTLET_ZOO" in err, err
     (zoo / "manifest.json").write_text(json.dumps({"mine": {"env": "CartPole-v1", "algorithm": "dqn",
                                                             "file": "mine.zip", "sha256": "0" * 64}}))
-    code, err = cli_main(["evaluate", "--agent", "zoo:mine", "--env", "CartPole-v1"], capsys, monkeypatch, tmp_path)
+    code, err = cli_main(["evaluate", "--agent", "zoo:mine", "--env", "CartPole-v1"], cwd=tmp_path)
     lines = [line for line in err.splitlines() if line.startswith("rlgauntlet:")]
     assert code == 2 and len(lines) == 1 and "git checkout" not in lines[0] and str(zoo) in lines[0], err
     assert "RLGAUNTLET_ZOO" in lines[0]
@@ -692,7 +667,7 @@ def test_a_board_option_refused_with_agents_is_accepted_as_the_key_it_names(opti
     board = tmp_path / "b.yaml"
     board.write_text("agents: [zoo:cartpole-dqn]\n")
     args = ["gauntlet", "--agents", str(board), "--out", str(tmp_path / "out"), *option]
-    code, err = cli_main(args, capsys, monkeypatch, tmp_path)
+    code, err = cli_main(args, cwd=tmp_path)
     first = next(line for line in err.splitlines() if line.startswith("rlgauntlet:"))
     found = REFUSED_BOARD_OPTION.search(first)
     assert code == 2 and found is not None and found.group(3) == option[0], first
