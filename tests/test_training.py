@@ -142,3 +142,62 @@ def test_a_training_under_a_threat_resumes_exactly_with_its_threats_streams(tmp_
     assert all(torch.equal(w1[k], w2[k]) for k in w1)  # bit-exactness is the property under test
     assert p2["threat_applied"] == p1["threat_applied"] and 0 < p1["threat_applied"]["perturbed_steps"] < 1024
     assert p2["resumes"] == [{"steps": 256, "exact": True}]
+
+
+def _optimizer_moments(path):
+    """Every tensor of every optimizer state in an SB3 zip (Adam's step counts and moments), in order."""
+    import io
+    import zipfile
+
+    import torch
+
+    with zipfile.ZipFile(path) as archive:
+        states = [torch.load(io.BytesIO(archive.read(name)), weights_only=True)
+                  for name in sorted(archive.namelist()) if name.endswith("optimizer.pth")]
+    return [t for state in states for param in state["state"].values() for t in param.values() if torch.is_tensor(t)]
+
+
+@pytest.mark.parametrize("base, changes, stop_after", [
+    # DQN: ε-greedy actions from the action space's generator and ε itself (decaying over the whole
+    # run: near 0.6 at the stop); 64 steps a rollout, 32 gradient steps after each once past
+    # learning_starts (the stop falls after it, before an update)
+    ("cartpole-dqn", dict(learning_starts=200, train_freq=64, gradient_steps=32, buffer_size=2_000,
+                          exploration_fraction=1.0, exploration_final_eps=0.5,
+                          policy_kwargs=dict(net_arch=[32, 32])), 5),
+    # TD3: random actions before learning_starts, then the policy's with Gaussian noise (NumPy's stream)
+    ("pendulum-td3", dict(learning_starts=100, buffer_size=2_000, batch_size=64,
+                          policy_kwargs=dict(net_arch=[32, 32])), 250),
+])
+def test_an_off_policy_training_stopped_by_its_time_budget_goes_on_as_if_never_stopped(tmp_path, monkeypatch, base,
+                                                                                       changes, stop_after):
+    """An off-policy run's exact resume: its replay buffer, the action space's generator, DQN's ε
+    and the gradient steps due at the stop (made first on resume). Stopped by its time budget past
+    learning_starts and resumed, it ends with the weights (target networks and optimizer moments
+    included) of the run never stopped, bit for bit: the property under test."""
+    import dataclasses
+    import types
+
+    import torch
+
+    import rlgauntlet.training.kit as kit
+    from rlgauntlet.training.sb3_train import train_preset
+    from rlgauntlet.victims.sb3_files import read_sb3_zip
+
+    preset = PRESETS[base]
+    name = f"test-{base}-exact"
+    monkeypatch.setitem(PRESETS, name, dataclasses.replace(preset, name=name, total_timesteps=512,
+                                                           hyperparams={**preset.hyperparams, **changes}))
+    clock = iter(range(10**6))  # the deadline's clock: one tick per rollout end, so the stop falls where it is set
+    monkeypatch.setattr(kit, "time", types.SimpleNamespace(monotonic=lambda: next(clock), time=__import__("time").time))
+    common = dict(stop_at_target=False, log=lambda _: None)
+    one = train_preset(name, tmp_path / "one", **common)
+    train_preset(name, tmp_path / "two", deadline=stop_after, **common)
+    stopped = json.loads((tmp_path / "two" / "checkpoint" / "progress.json").read_text())["stopped_at_deadline"]
+    assert changes["learning_starts"] < stopped < 512  # stopped mid-run, with gradient steps due
+    two = train_preset(name, tmp_path / "two", **common)
+    w1, w2 = read_sb3_zip(one / "model.zip")[1], read_sb3_zip(two / "model.zip")[1]
+    assert all(torch.equal(w1[k], w2[k]) for k in w1)  # bit-exactness is the property under test
+    m1, m2 = (_optimizer_moments(folder / "model.zip") for folder in (one, two))
+    assert m1 and len(m1) == len(m2) and all(torch.equal(a, b) for a, b in zip(m1, m2))
+    progress = json.loads((two / "progress.json").read_text())
+    assert progress["resumes"] == [{"steps": stopped, "exact": True}] and "inexact_resume" not in progress

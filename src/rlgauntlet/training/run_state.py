@@ -1,4 +1,4 @@
-"""Exact resume of an on-policy training run: what it holds at a rollout's end, written as data.
+"""Exact resume of a training run: what it holds at a rollout's end, written as data.
 
 A checkpoint's weights, optimizer state and reward statistics are not the whole run. Resumed
 from them alone, a run's envs start again from their seeds in the middle of training, its
@@ -15,6 +15,8 @@ unpickled on reading), holds the rest:
 * the algorithm: the last observations and episode starts, a recurrent policy's LSTM states,
   the recent episodes, and, for a checkpoint written at a rollout's end before that rollout's
   update (``pending_update``), the rollout buffer, whose update the resumed run makes first;
+  an off-policy run's action-space generator and DQN's ε (its replay buffer is saved beside, as
+  plain arrays; the gradient steps due at the stop are made first on resume);
 * the random streams: torch's, NumPy's global one and Python's;
 * what ``learn`` sets when it starts and SB3 writes into every saved zip (the step it started
   at, a VecNormalize run's first original observation), so that the resumed run's files, and a
@@ -150,17 +152,44 @@ def _buffer_arrays(buffer) -> dict[str, np.ndarray]:
     return {name: value for name, value in vars(buffer).items() if isinstance(value, np.ndarray)}
 
 
+def _off_policy_state(model) -> dict[str, Any]:
+    """What an off-policy run holds beside its replay buffer (saved apart, ``replay_buffer.npz``)
+    and the counters its zip keeps: the generator of the action space, which draws the random
+    actions before ``learning_starts`` and a DQN's ε-greedy ones, and a DQN's current ε, which
+    the next action reads before the next step sets it."""
+    from stable_baselines3.common.buffers import ReplayBuffer
+    from stable_baselines3.common.noise import NormalActionNoise, VectorizedActionNoise
+
+    if type(model.replay_buffer) is not ReplayBuffer:
+        raise NotResumable(f"its {type(model.replay_buffer).__name__} is not saved as data")
+    if getattr(model, "use_sde", False):
+        raise NotResumable("gSDE's exploration matrix is not saved")
+    noise = model.action_noise
+    noises = noise.noises if isinstance(noise, VectorizedActionNoise) else [noise]
+    if any(n is not None and type(n) is not NormalActionNoise for n in noises):  # Gaussian noise draws from NumPy's stream
+        raise NotResumable(f"its action noise ({type(noise).__name__}) keeps state that a checkpoint does not save")
+    if model.gradient_steps < 0:
+        raise NotResumable("gradient_steps -1 takes its count from the rollout, which is not saved")
+    rng = getattr(model.action_space, "_np_random", None)
+    return {"action_space_rng": None if rng is None else rng.bit_generator.state,
+            "exploration_rate": float(getattr(model, "exploration_rate", 0.0))}
+
+
 def save_run_state(model, path: Path, pending_update: bool) -> None:
     """Write ``model``'s run state (see the module docstring) to ``path``. ``pending_update``:
-    written at a rollout's end before its update (the rollout buffer is kept, and the resumed
-    run updates from it first); else between an update and the next rollout. Raises
-    :class:`NotResumable`, having written nothing, when some of the state is not data."""
-    if getattr(model, "rollout_buffer", None) is None:
-        raise NotResumable(f"{type(model).__name__} is not an on-policy algorithm (its state is a replay buffer's)")
+    written at a rollout's end before its update (an on-policy run's rollout buffer is kept, and
+    the resumed run updates from it first; an off-policy run makes its gradient steps first);
+    else between an update and the next rollout. Raises :class:`NotResumable`, having written
+    nothing, when some of the state is not data."""
+    off_policy = getattr(model, "replay_buffer", None) is not None
+    if not off_policy and getattr(model, "rollout_buffer", None) is None:
+        raise NotResumable(f"{type(model).__name__} has neither a rollout buffer nor a replay buffer")
     lstm = getattr(model, "_last_lstm_states", None)
     tree = {
         "format": FORMAT,
         "num_timesteps": int(model.num_timesteps),
+        "pending_update": bool(pending_update),
+        "off_policy": _off_policy_state(model) if off_policy else None,
         "env": [_layer_state(layer) for layer in _vec_layers(model.env)],
         "last_obs": model._last_obs,
         "last_episode_starts": model._last_episode_starts,
@@ -168,14 +197,14 @@ def save_run_state(model, path: Path, pending_update: bool) -> None:
         "episodes": list(model.ep_info_buffer or []),
         "successes": list(model.ep_success_buffer or []),
         "rollout": ({"arrays": _buffer_arrays(model.rollout_buffer), "pos": int(model.rollout_buffer.pos),
-                     "full": bool(model.rollout_buffer.full)} if pending_update else None),
+                     "full": bool(model.rollout_buffer.full)} if pending_update and not off_policy else None),
         "random": _random_state(model.device),
         # what SB3's learn() sets when it starts and model.save writes: kept, so that a resumed run's
         # files (and the director's canonical sha256) are those of the run that went on
         "learn_start": {"num_timesteps_at_start": int(model._num_timesteps_at_start),
                         "last_original_obs": getattr(model, "_last_original_obs", None)},
     }
-    if pending_update and model.rollout_buffer.generator_ready:
+    if pending_update and not off_policy and model.rollout_buffer.generator_ready:
         raise NotResumable("the rollout buffer was already prepared for its update")
     try:
         save_plain(path, tree)
@@ -208,7 +237,9 @@ def restore_run_state(model, folder: Path) -> Restored:
         if kinds != [type(layer).__name__ for layer in layers]:
             raise ValueError(f"its envs were {' > '.join(kinds)}, this run's "
                              f"{' > '.join(type(layer).__name__ for layer in layers)}")
-        rollout = tree["rollout"]
+        rollout, off_policy = tree["rollout"], tree.get("off_policy")
+        if (off_policy is not None) != (getattr(model, "replay_buffer", None) is not None):
+            raise ValueError(f"it was written by an {'off' if off_policy is not None else 'on'}-policy run")
         if rollout is not None:
             mine = _buffer_arrays(model.rollout_buffer)
             for name, array in rollout["arrays"].items():
@@ -231,9 +262,16 @@ def restore_run_state(model, folder: Path) -> Restored:
         for name, array in rollout["arrays"].items():
             setattr(buffer, name, array)
         buffer.pos, buffer.full, buffer.generator_ready = rollout["pos"], rollout["full"], False
+    if off_policy is not None:
+        if off_policy["action_space_rng"] is not None:
+            if getattr(model.action_space, "_np_random", None) is None:
+                model.action_space.seed(0)  # a generator to put the saved state into
+            model.action_space._np_random.bit_generator.state = off_policy["action_space_rng"]
+        if hasattr(model, "exploration_rate"):
+            model.exploration_rate = off_policy["exploration_rate"]
     model._last_original_obs = tree["learn_start"]["last_original_obs"]
     _set_random_state(tree["random"], model.device)
-    return Restored(exact=True, pending_update=rollout is not None,
+    return Restored(exact=True, pending_update=tree.get("pending_update", rollout is not None),
                     num_timesteps_at_start=tree["learn_start"]["num_timesteps_at_start"])
 
 
@@ -246,4 +284,7 @@ def finish_pending_update(model, total_timesteps: int) -> None:
     would have made it had it not stopped)."""
     model._total_timesteps = total_timesteps  # as learn() sets it (a schedule may read it: RADIAL's guarded ramp)
     model._update_current_progress_remaining(model.num_timesteps, total_timesteps)
-    model.train()
+    if getattr(model, "replay_buffer", None) is None:
+        model.train()
+    elif model.num_timesteps > model.learning_starts and model.gradient_steps > 0:  # as OffPolicyAlgorithm.learn
+        model.train(batch_size=model.batch_size, gradient_steps=model.gradient_steps)

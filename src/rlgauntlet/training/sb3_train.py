@@ -115,12 +115,9 @@ def train_preset(
             progress.pop("greedy_next_eval", None)
         others = (greedy_games_callback(model, preset, log, progress),)
     # exact resume (training.run_state) where the run's state is data; else it resumes as it always did,
-    # and its checkpoints say why
-    why_not = (None if getattr(model, "rollout_buffer", None) is not None else
-               "an off-policy run (its state is the replay buffer, saved apart)")
-    callback.exact_resume = why_not is None
-    if why_not is not None:
-        progress["inexact_resume"] = why_not
+    # and its checkpoints say why (an earlier version's reason is dropped: this run's checkpoints say their own)
+    callback.exact_resume = True
+    progress.pop("inexact_resume", None)
     # One learn() call over the remaining budget keeps SB3's linear schedules on the
     # preset's nominal budget (progress = 1 - steps/budget), across resumes too.
     if progress.get("stopped_at_target") and total_timesteps is None:
