@@ -294,3 +294,37 @@ def _training_threats(monkeypatch) -> list:
     monkeypatch.setattr(ThreatVecEnv, "__init__",
                         lambda self, venv, threat, seed: threats.append(threat) or real_init(self, venv, threat, seed))
     return threats
+
+
+def test_a_prioritised_pool_run_stopped_after_its_first_episodes_goes_on_as_if_never_stopped(monkeypatch, tmp_path):
+    """A pool learns from its episodes (each member's running return steers its draws), so its
+    training env's state includes that (``learned_state``). Stopped after 8 of 14 iterations (the
+    first 200-step episodes ended at iteration 7) and resumed, the run ends with the agent of the
+    run never stopped, bit for bit (the property under test), and its resume is exact."""
+    import json
+    import types
+
+    import torch
+
+    from rlgauntlet.training import recipes
+    from rlgauntlet.training.defences import atla
+
+    _tiny_pendulum_ppo(monkeypatch)
+    monkeypatch.setitem(recipes.ATLA_PRESETS, "tiny-prioritized", recipes.ATLAPreset(
+        "tiny-prioritized", "tiny-pendulum-ppo", "pa_atla", eps=0.1, total_agent_steps=896, checkpoint_every=7,
+        push_share=0.5, push_temperature=50.0, adversary={"n_epochs": 1, "batch_size": 32}))
+    clock = iter(range(10**6))  # the deadline's clock: one tick per iteration
+    monkeypatch.setattr(atla, "time", types.SimpleNamespace(monotonic=lambda: next(clock),
+                                                            perf_counter=__import__("time").perf_counter))
+    atla.train_atla("tiny-prioritized", tmp_path / "one", log=lambda line: None)
+    atla.train_atla("tiny-prioritized", tmp_path / "two", deadline=7, log=lambda line: None)
+    stopped = json.loads((tmp_path / "two" / "checkpoint" / "progress.json").read_text())
+    assert stopped["agent_steps"] == 512 and any(r is not None for r in stopped["pool_returns"])
+    atla.train_atla("tiny-prioritized", tmp_path / "two", log=lambda line: None)
+    one, two = (torch.load(tmp_path / run / "checkpoint" / "agent" / "policy.pt", weights_only=True)
+                for run in ("one", "two"))
+    assert all(torch.equal(one[k], two[k]) for k in one)  # bit-exactness is the property under test
+    progress = json.loads((tmp_path / "two" / "checkpoint" / "progress.json").read_text())
+    assert progress["resumes"] == [{"steps": 512, "exact": True}]
+    assert progress["pool_returns"] == json.loads((tmp_path / "one" / "checkpoint" / "progress.json").read_text())[
+        "pool_returns"]

@@ -78,7 +78,7 @@ def test_resume_restores_both_networks_optimizers_counters_and_schedule(tiny_pre
     restore = atla._restore
 
     def checking(folder, agent, adversary, progress):
-        restore(folder, agent, adversary, progress)
+        how = restore(folder, agent, adversary, progress)
         for part, model in (("agent", agent), ("adversary", adversary)):
             for key, value in model.policy.state_dict().items():
                 assert torch.equal(value, saved[part][key]), (part, key)  # bit-exact: weights are copied
@@ -86,6 +86,7 @@ def test_resume_restores_both_networks_optimizers_counters_and_schedule(tiny_pre
             assert {k: int(v["step"]) for k, v in state.items()} == \
                 {k: int(v["step"]) for k, v in saved_optim[part]["state"].items()}
         seen["steps"] = (agent.num_timesteps, adversary.num_timesteps)
+        return how
 
     tiny_presets.setattr(atla, "_restore", checking)
     progress_after = []
@@ -103,6 +104,41 @@ def test_resume_restores_both_networks_optimizers_counters_and_schedule(tiny_pre
     assert final["iteration"] == 3 and final["finished"] and [h["iteration"] for h in final["history"]] == [1, 2, 3]
     # schedules run over the whole budget (3 rollouts), not over each one-rollout call
     assert progress_after == pytest.approx([1 / 3, 1 / 3, 0.0, 0.0])
+
+
+@pytest.mark.parametrize("method", ["atla", "pa_atla"])
+def test_an_alternating_run_stopped_by_its_time_budget_goes_on_as_if_never_stopped(tiny_presets, tmp_path, method):
+    """The alternation's exact resume: both models' envs, last observations and episode windows,
+    the attack layers' generators (the live adversary in the agent's envs, the agent in the
+    adversary's) and the random streams. Stopped after its first iteration and resumed, the run
+    ends with both networks and both optimizers of the run never stopped, bit for bit (the
+    property under test), and its resume is recorded as exact."""
+    train_atla(f"tiny-{method}", tmp_path / "one", log=lambda line: None)
+    lines = []
+    train_atla(f"tiny-{method}", tmp_path / "two", deadline=0.0, log=lambda line: None)  # stops after iteration 1
+    train_atla(f"tiny-{method}", tmp_path / "two", log=lines.append)
+    assert any("resuming at iteration 1 (256 agent steps), exactly" in line for line in lines), lines
+    for part in ("agent", "adversary"):
+        for name in ("policy.pt", "optimizer.pt"):
+            one, two = (torch.load(tmp_path / run / "checkpoint" / part / name, weights_only=True)
+                        for run in ("one", "two"))
+            flat = [[t for t in _tensors(state)] for state in (one, two)]
+            assert len(flat[0]) == len(flat[1]) > 0
+            assert all(torch.equal(a, b) for a, b in zip(*flat)), (part, name)  # bit-exactness under test
+    progress = json.loads((tmp_path / "two" / "checkpoint" / "progress.json").read_text())
+    assert progress["resumes"] == [{"steps": ROLLOUT, "exact": True}] and "inexact_resume" not in progress
+
+
+def _tensors(tree):
+    """Every tensor of a state dict (nested dicts and lists), in a fixed order."""
+    if torch.is_tensor(tree):
+        yield tree
+    elif isinstance(tree, dict):
+        for key in sorted(tree, key=str):
+            yield from _tensors(tree[key])
+    elif isinstance(tree, (list, tuple)):
+        for item in tree:
+            yield from _tensors(item)
 
 
 def test_a_resume_from_another_methods_checkpoint_is_refused(tiny_presets, tmp_path):
@@ -132,7 +168,7 @@ def test_a_vecnormalize_agent_shares_its_normaliser_with_the_adversary_and_resum
     restore = atla._restore
 
     def checking(folder, agent, adversary, progress):
-        restore(folder, agent, adversary, progress)
+        how = restore(folder, agent, adversary, progress)
         norm = find_vecnormalize(agent.get_env())
         np.testing.assert_array_equal(norm.obs_rms.mean, saved.obs_rms.mean)  # bit-exact: copied numbers
         np.testing.assert_array_equal(norm.ret_rms.var, saved.ret_rms.var)

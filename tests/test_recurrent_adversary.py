@@ -134,6 +134,7 @@ def test_an_atla_run_trains_an_lstm_adversary_and_plays_it_with_memory(tiny_lstm
     ckpt = train_atla("tiny-lstm-adversary", tmp_path / "run", log=lambda line: None)  # resumed to the end
     again = json.loads((ckpt / "progress.json").read_text())
     assert again["iteration"] == 2 and again["finished"]
+    assert [r["exact"] for r in again["resumes"]] == [True], again["resumes"]  # the memories are data too
 
 
 def test_a_recurrent_adversary_in_a_push_pool_is_refused_before_anything_is_written(tiny_lstm_adversary, tmp_path):

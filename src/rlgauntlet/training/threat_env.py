@@ -78,12 +78,19 @@ class ThreatVecEnv(VecEnvWrapper):
         """What this layer holds between two steps, as plain data (an exact resume puts it back with
         :meth:`load_state_dict`): each env's episode number, step, threat state and generators, and
         the applied counts. A threat that learns from its episodes' returns holds state of its own,
-        which this does not save: such a run is not resumed exactly (training.run_state)."""
+        which is saved where the threat gives it as data (``learned_state`` and
+        ``load_learned_state``); a run whose threat learns and does not is not resumed exactly
+        (training.run_state)."""
         from rlgauntlet.training.run_state import NotResumable
 
+        learned = None
         if getattr(self.threat, "episode_ended", None) is not None:
-            raise NotResumable(f"the threat {self.threat.spec} learns from its episodes, state a checkpoint does not save")
-        return {"next_episode": self.next_episode, "episodes": list(self.episodes), "steps": list(self.steps),
+            if getattr(self.threat, "learned_state", None) is None:
+                raise NotResumable(f"the threat {self.threat.spec} learns from its episodes, state a checkpoint "
+                                   "does not save")
+            learned = self.threat.learned_state()
+        return {"learned": learned, "next_episode": self.next_episode, "episodes": list(self.episodes),
+                "steps": list(self.steps),
                 "states": list(self.states), "applied": (self.perturbed_steps, self.total_steps, self.linf_max),
                 "generators": [{name: g.get_state() for name, g in streams.items()} for streams in self.generators]}
 
@@ -94,6 +101,8 @@ class ThreatVecEnv(VecEnvWrapper):
         self.next_episode, self.episodes, self.steps = state["next_episode"], list(state["episodes"]), list(state["steps"])
         self.states = list(state["states"])
         self.perturbed_steps, self.total_steps, self.linf_max = state["applied"]
+        if state.get("learned") is not None:
+            self.threat.load_learned_state(state["learned"])
         self.generators = []
         for episode, saved in zip(self.episodes, state["generators"]):
             streams = {name: episode_generator(self.threat_seed, episode, name) for name in saved}

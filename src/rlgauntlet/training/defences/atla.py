@@ -196,6 +196,16 @@ class AdversaryPool(Threat):
         self.member_returns[member] = float(episode_return) if old is None else \
             (1.0 - self.RETURN_RATE) * old + self.RETURN_RATE * float(episode_return)
 
+    def learned_state(self) -> dict:
+        """What the pool learnt from its episodes, as data (an exact resume's run state)."""
+        return {"member_returns": list(self.member_returns)}
+
+    def load_learned_state(self, state: dict) -> None:
+        if len(state["member_returns"]) != len(self.member_returns):
+            raise ValueError(f"saved with {len(state['member_returns'])} pool members, this pool has "
+                             f"{len(self.member_returns)}")
+        self.member_returns = [None if r is None else float(r) for r in state["member_returns"]]
+
     def member_specs(self) -> list[str]:
         """The members' names, in :attr:`probabilities`' order."""
         return ["learned", *(t.spec for t in self._pushes)]
@@ -270,13 +280,21 @@ def _save(folder: Path, agent, adversary, progress: dict) -> None:
     from rlgauntlet.training.kit import find_vecnormalize
     from rlgauntlet.victims.sb3_files import write_agent_zip
 
+    from rlgauntlet.training.run_state import NotResumable, RUN_STATE, save_run_state
+
     tmp = folder.with_name(folder.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
+    progress.pop("inexact_resume", None)  # each checkpoint says its own
     for part, model in (("agent", agent), ("adversary", adversary)):
         (tmp / part).mkdir(parents=True)
         torch.save(model.policy.state_dict(), tmp / part / "policy.pt")
         torch.save(model.policy.optimizer.state_dict(), tmp / part / "optimizer.pt")
+        # between two iterations, after both updates: nothing pending (training.run_state)
+        try:
+            save_run_state(model, tmp / part / RUN_STATE, pending_update=False)
+        except NotResumable as exc:
+            progress["inexact_resume"] = f"the {part}: {exc}"
     schedule = agent.__dict__.pop("_update_current_progress_remaining", None)  # a closure: not saved
     try:
         agent.save(tmp / "agent" / "full.zip")
@@ -309,9 +327,12 @@ def _applied(threat_env, adversary_env) -> dict:
             "adversary_envs": {"steps": core.steps, "agent_action_changed": core.changed, "linf_max": core.linf_max}}
 
 
-def _restore(folder: Path, agent, adversary, progress: dict) -> None:
+def _restore(folder: Path, agent, adversary, progress: dict) -> str:
+    """Both models' weights, optimizers and counters, the agent's statistics and, where the
+    checkpoint holds them, both runs' states (training.run_state); returns how it resumes
+    (``exactly``, or along another trajectory and why), as recorded in ``progress["resumes"]``."""
     from rlgauntlet.training.checkpoints import load_checkpoint_parts, restore_vecnormalize
-    from rlgauntlet.training.kit import find_vecnormalize
+    from rlgauntlet.training.kit import find_vecnormalize, restore_for_resume, resumed_how
 
     load_checkpoint_parts(agent, folder / "agent", {"num_timesteps": progress["agent_steps"]})
     norm = find_vecnormalize(agent.get_env())
@@ -319,6 +340,13 @@ def _restore(folder: Path, agent, adversary, progress: dict) -> None:
         restore_vecnormalize(norm, folder / "agent" / "vecnormalize.pkl")
     load_checkpoint_parts(adversary, folder / "adversary", {"num_timesteps": progress["adversary_steps"]})
     agent._n_updates = adversary._n_updates = 0  # logging only
+    # both were saved at one moment, so the random streams each puts back are the same
+    parts = [restore_for_resume(model, folder / part, progress) for part, model in
+             (("agent", agent), ("adversary", adversary))]
+    restored = next((p for p in parts if not p.exact), parts[0])
+    progress.setdefault("resumes", []).append({"steps": int(progress["agent_steps"]), "exact": restored.exact,
+                                               **({} if restored.exact else {"why": restored.why})})
+    return resumed_how(restored)
 
 
 #: greedy clean games played at each checkpoint (history's ``clean_greedy_return``): an agent
@@ -567,14 +595,15 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
             raise UserError(f"{run_dir} holds a {progress.get('config', {}).get('preset')} run "
                             f"({progress.get('config')}); resume it with the same preset and settings, or give a new "
                             "--run-dir")
+        how = "finished"
         if progress["agent_steps"] < preset.total_agent_steps:
-            _restore(ckpt, agent, adversary, progress)
+            how = _restore(ckpt, agent, adversary, progress)
         # else a finished run: nothing trains, so its resume-only files (the policies' and optimizers'
         # state, the adversary) are not read; its agent files rank and register it, and a finished run
         # may be kept without the rest (checkpoints/defences/README.md)
         if "pool_returns" in progress:  # a prioritised pool's draw goes on from where the checkpoint left it
             agent_threat.member_returns = list(progress["pool_returns"])
-        log(f"[{name}] resuming at iteration {progress['iteration']} ({progress['agent_steps']} agent steps)")
+        log(f"[{name}] resuming at iteration {progress['iteration']} ({progress['agent_steps']} agent steps), {how}")
         if preset.select_clean_min is not None and progress["history"]:
             _restore_last_snapshot(run_dir, ckpt, progress["history"][-1])
         if preset.validate_clean_episodes:  # before the checkpoint moves on: its agent is only here until then
