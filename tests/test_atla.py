@@ -174,6 +174,7 @@ def test_a_vecnormalize_agent_shares_its_normaliser_with_the_adversary_and_resum
         np.testing.assert_array_equal(norm.ret_rms.var, saved.ret_rms.var)
         seen["shared"] = adversary.get_env().core.victim.vecnormalize._source is norm
         seen["space"] = adversary.get_env().core.victim.budget_space
+        return how
 
     monkeypatch.setattr(atla, "_restore", checking)
     train_atla("tiny-hopper", run, log=lambda line: None)
