@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -116,10 +114,9 @@ def test_the_tables_put_the_papers_row_above_ours():
     assert rows[1][:6] == ["Pong (here, 10 episodes)", "0.900 ± 0.050", "0.960 ± 0.010", "0.500", "0.210", "1 − SSIM"]
 
 
-def test_the_cli_refuses_bad_settings_and_never_replaces_a_foreign_file(tmp_path, cli_env):
+def test_the_cli_refuses_bad_settings_and_never_replaces_a_foreign_file(tmp_path, cli_main):
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "daylight", "--agent", "zoo:minatar-breakout-dqn",
-                               "--env", "MinAtar/Breakout-v1", *args], capture_output=True, text=True, env=cli_env)
+        return cli_main(["daylight", "--agent", "zoo:minatar-breakout-dqn", "--env", "MinAtar/Breakout-v1", *args])
 
     for args, message in ((["--out", str(tmp_path / "a")], "none of the paper's games"),
                           (["--out", str(tmp_path / "a"), "--setting", "rotation"], "write PERTURBATION=SPEC"),
@@ -131,8 +128,7 @@ def test_the_cli_refuses_bad_settings_and_never_replaces_a_foreign_file(tmp_path
     settings = [arg for name, spec in MINATAR_SETTINGS.items() for arg in ("--setting", f"{name}={spec}")]
     for agent, env, message in (("zoo:cartpole-dqn", "CartPole-v1", "transforms images, but the agent's input is raw"),
                                 ("zoo:pendulum-td3", "Pendulum-v1", "cw changes a discrete action")):
-        proc = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "daylight", "--agent", agent, "--env", env,
-                               "--out", str(tmp_path / "v"), *settings], capture_output=True, text=True, env=cli_env)
+        proc = cli_main(["daylight", "--agent", agent, "--env", env, "--out", str(tmp_path / "v"), *settings])
         lines = [line for line in proc.stderr.splitlines() if line.strip()]
         assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
         assert not (tmp_path / "v").exists()  # refused before anything was written

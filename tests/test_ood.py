@@ -394,7 +394,7 @@ def test_bench_stores_auroc_per_trial_and_resumes_to_the_same_numbers(dropout_ag
     assert metrics["auroc"]["trials"] == row["auroc"]["trials"] and metrics["auroc"]["value"] == row["auroc"]["mean"]
 
 
-def test_cli_ood_errors_are_one_line_exit_2(tmp_path, cli_env, tiny_models):
+def test_cli_ood_errors_are_one_line_exit_2(tmp_path, cli_main, tiny_models):
     cases = [
         (["scan", "--agent", "zoo:cartpole-dqn", "--env", "Pendulum-v1", "--suite", "ood-cartpole"], "use it with a CartPole"),
         (["bench", "--agent", f"sb3:{tiny_models['dqn']}", "--env", "CartPole-v1", "--shift",
@@ -402,8 +402,7 @@ def test_cli_ood_errors_are_one_line_exit_2(tmp_path, cli_env, tiny_models):
         (["scan", "--agent", "zoo:cartpole-dqn", "--env", "CartPole-v1"], "give --suite"),
     ]
     for args, message in cases:
-        proc = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "ood", *args, "--store", str(tmp_path / "s.sqlite")],
-                              capture_output=True, text=True, env=cli_env, cwd=tmp_path)
+        proc = cli_main(["ood", *args, "--store", str(tmp_path / "s.sqlite")], cwd=tmp_path)
         assert proc.returncode == 2, proc.stderr
         assert message in proc.stderr and "Traceback" not in proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1

@@ -5,8 +5,6 @@ every refusal of a file or env that does not fit."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import zipfile
 
 import gymnasium as gym
@@ -200,14 +198,13 @@ def test_the_envs_are_the_authors_test_chain():
         freeway.close()
 
 
-def test_a_network_on_an_env_it_does_not_fit_is_refused_in_one_line(tmp_path, cli_env):
+def test_a_network_on_an_env_it_does_not_fit_is_refused_in_one_line(tmp_path, cli_main):
     path = tmp_path / "Pong.model"
     torch.save(AuthorsDueling(4).state_dict(), path)
     for env_id, match in (("SADQN/Freeway-v0", r"scores 4 actions and the env offers Discrete\(3\)"),
                           ("PongNoFrameskip-v4", r"observes 1 grey 84×84 frame\(s\) and the env gives \(84, 84, 4\)")):
-        proc = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "evaluate", "--agent", f"sadqn:{path}", "--env",
-                               env_id, "--episodes", "1", "--out", str(tmp_path / "out")],
-                              capture_output=True, text=True, env=cli_env)
+        proc = cli_main(["evaluate", "--agent", f"sadqn:{path}", "--env", env_id, "--episodes", "1", "--out",
+                         str(tmp_path / "out")])
         lines = [line for line in proc.stderr.splitlines() if line.strip() and not line.startswith(("A.L.E", "[Powered"))]
         assert proc.returncode == 2 and len(lines) == 1, proc.stderr
         assert __import__("re").search(match, lines[0]), lines[0]
