@@ -99,6 +99,10 @@ def test_dm_control_restore_replays_bit_identically_across_the_time_limit(env_id
     ("Hopper-v5", 20, 300),
     ("HopperMuJoCo15-v4", 20, 300),   # the releases' own physics
     ("PongNoFrameskip-v4", 100, 400),  # the emulator's state travels as its serialized bytes
+    # a MinAtar game's attributes and the one RandomState its sticky actions and spawns draw from
+    ("MinAtar/Breakout-v1", 20, 300),
+    ("MinAtar/SpaceInvaders-v1", 20, 300),
+    ("MinAtar/Seaquest-v1", 50, 300),  # its enemies and divers are lists of lists
 ])
 def test_a_snapshot_written_as_data_continues_in_a_new_env(tmp_path, env_id, warm, steps):
     """Written to a file as plain data and put into another env of the same make (as a resumed run
@@ -117,3 +121,16 @@ def test_a_snapshot_written_as_data_continues_in_a_new_env(tmp_path, env_id, war
     other = make_env(env_id)
     restore(other, snapshot_from_plain(other, load_plain(tmp_path / "env.npz")))
     assert _same(first, _play(other, actions[warm:]))
+
+
+def test_a_minatar_game_never_seeded_is_not_written_as_data():
+    """MinAtar's sticky-action layer and its game draw from one RandomState once seeded; a game
+    never seeded has one each, which one saved state could not put back: refused, not half saved."""
+    from rlgauntlet.common.plain_data import NotPlainData
+    from rlgauntlet.envs.snapshot import snapshot_to_plain
+
+    env = make_env("MinAtar/Breakout-v1")
+    with pytest.raises(NotPlainData, match="two RandomStates"):
+        snapshot_to_plain(snapshot(env))
+    env.reset(seed=0)
+    assert snapshot_to_plain(snapshot(env))["base"]["minatar"]["random"][0] == "MT19937"

@@ -143,16 +143,49 @@ def _set_mujoco_state(model, data, state: np.ndarray) -> None:
 def snapshot_to_plain(snap: Snapshot) -> dict[str, Any]:
     """``snap`` as plain data (:mod:`rlgauntlet.common.plain_data`), to be written to a file and put
     into a new process's env of the same make with :func:`snapshot_from_plain`. The ALE emulator's
-    state becomes its serialized bytes; a MinAtar game (an object) is not plain data and raises
-    :class:`~rlgauntlet.common.plain_data.NotPlainData` when written."""
-    from rlgauntlet.common.plain_data import NotPlainData
-
+    state becomes its serialized bytes, a MinAtar game its attributes and its RandomState's state."""
     base = dict(snap.base)
     if "ale" in base:
         base["ale"] = bytes(base["ale"].serialize())
     if "minatar" in base:
-        raise NotPlainData("a MinAtar game (an object with its own RandomState)")
+        base["minatar"] = _minatar_to_plain(base["minatar"])
     return {"attributes": snap.attributes, "rng_state": snap.rng_state, "base": base}
+
+
+#: a MinAtar game's attributes that are its settings, the same in every env of one make (not saved)
+_MINATAR_SETTINGS = {"env", "random", "channels", "action_map"}
+
+
+def _minatar_to_plain(game) -> dict[str, Any]:
+    """A MinAtar ``Environment`` (the sticky-action layer) and its game as plain data: every
+    attribute but the settings, and the one RandomState both draw from."""
+    from rlgauntlet.common.plain_data import NotPlainData
+
+    if game.env.random is not game.random:
+        raise NotPlainData("a MinAtar game whose layers draw from two RandomStates")
+    parts = {"layer": vars(game), "game": vars(game.env)}
+    plain = {name: {k: v for k, v in attributes.items() if k not in _MINATAR_SETTINGS}
+             for name, attributes in parts.items()}
+    for name, attributes in plain.items():
+        odd = [k for k, v in attributes.items() if not _is_plain(v)]
+        if odd:
+            raise NotPlainData(f"MinAtar's {name} attribute {odd[0]} (a {type(attributes[odd[0]]).__name__})")
+    return {**plain, "random": game.random.get_state()}
+
+
+def _minatar_from_plain(game, plain: dict[str, Any]):
+    """A copy of ``game`` (a MinAtar ``Environment`` of the same make) in the state
+    :func:`_minatar_to_plain` wrote."""
+    copied = copy.deepcopy(game)
+    copied.env.random = copied.random  # as in the saved game (shared once seeded; an unseeded game has two)
+    for name, target in (("layer", copied), ("game", copied.env)):
+        mine = {k for k in vars(target) if k not in _MINATAR_SETTINGS}
+        if set(plain[name]) != mine:
+            raise ValueError(f"the saved MinAtar {name} has attributes {sorted(plain[name])}, this one {sorted(mine)}")
+        for key, value in plain[name].items():
+            setattr(target, key, copy.deepcopy(value))
+    copied.random.set_state(tuple(plain["random"]))
+    return copied
 
 
 def snapshot_from_plain(env: gym.Env, plain: dict[str, Any]) -> Snapshot:
@@ -166,4 +199,8 @@ def snapshot_from_plain(env: gym.Env, plain: dict[str, Any]) -> Snapshot:
     layers = _layers(env)
     if len(layers) != len(plain["attributes"]):
         raise ValueError(f"the saved env had {len(plain['attributes'])} wrapper layers, this one {len(layers)}")
+    if "minatar" in base:
+        if type(layers[-1]).__module__ != "minatar.gym":
+            raise ValueError(f"the saved env was a MinAtar game, this one {type(layers[-1]).__name__}")
+        base["minatar"] = _minatar_from_plain(layers[-1].game, base["minatar"])
     return Snapshot(id(env), list(plain["attributes"]), plain["rng_state"], base)

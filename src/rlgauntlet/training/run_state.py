@@ -23,9 +23,9 @@ unpickled on reading), holds the rest:
   director's canonical sha256, are those of the run that went on.
 
 A run resumed from it goes on as if it had never stopped: the same weights to the last bit
-(tests/test_learned_attackers.py). Envs stepped in worker processes, wrappers with state not
-listed here and games that are objects (MinAtar) cannot be saved so: their checkpoints say why
-(``progress["inexact_resume"]``) and resume as before, along another trajectory.
+(tests/test_learned_attackers.py). Envs stepped in worker processes and wrappers with state not
+listed here cannot be saved so: their checkpoints say why (``progress["inexact_resume"]``) and
+resume as before, along another trajectory.
 """
 
 from __future__ import annotations
