@@ -1146,48 +1146,58 @@ def test_a_checkpoint_without_its_run_state_resumes_along_another_trajectory_and
     assert fixed["steps"] == 1024 and fixed["resumes"][0]["exact"] is False
 
 
-def test_a_director_whose_envs_are_not_data_stops_and_resumes_as_before_and_says_why(tmp_path):
-    """Envs stepped in worker processes are out of reach: their run state is not written, so a time
-    budget stops the run as before (after that rollout's update, saved after it: 128 steps and the
-    2 of the next), and the resume, along another trajectory, is recorded with the reason."""
+def test_a_director_whose_envs_are_not_data_stops_and_resumes_as_before_and_says_why(tmp_path, monkeypatch):
+    """An env whose state is not data (here one that says so when written): its run state is not
+    written, so a time budget stops the run as before (after that rollout's update, saved after
+    it: 128 steps and the 2 of the next), and the resume, along another trajectory, is recorded
+    with the reason."""
     import time
 
+    import rlgauntlet.training.run_state as run_state
+    from rlgauntlet.common.plain_data import NotPlainData
     from rlgauntlet.experiments.attacker_job import train_attacker
     from rlgauntlet.training.attackers.attack_train import director_settings
 
+    def not_data(snap):
+        raise NotPlainData("an object of a test")
+
+    monkeypatch.setattr(run_state, "snapshot_to_plain", not_data)
     settings = {**director_settings("CartPole-v1"), "n_envs": 2, "n_steps": 64, "batch_size": 64}
     common = dict(eps=0.1, seed=0, eval_episodes=0, threads=1, checkpoint_every=1024, hyperparams=settings,
-                  subproc_envs=True, log=lambda _: None)
+                  log=lambda _: None)
     run_dir = tmp_path / "run"
     train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", steps=256, run_dir=run_dir, deadline=time.monotonic(),
                    **common)
     progress = json.loads((run_dir / "checkpoint" / "progress.json").read_text())
     assert progress["num_timesteps"] == 130 and not (run_dir / "checkpoint" / "run_state.npz").exists()
-    why = "SubprocVecEnv keeps state that a checkpoint does not save (envs stepped in worker processes)"
+    why = "the envs hold an object of a test, which is not written as data"
     assert progress["inexact_resume"] == why
     resumed = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", steps=256, run_dir=run_dir, **common)
     assert resumed["resumes"] == [{"steps": 130, "exact": False, "why": why}]
 
 
-def test_a_minatar_director_stopped_by_its_time_budget_goes_on_as_if_never_stopped(tmp_path):
-    """A MinAtar game is written as data too (its attributes and its RandomState): stopped by its
-    time budget at the first rollout's end and resumed, the director is the one trained without a
-    stop, to its sha256 (bit-exactness is the property under test)."""
+@pytest.mark.parametrize("env_id, agent, subproc", [
+    # a MinAtar game is written as data too: its attributes and its RandomState
+    ("MinAtar/Breakout-v1", "zoo:minatar-breakout-dqn", False),
+    # envs stepped in worker processes: each worker writes and puts back its own env's state
+    ("CartPole-v1", "zoo:cartpole-dqn", True),
+])
+def test_a_director_on_minatar_or_worker_envs_stopped_by_its_time_budget_goes_on_as_if_never_stopped(
+        tmp_path, env_id, agent, subproc):
+    """Stopped by its time budget at the first rollout's end and resumed, the director is the one
+    trained without a stop, to its sha256 (bit-exactness is the property under test)."""
     import time
 
     from rlgauntlet.experiments.attacker_job import train_attacker
     from rlgauntlet.training.attackers.attack_train import director_settings
 
-    settings = {**director_settings("MinAtar/Breakout-v1"), "n_envs": 2, "n_steps": 64, "batch_size": 64}
+    settings = {**director_settings(env_id), "n_envs": 2, "n_steps": 64, "batch_size": 64}
     common = dict(eps=0.1, seed=0, eval_episodes=0, threads=1, checkpoint_every=1024, hyperparams=settings,
-                  log=lambda _: None)
-    one = train_attacker("zoo:minatar-breakout-dqn", "MinAtar/Breakout-v1", "paad", steps=256, run_dir=tmp_path / "one",
-                         **common)
-    train_attacker("zoo:minatar-breakout-dqn", "MinAtar/Breakout-v1", "paad", steps=256, run_dir=tmp_path / "two",
-                   deadline=time.monotonic(), **common)
+                  subproc_envs=subproc, log=lambda _: None)
+    one = train_attacker(agent, env_id, "paad", steps=256, run_dir=tmp_path / "one", **common)
+    train_attacker(agent, env_id, "paad", steps=256, run_dir=tmp_path / "two", deadline=time.monotonic(), **common)
     assert (tmp_path / "two" / "checkpoint" / "run_state.npz").exists()
-    two = train_attacker("zoo:minatar-breakout-dqn", "MinAtar/Breakout-v1", "paad", steps=256, run_dir=tmp_path / "two",
-                         **common)
+    two = train_attacker(agent, env_id, "paad", steps=256, run_dir=tmp_path / "two", **common)
     assert two["resumes"] == [{"steps": 128, "exact": True}]
     assert two["director_sha256"] == one["director_sha256"]
 

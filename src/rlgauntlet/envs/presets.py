@@ -463,23 +463,38 @@ def make_train_vec_env(env_id: str, n_envs: int, seed: int, preset: str | None =
     steps the envs in worker processes (SB3's ``SubprocVecEnv``): the same envs, seeds and
     wrappers, for machines with cores to spare.
     """
-    from stable_baselines3.common.env_util import make_atari_env, make_vec_env
+    from stable_baselines3.common.atari_wrappers import AtariWrapper
+    from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import SubprocVecEnv, VecFrameStack
 
     subproc = subproc and n_envs > 1
-    vec = {"vec_env_cls": SubprocVecEnv} if subproc else {}
     # our make, never SB3's gym.make of the id: the same env, with the family registered and the
     # warnings of _quiet_make filtered, in this process or a worker
     source = functools.partial(_make_registered, env_id)
     kind = resolve_preset(env_id, preset)
     _register_family(env_id)
+    wrapper: Callable | None = None  # what SB3 puts around each env's Monitor (make_atari_env's AtariWrapper, ...)
+    env_kwargs = None
     if kind == "atari":
-        return VecFrameStack(make_atari_env(source, n_envs=n_envs, seed=seed, **vec), ATARI_FRAME_STACK)
-    if kind == "dmc":
-        return make_vec_env(source, n_envs=n_envs, seed=seed, wrapper_class=FlattenDictObservation, **vec)
-    if kind == "minatar":
+        wrapper = AtariWrapper
+    elif kind == "dmc":
+        wrapper = FlattenDictObservation
+    elif kind == "minatar":
         from rlgauntlet.envs.minatar import MAX_EPISODE_STEPS, MinAtarImage
 
-        return make_vec_env(source, n_envs=n_envs, seed=seed, wrapper_class=MinAtarImage,
-                            env_kwargs={"max_episode_steps": MAX_EPISODE_STEPS}, **vec)
-    return make_vec_env(source, n_envs=n_envs, seed=seed, **vec)
+        wrapper, env_kwargs = MinAtarImage, {"max_episode_steps": MAX_EPISODE_STEPS}
+    vec: dict[str, Any] = {}
+    if subproc:  # each worker's env answers for its own state (an exact resume's snapshots)
+        vec = {"vec_env_cls": SubprocVecEnv, "wrapper_class": functools.partial(_in_worker, wrapper)}
+    elif wrapper is not None:
+        vec = {"wrapper_class": wrapper}
+    venv = make_vec_env(source, n_envs=n_envs, seed=seed, env_kwargs=env_kwargs, **vec)
+    return VecFrameStack(venv, ATARI_FRAME_STACK) if kind == "atari" else venv
+
+
+def _in_worker(wrapper: Callable | None, env: gym.Env, **kwargs: Any) -> gym.Env:
+    """A worker process's env: ``wrapper`` (if any) around it, then the layer through which the
+    parent takes and puts back its snapshot (:class:`~rlgauntlet.envs.snapshot.WorkerSnapshots`)."""
+    from rlgauntlet.envs.snapshot import WorkerSnapshots
+
+    return WorkerSnapshots(wrapper(env, **kwargs) if wrapper is not None else env)

@@ -204,3 +204,27 @@ def snapshot_from_plain(env: gym.Env, plain: dict[str, Any]) -> Snapshot:
             raise ValueError(f"the saved env was a MinAtar game, this one {type(layers[-1]).__name__}")
         base["minatar"] = _minatar_from_plain(layers[-1].game, base["minatar"])
     return Snapshot(id(env), list(plain["attributes"]), plain["rng_state"], base)
+
+
+class WorkerSnapshots(gym.Wrapper):
+    """The outermost layer of an env stepped in a worker process (SB3's ``SubprocVecEnv``): the
+    parent takes and puts back the snapshot of the env inside it as plain data, through
+    ``env_method``. It changes nothing the env does. A refusal comes back as ``{"error": why}``:
+    raised in the worker, it would end the worker's process."""
+
+    def plain_snapshot(self) -> dict[str, Any]:
+        """``{"snapshot": ...}`` (:func:`snapshot_to_plain` of the env inside), or ``{"error": why}``."""
+        from rlgauntlet.common.plain_data import NotPlainData
+
+        try:
+            return {"snapshot": snapshot_to_plain(snapshot(self.env))}
+        except (UserError, NotPlainData) as exc:
+            return {"error": str(exc)}
+
+    def restore_plain(self, plain: dict[str, Any]) -> str | None:
+        """Put the env inside back into ``plain``'s state; None, or why it cannot."""
+        try:
+            restore(self.env, snapshot_from_plain(self.env, plain))
+        except (ValueError, KeyError, TypeError) as exc:
+            return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return None

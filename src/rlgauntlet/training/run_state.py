@@ -23,9 +23,10 @@ unpickled on reading), holds the rest:
   director's canonical sha256, are those of the run that went on.
 
 A run resumed from it goes on as if it had never stopped: the same weights to the last bit
-(tests/test_learned_attackers.py). Envs stepped in worker processes and wrappers with state not
-listed here cannot be saved so: their checkpoints say why (``progress["inexact_resume"]``) and
-resume as before, along another trajectory.
+(tests/test_learned_attackers.py). Envs stepped in worker processes write their own state, each
+in its worker (:class:`~rlgauntlet.envs.snapshot.WorkerSnapshots`). Wrappers with state not listed
+here, and worker envs made without that layer, cannot be saved so: their checkpoints say why
+(``progress["inexact_resume"]``) and resume as before, along another trajectory.
 """
 
 from __future__ import annotations
@@ -39,11 +40,11 @@ from typing import Any
 import numpy as np
 import torch
 from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.vec_env import DummyVecEnv, VecEnvWrapper, VecFrameStack, VecNormalize, \
-    VecTransposeImage
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnvWrapper, VecFrameStack, \
+    VecNormalize, VecTransposeImage
 
 from rlgauntlet.common.plain_data import NotPlainData, load_plain, save_plain
-from rlgauntlet.envs.snapshot import restore, snapshot, snapshot_from_plain, snapshot_to_plain
+from rlgauntlet.envs.snapshot import restore, snapshot, snapshot_from_plain, snapshot_to_plain, WorkerSnapshots
 from rlgauntlet.errors import UserError
 
 #: the file, in a checkpoint folder, that makes its resume exact
@@ -114,8 +115,15 @@ def _layer_state(layer) -> dict[str, Any]:
             raise NotResumable(str(exc)) from None
         except NotPlainData as exc:
             raise NotResumable(f"the envs hold {exc}, which is not written as data") from None
+    if type(layer) is SubprocVecEnv and all(layer.env_is_wrapped(WorkerSnapshots)):
+        answers = layer.env_method("plain_snapshot")  # each worker writes its own env's state
+        refused = next((a["error"] for a in answers if "error" in a), None)
+        if refused is not None:
+            raise NotResumable(f"an env in a worker process: {refused}")
+        return {"kind": kind, "envs": [a["snapshot"] for a in answers]}
     raise NotResumable(f"{kind} keeps state that a checkpoint does not save"
-                       + (" (envs stepped in worker processes)" if "Subproc" in kind else ""))
+                       + (" (envs stepped in worker processes made without WorkerSnapshots)"
+                          if "Subproc" in kind else ""))
 
 
 def _set_layer_state(layer, saved: dict[str, Any]) -> None:
@@ -126,8 +134,14 @@ def _set_layer_state(layer, saved: dict[str, Any]) -> None:
     elif "state" in saved:
         layer.load_state_dict(saved["state"])
     elif "envs" in saved:
-        if len(saved["envs"]) != len(layer.envs):
-            raise ValueError(f"saved with {len(saved['envs'])} envs, this run has {len(layer.envs)}")
+        if len(saved["envs"]) != layer.num_envs:
+            raise ValueError(f"saved with {len(saved['envs'])} envs, this run has {layer.num_envs}")
+        if isinstance(layer, SubprocVecEnv):
+            for i, plain in enumerate(saved["envs"]):
+                refused = layer.env_method("restore_plain", plain, indices=[i])[0]
+                if refused is not None:
+                    raise ValueError(f"env {i}: {refused}")
+            return
         snaps = [snapshot_from_plain(env, plain) for env, plain in zip(layer.envs, saved["envs"])]
         for env, snap in zip(layer.envs, snaps):
             restore(env, snap)
