@@ -537,7 +537,8 @@ def run() -> None:
     what was kept."""
     import signal
 
-    from rlgauntlet.cli.common import Interrupted, raise_on_signals
+    from rlgauntlet.cli.common import raise_on_signals
+    from rlgauntlet.common.stopping import Interrupted
 
     raise_on_signals()
     try:

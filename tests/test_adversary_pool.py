@@ -326,5 +326,7 @@ def test_a_prioritised_pool_run_stopped_after_its_first_episodes_goes_on_as_if_n
     assert all(torch.equal(one[k], two[k]) for k in one)  # bit-exactness is the property under test
     progress = json.loads((tmp_path / "two" / "checkpoint" / "progress.json").read_text())
     assert progress["resumes"] == [{"steps": 512, "exact": True}]
-    assert progress["pool_returns"] == json.loads((tmp_path / "one" / "checkpoint" / "progress.json").read_text())[
-        "pool_returns"]
+    uninterrupted = json.loads((tmp_path / "one" / "checkpoint" / "progress.json").read_text())
+    assert progress["pool_returns"] == uninterrupted["pool_returns"]
+    # the stop between two points added none (a point is a candidate of the selection rules)
+    assert progress["history"] == uninterrupted["history"] and [h["iteration"] for h in progress["history"]] == [7, 14]

@@ -1219,7 +1219,7 @@ def test_a_director_stopped_by_its_time_budget_goes_on_as_if_never_stopped(tmp_p
     lines = []
     train_attacker("zoo:hopper-ppo", "Hopper-v5", "paad", steps=4096, run_dir=tmp_path / "two",
                    deadline=time.monotonic(), **{**common, "log": lines.append})
-    assert any("time budget reached at 2048 steps" in line for line in lines)
+    assert any("time budget reached at 2048 steps; saving and stopping" in line for line in lines)
     progress = json.loads((tmp_path / "two" / "checkpoint" / "progress.json").read_text())
     assert progress["num_timesteps"] == 2048 and progress["history"] == []
     two = train_attacker("zoo:hopper-ppo", "Hopper-v5", "paad", steps=4096, run_dir=tmp_path / "two", **common)

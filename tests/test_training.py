@@ -113,7 +113,7 @@ def test_a_training_stopped_by_its_time_budget_goes_on_as_if_never_stopped(tmp_p
     one = train_preset("cartpole-sa-ppo", tmp_path / "one", **common)
     lines = []
     train_preset("cartpole-sa-ppo", tmp_path / "two", deadline=time.monotonic(), **{**common, "log": lines.append})
-    assert any("time budget reached at 256 steps" in line for line in lines)
+    assert any("time budget reached at 256 steps; saving and stopping" in line for line in lines)
     two = train_preset("cartpole-sa-ppo", tmp_path / "two", **common)
     w1, w2 = weights(one), weights(two)
     assert all(torch.equal(w1[k], w2[k]) for k in w1)  # bit-exactness is the property under test
@@ -201,3 +201,82 @@ def test_an_off_policy_training_stopped_by_its_time_budget_goes_on_as_if_never_s
     assert m1 and len(m1) == len(m2) and all(torch.equal(a, b) for a, b in zip(m1, m2))
     progress = json.loads((two / "progress.json").read_text())
     assert progress["resumes"] == [{"steps": stopped, "exact": True}] and "inexact_resume" not in progress
+
+
+def test_a_signal_stops_a_training_at_its_rollouts_end_saved_and_it_goes_on_as_if_never_stopped(tmp_path,
+                                                                                                  monkeypatch):
+    """SIGINT mid-rollout (a real signal, through the handler the CLI installs) asks the training
+    to stop: it saves at that rollout's end, exactly as a time budget does, then raises Interrupted
+    (nothing since the last checkpoint is lost). Resumed, it ends with the weights of the run never
+    stopped, bit for bit (the property under test)."""
+    import os
+    import signal
+
+    import torch
+
+    from rlgauntlet.common import stopping
+    from rlgauntlet.training import kit
+    from rlgauntlet.training.sb3_train import train_preset
+    from rlgauntlet.victims.sb3_files import read_sb3_zip
+
+    common = dict(total_timesteps=1024, stop_at_target=False, log=lambda _: None)
+    one = train_preset("cartpole-sa-ppo", tmp_path / "one", **common)
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    on_step = kit.CheckpointCallback._on_step
+
+    sent = []
+
+    def signalled_past_step_300(self):  # mid-way through the second rollout (256 steps each)
+        if self.model.num_timesteps >= 300 and not sent:
+            sent.append(self.model.num_timesteps)
+            os.kill(os.getpid(), signal.SIGINT)
+        return on_step(self)
+
+    monkeypatch.setattr(kit.CheckpointCallback, "_on_step", signalled_past_step_300)
+    lines = []
+    try:
+        stopping.install()
+        with pytest.raises(stopping.Interrupted) as stopped:
+            train_preset("cartpole-sa-ppo", tmp_path / "two", **{**common, "log": lines.append})
+    finally:
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
+    assert stopped.value.signum == signal.SIGINT and stopping.requested() is None
+    assert any("SIGINT received at 512 steps; saving and stopping" in line for line in lines), lines
+    monkeypatch.setattr(kit.CheckpointCallback, "_on_step", on_step)
+    two = train_preset("cartpole-sa-ppo", tmp_path / "two", **common)
+    w1, w2 = read_sb3_zip(one / "model.zip")[1], read_sb3_zip(two / "model.zip")[1]
+    assert all(torch.equal(w1[k], w2[k]) for k in w1)  # bit-exactness is the property under test
+    assert json.loads((two / "progress.json").read_text())["resumes"] == [{"steps": 512, "exact": True}]
+
+
+def test_ctrl_c_saves_a_training_at_its_rollouts_end_and_exits_130(tmp_path, cli_env):
+    """The process contract: SIGINT to `rlgauntlet train` says it saves at this rollout's end, does,
+    and exits 130 naming what was kept; the checkpoint is where it stopped (a rollout's end, with
+    its run state), not the last scheduled one."""
+    import signal
+    import time
+
+    run = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "rlgauntlet.cli", "train", "--preset", "cartpole-ppo", "--run-dir",
+                             str(run), "--steps", "200000", "--no-register"], stderr=subprocess.PIPE, text=True,
+                            env={**cli_env, "PYTHONUNBUFFERED": "1"}, cwd=tmp_path)
+    try:
+        lines = []
+        for line in proc.stderr:  # training has started once it says so
+            lines.append(line)
+            if "starting" in line:
+                break
+        time.sleep(2.0)
+        proc.send_signal(signal.SIGINT)
+        rest = proc.communicate(timeout=120)[1]
+    finally:
+        proc.kill()
+    stderr = "".join(lines) + rest
+    assert proc.returncode == 130, stderr
+    assert "SIGINT: the training saves at the end of this rollout and stops" in stderr
+    assert "interrupted by SIGINT; the last checkpoint in" in stderr and "Traceback" not in stderr
+    progress = json.loads((run / "checkpoint" / "progress.json").read_text())
+    steps = progress["num_timesteps"]
+    assert 0 < steps < 25_000 and steps % 256 == 0 and progress["stopped_at_deadline"] == steps  # before the first
+    assert (run / "checkpoint" / "run_state.npz").exists()  # scheduled checkpoint (25,000 steps): saved at the stop

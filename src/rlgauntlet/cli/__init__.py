@@ -11,7 +11,8 @@ import sys
 
 import typer
 
-from rlgauntlet.cli.common import KEPT, Interrupted, app, raise_on_signals
+from rlgauntlet.cli.common import KEPT, app, raise_on_signals
+from rlgauntlet.common.stopping import Interrupted
 # each module registers its commands; the order of these imports is the order of `rlgauntlet --help`
 from rlgauntlet.cli import evaluate  # noqa: F401, I001
 from rlgauntlet.cli import train  # noqa: F401

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rlgauntlet.common.outputs import check_output, write_json
+from rlgauntlet.common.stopping import install
 from rlgauntlet.errors import UserError
 
 
@@ -133,17 +134,6 @@ def write_result(out: Optional[Path], data: dict, store_path: Path, kind: str) -
         console.print(f"wrote {out} (episodes stored in {store_path})")
 
 
-class Interrupted(BaseException):
-    """SIGINT or SIGTERM arrived (a BaseException, so that no ``except Exception`` swallows it)."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _raise_interrupted(signum, frame) -> None:
-    raise Interrupted(signum)
-
 
 def raise_on_signals() -> None:
     """Make SIGINT and SIGTERM raise :class:`Interrupted` in the main thread, so that a long command
@@ -152,11 +142,18 @@ def raise_on_signals() -> None:
     Installed even where SIGINT arrives ignored: a command started in the background by a shell
     (``cmd &``, ``nohup``) inherits SIGINT ignored, and Python then gives it no KeyboardInterrupt,
     so ``kill -INT`` would do nothing and ``kill -TERM`` would end it without a word.
+
+    A training stops at its next rollout's end and saves there first (:mod:`rlgauntlet.common.stopping`);
+    this says so on stderr, and a second signal stops at once.
     """
     import signal
 
-    signal.signal(signal.SIGINT, _raise_interrupted)
-    signal.signal(signal.SIGTERM, _raise_interrupted)
+    def announce(signum: int) -> None:
+        print(f"rlgauntlet: {signal.Signals(signum).name}: the training saves at the end of this rollout and "
+              "stops (send it again to stop at once, losing the steps since its last checkpoint)",
+              file=sys.stderr, flush=True)
+
+    install(announce)
 
 
 #: what an interrupted command keeps and how to go on, set by the command once it knows

@@ -29,6 +29,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Sequence, TypeVar
 
+from rlgauntlet.common import stopping
 from rlgauntlet.errors import UserError
 
 T = TypeVar("T")
@@ -38,12 +39,18 @@ OnDone = Callable[[T, R], None]
 
 #: seconds between a worker's checks that its driver is alive (where the kernel cannot tell it)
 DRIVER_CHECK_SECONDS = 1.0
+#: how long a stopping driver waits for each worker: a training asked to stop finishes its rollout
+#: and saves (common.stopping), a few seconds for the gauntlet's directors
+TRAINING_SAVE_SECONDS = 60
 
 
 def _worker_init(driver_pid: int | None = None) -> None:
     # Ctrl-C in a terminal reaches the whole process group: the driver handles it (it stops the
     # workers and says what was kept); a worker dying of it first would look like a crash.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The driver stops its workers with SIGTERM: a training saves at its rollout's end first
+    # (common.stopping), any other task ends at once, as before
+    stopping.install(otherwise_die=True, signals=(signal.SIGTERM,))
     if driver_pid is not None:
         _die_with_driver(driver_pid)
 
@@ -98,8 +105,8 @@ class LocalExecutor:
         for process in processes:
             if process.is_alive():
                 process.terminate()
-        for process in processes:
-            process.join(timeout=10)
+        for process in processes:  # a worker in a training saves at its rollout's end first: seconds
+            process.join(timeout=TRAINING_SAVE_SECONDS)
 
     def run(self, fn: Callable[[T], R], tasks: Sequence[T], on_done: OnDone) -> None:
         """Run ``fn(task)`` for every task, calling ``on_done(task, result)`` in the driver as

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import time
 from pathlib import Path
 
@@ -33,6 +34,7 @@ import torch
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.logger import Logger
 
+from rlgauntlet.common import stopping
 from rlgauntlet.envs.presets import make_train_vec_env
 from rlgauntlet.errors import UserError
 from rlgauntlet.training.algorithms import algorithm_class
@@ -231,10 +233,13 @@ class CheckpointCallback(BaseCallback):
         if self.model.num_timesteps >= self.next_save:
             self.save()
             self.next_save += self.preset.checkpoint_every
-        if self.deadline is not None and time.monotonic() >= self.deadline and not self.stop:
+        signalled = stopping.requested()
+        if (signalled is not None or self.deadline is not None and time.monotonic() >= self.deadline) and not self.stop:
             # exact_resume: save here and stop before this rollout's update; else stop at the next step
-            # (the update of this rollout still runs, and the run saves after it)
-            self.log(f"[{self.preset.name}] time budget reached at {self.model.num_timesteps} steps; stopping")
+            # (the update of this rollout still runs, and the run saves after it). A signal stops it the
+            # same way (common.stopping: leaving learn_with_checkpoints then raises Interrupted)
+            why = "time budget reached" if signalled is None else f"{signal.Signals(signalled).name} received"
+            self.log(f"[{self.preset.name}] {why} at {self.model.num_timesteps} steps; saving and stopping")
             self.progress["stopped_at_deadline"] = int(self.model.num_timesteps)
             if self.exact_resume:
                 if self.last_steps != self.model.num_timesteps:  # not saved at this rollout's end yet
@@ -299,16 +304,19 @@ def learn_with_checkpoints(model, callback: "CheckpointCallback", total_steps: i
                                                    **({} if restored.exact else {"why": restored.why})})
         if restored.pending_update:
             finish_pending_update(model, total_steps)
-    try:
-        model.learn(total_timesteps=total_steps - model.num_timesteps, reset_num_timesteps=False,
-                    callback=[*(restored.callbacks() if restored else []), *others, callback])
-    except StopAtRolloutEnd:  # saved at that rollout's end: the same command goes on from there
-        callback.on_training_end()
-        return
-    if model.num_timesteps != callback.last_steps:
-        # after the last update; a run stopped mid-rollout (target, patience) keeps no run state
-        callback.pending_update, callback.exact_resume = False, callback.exact_resume and not callback.stop
-        callback.save()
+    # a signal asks the run to stop at its next rollout's end, saved there (common.stopping); leaving this
+    # block then raises Interrupted, before the caller marks the run finished
+    with stopping.safe_points():
+        try:
+            model.learn(total_timesteps=total_steps - model.num_timesteps, reset_num_timesteps=False,
+                        callback=[*(restored.callbacks() if restored else []), *others, callback])
+        except StopAtRolloutEnd:  # saved at that rollout's end: the same command goes on from there
+            callback.on_training_end()
+            return
+        if model.num_timesteps != callback.last_steps:
+            # after the last update; a run stopped mid-rollout (target, patience) keeps no run state
+            callback.pending_update, callback.exact_resume = False, callback.exact_resume and not callback.stop
+            callback.save()
 
 
 #: the greedy games a guard watches start from seeds SEED + GREEDY_SEED_OFFSET + i: games of their

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -42,6 +43,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from rlgauntlet.common import stopping
 from rlgauntlet.common.seeding import BatchRNG
 from rlgauntlet.errors import UserError
 from rlgauntlet.threats.base import Memory, Threat, ThreatParams
@@ -604,8 +606,9 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
         if "pool_returns" in progress:  # a prioritised pool's draw goes on from where the checkpoint left it
             agent_threat.member_returns = list(progress["pool_returns"])
         log(f"[{name}] resuming at iteration {progress['iteration']} ({progress['agent_steps']} agent steps), {how}")
-        if preset.select_clean_min is not None and progress["history"]:
-            _restore_last_snapshot(run_dir, ckpt, progress["history"][-1])
+        last = progress["history"][-1] if progress["history"] else None
+        if preset.select_clean_min is not None and last is not None and last["agent_steps"] == progress["agent_steps"]:
+            _restore_last_snapshot(run_dir, ckpt, last)  # (a stop between points saves an agent that is no point's)
         if preset.validate_clean_episodes:  # before the checkpoint moves on: its agent is only here until then
             _validate(run_dir, preset, recipe.env_id, progress["history"], log=lambda line: None)
     elif preset.init_from is not None:
@@ -632,49 +635,61 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
             new = AttackActor(actor.variant, eps)
             threat_env.threat.actor = adversary_env.core.actor = new
 
-    try:
-        while progress["agent_steps"] < preset.total_agent_steps:
-            set_eps(progress["agent_steps"])
-            agent.learn(per_iteration, reset_num_timesteps=False)
-            adversary.learn(per_iteration, reset_num_timesteps=False)
-            progress["iteration"] += 1
-            progress["agent_steps"], progress["adversary_steps"] = int(agent.num_timesteps), int(adversary.num_timesteps)
-            done = progress["agent_steps"] >= preset.total_agent_steps
-            late = deadline is not None and time.monotonic() >= deadline
-            if progress["iteration"] % preset.checkpoint_every == 0 or done or late:
-                recent = [e["r"] for e in agent.ep_info_buffer]
-                progress["history"].append({"iteration": progress["iteration"], "agent_steps": progress["agent_steps"],
-                                            "adversary_steps": progress["adversary_steps"],
-                                            "eps": threat_env.threat.actor.eps,
-                                            "recent_return_attacked": float(np.mean(recent)) if recent else None,
-                                            "clean_greedy_return": _clean_return(agent, clean_games, agent_env,
-                                                                                 recipe.seed),
-                                            "applied": _applied(threat_env, adversary_env)})
-                if preset.push_temperature is not None:
-                    progress["pool_returns"] = list(agent_threat.member_returns)
-                    progress["history"][-1]["pool_worst"] = _pool_worst(agent_threat)
-                progress["train_seconds"] = round(base_seconds + time.perf_counter() - started, 1)
-                _save(ckpt, agent, adversary, progress)
-                point = progress["history"][-1]
-                if preset.select_clean_min is not None:
-                    _keep_selected(run_dir, ckpt, preset, point)
-                if preset.validate_clean_episodes:
-                    _validate(run_dir, preset, recipe.env_id, progress["history"], log=lambda line: None)
-                log(f"[{name}] iteration {progress['iteration']}: {progress['agent_steps']} agent steps, recent "
-                    f"return under the adversary {point['recent_return_attacked']}, clean (greedy, "
-                    f"{CLEAN_GAMES} games) {point['clean_greedy_return']:.1f}")
+    # a signal asks the loop to stop after this iteration, saved there (common.stopping): leaving the block
+    # then raises Interrupted, before the run is marked or validated as finished
+    with stopping.safe_points():
+        try:
+            while progress["agent_steps"] < preset.total_agent_steps:
+                set_eps(progress["agent_steps"])
+                agent.learn(per_iteration, reset_num_timesteps=False)
+                adversary.learn(per_iteration, reset_num_timesteps=False)
+                progress["iteration"] += 1
+                progress["agent_steps"] = int(agent.num_timesteps)
+                progress["adversary_steps"] = int(adversary.num_timesteps)
+                done = progress["agent_steps"] >= preset.total_agent_steps
+                signalled = stopping.requested()
+                late = signalled is not None or deadline is not None and time.monotonic() >= deadline
+                if late and not done and progress["iteration"] % preset.checkpoint_every != 0:
+                    # saved between two iterations with no history point: the run that goes on has none here
+                    # (a point is a candidate of the selection rules)
+                    progress["train_seconds"] = round(base_seconds + time.perf_counter() - started, 1)
+                    _save(ckpt, agent, adversary, progress)
+                elif progress["iteration"] % preset.checkpoint_every == 0 or done:
+                    recent = [e["r"] for e in agent.ep_info_buffer]
+                    progress["history"].append({"iteration": progress["iteration"],
+                                                "agent_steps": progress["agent_steps"],
+                                                "adversary_steps": progress["adversary_steps"],
+                                                "eps": threat_env.threat.actor.eps,
+                                                "recent_return_attacked": float(np.mean(recent)) if recent else None,
+                                                "clean_greedy_return": _clean_return(agent, clean_games, agent_env,
+                                                                                     recipe.seed),
+                                                "applied": _applied(threat_env, adversary_env)})
+                    if preset.push_temperature is not None:
+                        progress["pool_returns"] = list(agent_threat.member_returns)
+                        progress["history"][-1]["pool_worst"] = _pool_worst(agent_threat)
+                    progress["train_seconds"] = round(base_seconds + time.perf_counter() - started, 1)
+                    _save(ckpt, agent, adversary, progress)
+                    point = progress["history"][-1]
+                    if preset.select_clean_min is not None:
+                        _keep_selected(run_dir, ckpt, preset, point)
+                    if preset.validate_clean_episodes:
+                        _validate(run_dir, preset, recipe.env_id, progress["history"], log=lambda line: None)
+                    log(f"[{name}] iteration {progress['iteration']}: {progress['agent_steps']} agent steps, recent "
+                        f"return under the adversary {point['recent_return_attacked']}, clean (greedy, "
+                        f"{CLEAN_GAMES} games) {point['clean_greedy_return']:.1f}")
+                if bar is not None:
+                    recent = [e["r"] for e in agent.ep_info_buffer]
+                    bar.update(task, completed=progress["agent_steps"], ret=f"{np.mean(recent):.1f}" if recent else "-")
+                if late and not done:
+                    why = "time budget reached" if signalled is None else f"{signal.Signals(signalled).name} received"
+                    log(f"[{name}] {why} at {progress['agent_steps']} agent steps; saved, stopping")
+                    break
+        finally:
             if bar is not None:
-                recent = [e["r"] for e in agent.ep_info_buffer]
-                bar.update(task, completed=progress["agent_steps"], ret=f"{np.mean(recent):.1f}" if recent else "-")
-            if late and not done:
-                log(f"[{name}] time budget reached at {progress['agent_steps']} agent steps; stopping")
-                break
-    finally:
-        if bar is not None:
-            bar.stop()
-        agent_env.close()
-        adversary_base.close()
-        clean_games.close()
+                bar.stop()
+            agent_env.close()
+            adversary_base.close()
+            clean_games.close()
     progress["finished"] = progress["agent_steps"] >= preset.total_agent_steps
     (ckpt / "progress.json").write_text(json.dumps(progress, indent=2))
     if preset.validate_clean_episodes:
