@@ -1225,3 +1225,35 @@ def test_a_director_stopped_by_its_time_budget_goes_on_as_if_never_stopped(tmp_p
     two = train_attacker("zoo:hopper-ppo", "Hopper-v5", "paad", steps=4096, run_dir=tmp_path / "two", **common)
     assert two["director_sha256"] == one["director_sha256"]
     assert [p["recent_return"] for p in two["learning_curve"]] == [p["recent_return"] for p in one["learning_curve"]]
+
+
+def test_an_lstm_director_stopped_after_an_update_goes_on_as_if_never_stopped(tmp_path, monkeypatch):
+    """A recurrent rollout buffer keeps where its last update's sequences started
+    (``seq_start_indices``), which the next update derives again: not part of the run, so neither
+    written nor asked for on resume (a fresh buffer has none). Stopped at its second rollout's end,
+    after one update, and resumed, the LSTM director is the uninterrupted one, to its sha256 (the
+    property under test); a run state written with that array still resumes."""
+    import types
+
+    import rlgauntlet.training.kit as kit
+    from rlgauntlet.common.plain_data import load_plain, save_plain
+    from rlgauntlet.experiments.attacker_job import train_attacker
+    from rlgauntlet.training.attackers.attack_train import director_settings
+
+    settings = {**director_settings("CartPole-v1"), "n_envs": 2, "n_steps": 64, "batch_size": 64}
+    common = dict(eps=0.1, seed=0, eval_episodes=0, threads=1, checkpoint_every=1024, hyperparams=settings,
+                  recurrent=True, log=lambda _: None)
+    one = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", steps=512, run_dir=tmp_path / "one", **common)
+    clock = iter(range(10**6))  # the deadline's clock: one tick per rollout end
+    with monkeypatch.context() as patch:
+        patch.setattr(kit, "time", types.SimpleNamespace(monotonic=lambda: next(clock), time=__import__("time").time))
+        train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", steps=512, run_dir=tmp_path / "two", deadline=1,
+                       **common)
+    state_file = tmp_path / "two" / "checkpoint" / "run_state.npz"
+    state = load_plain(state_file)
+    assert state["num_timesteps"] == 256 and "seq_start_indices" not in state["rollout"]["arrays"]
+    state["rollout"]["arrays"]["seq_start_indices"] = np.array([0, 37])  # as the code before wrote it
+    save_plain(state_file, state)
+    two = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", steps=512, run_dir=tmp_path / "two", **common)
+    assert two["resumes"] == [{"steps": 256, "exact": True}]
+    assert two["director_sha256"] == one["director_sha256"]

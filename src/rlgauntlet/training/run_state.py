@@ -162,8 +162,15 @@ def _set_random_state(state: dict[str, Any], device: torch.device) -> None:
         torch.cuda.set_rng_state(state["cuda"], device)
 
 
+#: arrays a rollout buffer keeps from its last update, which the next update derives again from the
+#: rollout (sb3-contrib's recurrent buffer: where each sequence starts): not part of the run
+DERIVED_BUFFER_ARRAYS = ("seq_start_indices",)
+
+
 def _buffer_arrays(buffer) -> dict[str, np.ndarray]:
-    return {name: value for name, value in vars(buffer).items() if isinstance(value, np.ndarray)}
+    """The rollout buffer's storage (its arrays, less :data:`DERIVED_BUFFER_ARRAYS`)."""
+    return {name: value for name, value in vars(buffer).items()
+            if isinstance(value, np.ndarray) and name not in DERIVED_BUFFER_ARRAYS}
 
 
 def _off_policy_state(model) -> dict[str, Any]:
@@ -256,6 +263,9 @@ def restore_run_state(model, folder: Path) -> Restored:
             raise ValueError(f"it was written by an {'off' if off_policy is not None else 'on'}-policy run")
         if rollout is not None:
             mine = _buffer_arrays(model.rollout_buffer)
+            # a file written before derived arrays were left out holds them (a fresh buffer has none yet)
+            rollout["arrays"] = {name: array for name, array in rollout["arrays"].items()
+                                 if name not in DERIVED_BUFFER_ARRAYS}
             for name, array in rollout["arrays"].items():
                 if name not in mine or mine[name].shape != array.shape:
                     raise ValueError(f"its rollout buffer's {name} has shape {array.shape}, this run's "
