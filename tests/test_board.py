@@ -102,7 +102,8 @@ def test_a_board_transfers_each_agents_strongest_director_to_the_other_agents(mo
     assert [r["transfer"] for r in again] == [r["transfer"] for r in results]
 
 
-def test_the_cli_runs_a_board_file_and_writes_each_result_and_the_leaderboard(small_protocol, tmp_path, cli_env):
+def test_the_cli_runs_a_board_file_and_writes_each_result_and_the_leaderboard(small_protocol, tmp_path, cli_env,
+                                                                              cli_main):
     board = tmp_path / "board.yaml"
     board.write_text("name: cartpole\nlevel: quick\nagents:\n  - {agent: zoo:cartpole-dqn, method: dqn}\n")
     script = tmp_path / "run.py"  # the small protocol, set in the process that runs the CLI
@@ -121,8 +122,7 @@ def test_the_cli_runs_a_board_file_and_writes_each_result_and_the_leaderboard(sm
     assert result["agent"]["method"] == "dqn" and result["race"]["raced"]
     page = json.loads((tmp_path / "out" / "leaderboard.json").read_text())
     assert page["boards"][0]["rows"][0]["method"] == "dqn"
-    bad = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "gauntlet", "--agents", str(board), "--agent",
-                          "zoo:cartpole-dqn", "--out", str(tmp_path / "o2")], capture_output=True, text=True, env=cli_env)
+    bad = cli_main(["gauntlet", "--agents", str(board), "--agent", "zoo:cartpole-dqn", "--out", str(tmp_path / "o2")])
     assert bad.returncode == 2 and "drop --agent" in bad.stderr
 
 

@@ -104,7 +104,7 @@ def test_continuous_agents_get_the_certified_action_deviation():
     assert "gwc" not in zero
 
 
-def test_cli_certify_table_and_json(tmp_path, cli_env):
+def test_cli_certify_table_and_json(tmp_path, cli_env, cli_main):
     import json
     import subprocess
     import sys
@@ -116,8 +116,7 @@ def test_cli_certify_table_and_json(tmp_path, cli_env):
     assert "GWC" in res.stdout and "ACR" in res.stdout
     data = json.loads((tmp_path / "c.json").read_text())
     assert data["rows"][0]["eps_value"] == 0.01
-    bad = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "certify", "--agent", "zoo:cartpole-dqn", "--env",
-                          "CartPole-v1"], capture_output=True, text=True, env=cli_env, cwd=tmp_path)
+    bad = cli_main(["certify", "--agent", "zoo:cartpole-dqn", "--env", "CartPole-v1"], cwd=tmp_path)
     assert bad.returncode == 2 and "give one of --eps or --eps-grid" in bad.stderr
 
 

@@ -482,13 +482,9 @@ def test_robust_sarsa_on_hopper_beats_random_noise(tmp_path):
     assert manifest["strength"]["attacked_mean"] < report.evaluations[1]["return_mean"] - 300
 
 
-def test_cli_attack_train_and_mismatched_attacker_exit_2_with_one_line(paad_dqn, tmp_path, cli_env):
-    import subprocess
-    import sys
-
+def test_cli_attack_train_and_mismatched_attacker_exit_2_with_one_line(paad_dqn, tmp_path, cli_main):
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "rlgauntlet.cli", *args], capture_output=True, text=True,
-                              env=cli_env, cwd=tmp_path)
+        return cli_main(args, cwd=tmp_path)
 
     run_dir, _ = paad_dqn
     for args, message in [

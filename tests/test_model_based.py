@@ -371,7 +371,7 @@ def test_cli_model_for_another_env_and_bad_target_exit_2_in_one_line(pendulum_mo
         assert words in res.stderr and len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
 
 
-def test_cli_dynamics_train_writes_a_model(tmp_path, cli_env):
+def test_cli_dynamics_train_writes_a_model(tmp_path, cli_env, cli_main):
     import subprocess
     import sys
 
@@ -381,9 +381,8 @@ def test_cli_dynamics_train_writes_a_model(tmp_path, cli_env):
     assert res.returncode == 0, res.stderr
     manifest = json.loads((tmp_path / "dyn" / "manifest.json").read_text())
     assert manifest["samples"] == 4000 and manifest["env"] == PENDULUM and manifest["test_one_step_mse"] > 0
-    again = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "dynamics-train", "--agent", "zoo:cartpole-ppo",
-                            "--env", "CartPole-v1", "--samples", "1000", "--run-dir", str(tmp_path / "d2")],
-                           capture_output=True, text=True, env=cli_env)
+    again = cli_main(["dynamics-train", "--agent", "zoo:cartpole-ppo", "--env", "CartPole-v1", "--samples", "1000",
+                      "--run-dir", str(tmp_path / "d2")])
     assert again.returncode == 2 and "continuous-action agent" in again.stderr
 
 

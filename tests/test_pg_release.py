@@ -214,12 +214,11 @@ def test_another_format_an_lstm_policy_and_a_wrong_env_are_one_line_errors(tmp_p
         load_victim(f"pg:{tmp_path / 'missing.model'}", *SPACES)
 
 
-def test_the_cli_refuses_a_foreign_global_with_exit_2_and_one_line(tmp_path, cli_env):
+def test_the_cli_refuses_a_foreign_global_with_exit_2_and_one_line(tmp_path, cli_main):
     content, meta = _release(8, extra={"hook": os.system})
     path = tmp_path / "evil.model"
     _write(path, content, meta, legacy=True)
-    proc = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "evaluate", "--agent", f"pg:{path}", "--env",
-                           "Hopper-v5", "--episodes", "1"], capture_output=True, text=True, env=cli_env)
+    proc = cli_main(["evaluate", "--agent", f"pg:{path}", "--env", "Hopper-v5", "--episodes", "1"])
     assert proc.returncode == 2, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "system" in lines[0] and "Traceback" not in proc.stderr
@@ -648,7 +647,7 @@ def test_an_sb3_agent_keeps_sb3s_clip():
     np.testing.assert_allclose(victim.act(np.array([[0.5, -0.1]])), [[2.5, -0.5]])
 
 
-def test_a_release_is_refused_on_another_task_with_spaces_of_the_same_size(tmp_path, monkeypatch, cli_env):
+def test_a_release_is_refused_on_another_task_with_spaces_of_the_same_size(tmp_path, monkeypatch, cli_main):
     """A Walker2d release on HalfCheetah-v5 (both 17 observations and 6 actions) would run and store
     a number as that agent's; refused in one line naming the task, unless --other-env."""
     from rlgauntlet.experiments.agents import load_for_env
@@ -666,9 +665,8 @@ def test_a_release_is_refused_on_another_task_with_spaces_of_the_same_size(tmp_p
     victim, _ = load_for_env(f"pg:{path}", "HalfCheetah-v5", other_env=True)
     assert victim.trained_for == ("Walker2d",)
     store = tmp_path / "s.sqlite"
-    proc = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "evaluate", "--agent", f"pg:{path}", "--env",
-                           "HalfCheetah-v5", "--episodes", "1", "--store", str(store)], capture_output=True, text=True,
-                          env=cli_env)
+    proc = cli_main(["evaluate", "--agent", f"pg:{path}", "--env", "HalfCheetah-v5", "--episodes", "1", "--store",
+                     str(store)])
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1 and "Walker2d" in lines[0], proc.stderr
     assert not store.exists()

@@ -92,11 +92,7 @@ def test_text_where_a_number_is_expected_names_the_key():
         parse_threat("physics:param=length,scale=runs/x")
 
 
-def test_cli_rejects_a_malformed_value_with_exit_2(tmp_path, cli_env):
-    import subprocess
-    import sys
-
-    res = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "evaluate", "--agent", "zoo:cartpole-ppo", "--env",
-                          "CartPole-v1", "--threat", "obs_delay:steps=\"2"], capture_output=True, text=True,
-                         env=cli_env, cwd=tmp_path)
+def test_cli_rejects_a_malformed_value_with_exit_2(tmp_path, cli_main):
+    res = cli_main(["evaluate", "--agent", "zoo:cartpole-ppo", "--env", "CartPole-v1", "--threat",
+                    "obs_delay:steps=\"2"], cwd=tmp_path)
     assert res.returncode == 2 and "the value of 'steps' opens a" in res.stderr and "Traceback" not in res.stderr

@@ -96,21 +96,19 @@ def test_an_agent_the_user_ran_too_counts_once_with_the_users_result(shipped, tm
     assert ppo["scores"] == [350.0] and ppo["members"][0]["shipped"] is False
 
 
-def test_with_published_under_a_version_with_no_shipped_results_is_one_line(shipped, tmp_path, cli_env):
+def test_with_published_under_a_version_with_no_shipped_results_is_one_line(shipped, tmp_path, cli_main):
     old = _store(tmp_path / "old.sqlite", [FIELD[4]])
     from rlgauntlet.gauntlet.leaderboard import leaderboard
 
     with pytest.raises(UserError, match=r"ships the published board's results for mujoco v5, and your stores hold "
                                         r"results under mujoco v4"):
         leaderboard([old], published=True)
-    proc = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "leaderboard", "--store", str(old), "--out",
-                           str(tmp_path / "out" / "b.html"), "--with-published"], capture_output=True, text=True,
-                          env=cli_env)  # the package's own results: none under v4 either
+    proc = cli_main(["leaderboard", "--store", str(old), "--out", str(tmp_path / "out" / "b.html"),
+                     "--with-published"])  # the package's own results: none under v4 either
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1 and "--with-published" in lines[0], proc.stderr
     assert not (tmp_path / "out").exists()
-    none = subprocess.run([sys.executable, "-m", "rlgauntlet.cli", "leaderboard", "--out", str(tmp_path / "b.html")],
-                          capture_output=True, text=True, env=cli_env)
+    none = cli_main(["leaderboard", "--out", str(tmp_path / "b.html")])
     assert none.returncode == 2 and "--with-published for the field" in none.stderr
 
 
