@@ -134,7 +134,6 @@ def write_result(out: Optional[Path], data: dict, store_path: Path, kind: str) -
         console.print(f"wrote {out} (episodes stored in {store_path})")
 
 
-
 def raise_on_signals() -> None:
     """Make SIGINT and SIGTERM raise :class:`Interrupted` in the main thread, so that a long command
     stops where it is, keeps what it stored and says so (exit 128 + the signal's number).

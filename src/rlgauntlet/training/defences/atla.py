@@ -280,9 +280,8 @@ def _save(folder: Path, agent, adversary, progress: dict) -> None:
     any) and the progress, replaced atomically."""
     from rlgauntlet.training.checkpoints import replace_folder
     from rlgauntlet.training.kit import find_vecnormalize
-    from rlgauntlet.victims.sb3_files import write_agent_zip
-
     from rlgauntlet.training.run_state import NotResumable, RUN_STATE, save_run_state
+    from rlgauntlet.victims.sb3_files import write_agent_zip
 
     tmp = folder.with_name(folder.name + ".tmp")
     if tmp.exists():
