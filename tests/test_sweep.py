@@ -396,21 +396,21 @@ def test_a_chunk_is_stored_with_the_seconds_it_took_not_its_episodes_added_up():
 
 
 def _train_a_director(run_dir: str) -> dict:
-    """A worker's task: a CartPole director far longer than the test waits (its first scheduled
-    checkpoint at 200,000 steps)."""
+    """A worker's task: a CartPole director far longer than the test waits (a checkpoint every
+    2,048 steps, 512 a rollout)."""
     from rlgauntlet.experiments.attacker_job import train_attacker
     from rlgauntlet.training.attackers.attack_train import director_settings
 
-    settings = {**director_settings("CartPole-v1"), "n_envs": 2, "n_steps": 512, "batch_size": 64}
+    settings = {**director_settings("CartPole-v1"), "n_envs": 2, "n_steps": 256, "batch_size": 64}
     return train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", eps=0.1, steps=400_000, run_dir=run_dir, seed=0,
-                          eval_episodes=0, threads=1, checkpoint_every=200_000, hyperparams=settings,
+                          eval_episodes=0, threads=1, checkpoint_every=2048, hyperparams=settings,
                           log=lambda _: None)
 
 
 def test_a_stopped_driver_lets_its_workers_training_save_at_its_rollouts_end(tmp_path, monkeypatch):
     """The driver stops its workers with SIGTERM (a board stopped by SIGTERM or Ctrl-C): a worker
     in a training saves at that rollout's end, with its run state, and ends; the steps since its last
-    scheduled checkpoint are kept, not lost."""
+    scheduled checkpoint are kept, not lost (the stop's own save marks where it stopped)."""
     import threading
 
     from rlgauntlet.common import stopping
@@ -419,11 +419,10 @@ def test_a_stopped_driver_lets_its_workers_training_save_at_its_rollouts_end(tmp
     handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
     progress_file = run_dir / "checkpoint" / "progress.json"
 
-    def stop_once_training() -> None:  # the driver's own signal, once the worker's director has started
+    def stop_once_training() -> None:  # the driver's own signal, once the worker's director is training
         deadline = time.time() + 120
-        while time.time() < deadline and not run_dir.exists():  # made as the director starts
-            time.sleep(0.2)
-        time.sleep(4.0)  # its victim loaded and a few rollouts in
+        while time.time() < deadline and not progress_file.exists():  # its first scheduled checkpoint
+            time.sleep(0.1)
         os.kill(os.getpid(), signal.SIGTERM)
 
     try:
@@ -435,6 +434,7 @@ def test_a_stopped_driver_lets_its_workers_training_save_at_its_rollouts_end(tmp
     finally:
         for number, handler in handlers.items():
             signal.signal(number, handler)
-    progress = json.loads(progress_file.read_text())
-    assert 0 < progress["num_timesteps"] < 200_000 and progress["stopped_at_deadline"] == progress["num_timesteps"]
-    assert progress["num_timesteps"] % 1024 == 0 and (run_dir / "checkpoint" / "run_state.npz").exists()
+    progress = json.loads(progress_file.read_text())  # written by the stop, at a rollout's end
+    steps = progress["num_timesteps"]
+    assert progress["stopped_at_deadline"] == steps >= 2048 and steps % 512 == 0
+    assert (run_dir / "checkpoint" / "run_state.npz").exists()
