@@ -33,16 +33,17 @@ JOBS = {
     "radial-pong": {
         "kind": "preset", "preset": "pong-radial-ppo", "folder": "checkpoints/pong-radial-ppo",
         "env": "PongNoFrameskip-v4",
-        # the zip of a Pong PPO with its Adam state is 20 MiB: policy and optimizer come back apart
+        # the zip of a Pong PPO with its Adam state is 20 MiB: policy and optimizer come back apart;
+        # run_state.npz (0.3 MB at a rollout's end): the next chunk goes on exactly where this one stopped
         "returns": {"checkpoint/policy.pt": "policy.pt", "checkpoint/optimizer.pt": "optimizer.pt",
-                    "checkpoint/progress.json": "progress.json"},
+                    "checkpoint/progress.json": "progress.json", "checkpoint/run_state.npz": "run_state.npz"},
     },
     # the paper's linear ε ramp, run beside the geometric one to compare (its parts stay local, git ignores them)
     "radial-pong-linear": {
         "kind": "preset", "preset": "pong-radial-ppo-linear", "folder": "checkpoints/pong-radial-ppo-linear",
         "env": "PongNoFrameskip-v4",
         "returns": {"checkpoint/policy.pt": "policy.pt", "checkpoint/optimizer.pt": "optimizer.pt",
-                    "checkpoint/progress.json": "progress.json"},
+                    "checkpoint/progress.json": "progress.json", "checkpoint/run_state.npz": "run_state.npz"},
     },
     "paad-pong": {
         "kind": "attacker", "agent": "zoo:pong-ppo", "env": "PongNoFrameskip-v4", "method": "paad", "eps": 0.0005,
