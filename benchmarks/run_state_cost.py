@@ -74,7 +74,8 @@ def main() -> None:
         return run
 
     rows = [measure("cartpole-ppo (train)", preset("cartpole-ppo")),
-            measure("paad official director, zoo:hopper-ppo", director("zoo:hopper-ppo", "Hopper-v5", 0.075, "official")),
+            measure("paad official director, zoo:hopper-ppo",
+                    director("zoo:hopper-ppo", "Hopper-v5", 0.075, "official")),
             measure("paad director, zoo:pong-ppo", director("zoo:pong-ppo", "PongNoFrameskip-v4", 0.0005, "default")),
             measure("minatar-breakout-dqn (train)", preset("minatar-breakout-dqn"))]
     write_json(OUT, {"what": "run_state.npz at a first rollout's end (its largest): bytes and seconds to write",

@@ -586,7 +586,8 @@ def test_a_published_agent_whose_copy_is_unusable_is_told_a_fix_that_works(state
     root = _releases_tree(tmp_path, state)
     monkeypatch.setenv("RLGAUNTLET_RELEASES", str(root))
     before = _snapshot(tmp_path)
-    code, err = cli_main(["evaluate", "--agent", "published:ppo-hopper", "--env", "Hopper-v5", "--episodes", "1"], cwd=tmp_path)
+    code, err = cli_main(["evaluate", "--agent", "published:ppo-hopper", "--env", "Hopper-v5", "--episodes", "1"],
+                         cwd=tmp_path)
     lines = [line for line in err.splitlines() if line.startswith("rlgauntlet:")]
     assert code == 2 and len(lines) == 1 and named in lines[0], err
     if state != "clone is a file":

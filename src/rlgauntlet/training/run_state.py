@@ -187,7 +187,8 @@ def _off_policy_state(model) -> dict[str, Any]:
         raise NotResumable("gSDE's exploration matrix is not saved")
     noise = model.action_noise
     noises = noise.noises if isinstance(noise, VectorizedActionNoise) else [noise]
-    if any(n is not None and type(n) is not NormalActionNoise for n in noises):  # Gaussian noise draws from NumPy's stream
+    # Gaussian noise draws from NumPy's stream, which is saved; any other noise keeps state of its own
+    if any(n is not None and type(n) is not NormalActionNoise for n in noises):
         raise NotResumable(f"its action noise ({type(noise).__name__}) keeps state that a checkpoint does not save")
     if model.gradient_steps < 0:
         raise NotResumable("gradient_steps -1 takes its count from the rollout, which is not saved")
