@@ -304,7 +304,7 @@ def test_a_board_under_a_version_keeping_an_earlier_ones_directors_reports_every
     from rlgauntlet.gauntlet.run import run_plans
 
     earlier = replace(SMALL, learned=("sarl",), transfer=True, race=RaceRule(finalists=1))
-    newer = replace(earlier, version=3, learned=("paad", "sarl"), directors_of=2, transfer_directors=2)
+    newer = replace(earlier, version=3, learned=("paad", "sarl"), directors_of=2, transfer_directors=2, replays=(2,))
     board = Board.model_validate({"envs": ["CartPole-v1"], "level": "quick",
                                   "agents": [{"agent": "zoo:cartpole-dqn", "method": "dqn"},
                                              {"agent": "zoo:cartpole-ppo", "method": "ppo"}]})

@@ -784,7 +784,7 @@ def test_a_protocol_runs_by_name_at_its_default_version_or_by_tag_at_any_version
     v5, v6, v7 = get_protocol("mujoco@v5"), get_protocol("mujoco@v6"), get_protocol("mujoco@v7")
     v8 = get_protocol("mujoco@v8")
     assert v5.extra_directors == {} and v5.directors_version == 5 and v5.transfer_directors == 1  # v6 less what v6 added
-    added = ("version", "extra_directors", "directors_of", "transfer_directors")
+    added = ("version", "extra_directors", "directors_of", "transfer_directors", "replays")
     assert {k: v for k, v in vars(v5).items() if k not in added} == {k: v for k, v in vars(v6).items() if k not in added}
     assert v6.recurrent_steps == {} and not v6.recurrent_patience and v6.directors_version == v7.directors_version == 5
     added = ("version", "recurrent_steps", "recurrent_patience")  # v7 less what v7 added
@@ -792,9 +792,10 @@ def test_a_protocol_runs_by_name_at_its_default_version_or_by_tag_at_any_version
     # v8 is v6 and its curriculum director (one more transferred per donor); v7's longer LSTM directors it leaves out
     assert v8.curriculum == {"HalfCheetah": 3.0, "Ant": 3.0, "AntContactForces": 3.0} and v8.directors_version == 5
     assert v8.curriculum_methods == ("paad",) and v6.curriculum == v7.curriculum == {} and not v6.curriculum_methods
-    added = ("version", "curriculum", "curriculum_methods", "transfer_directors")
+    added = ("version", "curriculum", "curriculum_methods", "transfer_directors", "replays")
     assert {k: v for k, v in vars(v6).items() if k not in added} == {k: v for k, v in vars(v8).items() if k not in added}
     assert (v6.transfer_directors, v8.transfer_directors) == (2, 3)
+    assert (v5.replays, v6.replays, v7.replays, v8.replays) == ((), (5,), (5,), (6, 5))  # v8 replays v6's race too
     assert {"mujoco@v5", "mujoco@v6", "mujoco@v7", "mujoco@v8"} <= set(runnable_tags())
     for bad in ("mujoco@v4", "mujoco@v", "mujoco@6", "mujoco@vsix"):
         with pytest.raises(UserError, match=f"--protocol '{bad}': this rlgauntlet runs mujoco as mujoco@v5 and mujoco@v6 "

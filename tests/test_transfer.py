@@ -159,25 +159,60 @@ def test_a_transferred_director_reads_another_agents_inputs_only_where_they_are_
 def test_the_earlier_version_gives_what_it_gave_under_its_own_rule():
     """v6 keeps v5's directors: replayed, v5's pick leaves out v6's extra director and gives one per
     donor, exactly what a v5 board gives (the members whose race v6 replays)."""
-    from rlgauntlet.gauntlet.protocols import earlier_version
+    from rlgauntlet.gauntlet.protocols import replayed_versions
 
     v5, v6 = get_protocol("mujoco@v5"), get_protocol("mujoco@v6")
-    assert earlier_version(v6).tag == "mujoco@v5" and earlier_version(v5) is None
+    assert [p.tag for p in replayed_versions(v6)] == ["mujoco@v5"] and replayed_versions(v5) == ()
     means = {"paad:eps=0.075": 900.0, "paad@official:eps=0.075": 700.0, "sarl:eps=0.075": 800.0,
              "sarl@official-attack:eps=0.075": 300.0}
     new = _plan("zoo:a", "a" * 64, protocol=v6)
     new.tasks.append(_task("zoo:a", "sarl", "official-attack"))
-    assert [t.label for t in strongest_directors(new, means, earlier_version(new.protocol))] == ["paad@official:eps=0.075"]
+    assert [t.label for t in strongest_directors(new, means, v5)] == ["paad@official:eps=0.075"]
     old = [_plan(a, a[-1] * 64, protocol=v5) for a in ("zoo:a", "zoo:b")]
     newer = [_plan(a, a[-1] * 64, protocol=v6) for a in ("zoo:a", "zoo:b")]
     for plan in newer:
         plan.tasks.append(_task(plan.spec.agent, "sarl", "official-attack"))
     both = [means, {**means, "sarl:eps=0.075": 100.0}]
-    replayed = transfer_members(newer, both, earlier=True)
+    replayed = transfer_members(newer, both, replayed=5)
     assert replayed == transfer_members(old, both)  # the same members, specs and order as v5's own board
     assert [m.attack for m in replayed[0]] == ["sarl:eps=0.075"]
     assert {m.spec for m in replayed[0]} < {m.spec for m in transfer_members(newer, both)[0]}
-    assert transfer_members(old, both, earlier=True) == [[], []]  # v5 has no earlier version to replay
+    assert transfer_members(old, both, replayed=5) == [[], []]  # v5 replays no earlier version
+    assert transfer_members(newer, both, replayed=6) == [[], []]  # nor does v6 replay itself
+
+
+def test_v8_replays_both_v6s_and_v5s_transfer_races_each_as_that_version_gave_it():
+    """v8 transfers three directors a donor and adds a curriculum director where the return has no
+    floor: both v6's pick (two a donor, no curriculum) and v5's (one, no official-attack) are
+    replayed, each exactly the members that version's own board gives, so that v8 is never weaker on
+    a board than v6 either (before, v8 replayed v5's race only)."""
+    from rlgauntlet.gauntlet.protocols import replayed_versions
+
+    v5, v6, v8 = (get_protocol(f"mujoco@v{n}") for n in (5, 6, 8))
+    assert [p.tag for p in replayed_versions(v8)] == ["mujoco@v6", "mujoco@v5"]
+    means = {"paad:eps=0.15": 900.0, "paad@official:eps=0.15": 700.0, "sarl:eps=0.15": 800.0,
+             "sarl@official-attack:eps=0.15": 300.0, "paad@curriculum:eps=0.15": 100.0}
+
+    def plans(protocol, curriculum: bool) -> list:
+        made = []
+        for agent in ("zoo:a", "zoo:b"):
+            plan = _plan(agent, agent[-1] * 64, env="HalfCheetah-v5", protocol=protocol)
+            plan.tasks = [_task(agent, t.method, t.setting, "0.15") for t in plan.tasks]
+            plan.tasks.append(_task(agent, "sarl", "official-attack", "0.15"))
+            if curriculum:
+                plan.tasks.append(_task(agent, "paad", "curriculum", "0.15"))
+            made.append(plan)
+        return made
+
+    both = [means, {**means, "sarl:eps=0.15": 200.0}]
+    newest = plans(v8, True)
+    own = [[m.attack for m in given] for given in transfer_members(newest, both)]
+    assert own[1] == ["paad@curriculum:eps=0.15", "sarl@official-attack:eps=0.15", "paad@official:eps=0.15"]
+    assert transfer_members(newest, both, replayed=6) == transfer_members(plans(v6, False), both)
+    assert transfer_members(newest, both, replayed=5) == transfer_members(plans(v5, False), both)
+    assert [m.attack for m in transfer_members(newest, both, replayed=6)[1]] == [
+        "sarl@official-attack:eps=0.15", "paad@official:eps=0.15"]
+    assert [m.attack for m in transfer_members(newest, both, replayed=5)[0]] == ["sarl:eps=0.15"]
 
 
 def test_the_earlier_versions_finalists_run_in_full_beside_this_versions():
@@ -193,25 +228,57 @@ def test_the_earlier_versions_finalists_run_in_full_beside_this_versions():
 
     plan = SimpleNamespace(protocol=get_protocol("mujoco@v6"))
     old, new1, new2, other = member("old"), member("new1"), member("new2"), member("other", "0.05")
-    outcome = Outcome(plan, transfer=(old, new1, new2, other), earlier_transfer=(old.spec, other.spec))
-    assert outcome.transfer_groups(earlier=True) == [("0.05", [other.spec]), ("0.075", [old.spec])]
+    outcome = Outcome(plan, transfer=(old, new1, new2, other), earlier_transfer={5: (old.spec, other.spec)})
+    assert outcome.transfer_groups(5) == [("0.05", [other.spec]), ("0.075", [old.spec])]
     assert outcome.transfer_groups() == [("0.05", [other.spec]), ("0.075", [old.spec, new1.spec, new2.spec])]
     raced = replace(outcome, transfer_race=RaceResult({old.spec: "not among the lowest"}, ()))
     # the earlier race kept it (as no race at all would: everything then runs in full)
     assert raced.transfer_finalists == [old.spec, new1.spec, new2.spec, other.spec]
-    assert replace(raced, earlier_transfer_race=RaceResult({}, ())).transfer_finalists == raced.transfer_finalists
-    assert replace(outcome, earlier_transfer=()).transfer_finalists == [m.spec for m in outcome.transfer]
-    assert replace(raced, earlier_transfer=()).transfer_finalists == [new1.spec, new2.spec, other.spec]  # v5: no replay
-    dropped_by_both = replace(raced, earlier_transfer_race=RaceResult({old.spec: "dropped"}, ()))
+    assert replace(raced, earlier_transfer_races={5: RaceResult({}, ())}).transfer_finalists == raced.transfer_finalists
+    assert replace(outcome, earlier_transfer={}).transfer_finalists == [m.spec for m in outcome.transfer]
+    assert replace(raced, earlier_transfer={}).transfer_finalists == [new1.spec, new2.spec, other.spec]  # v5: no replay
+    dropped_by_both = replace(raced, earlier_transfer_races={5: RaceResult({old.spec: "dropped"}, ())})
     assert dropped_by_both.transfer_finalists == [new1.spec, new2.spec, other.spec]
     # the result names what only the replay kept: v5's finalist, not the members v6's race kept too
     from rlgauntlet.gauntlet.summary import transfer_summary
 
-    summary = transfer_summary(replace(raced, earlier_transfer_race=RaceResult({}, ())), {})
+    summary = transfer_summary(replace(raced, earlier_transfer_races={5: RaceResult({}, ())}), {})
     assert summary["kept_by_earlier_version"] == [old.label] and summary["finalists"] == 4
-    assert transfer_summary(replace(raced, earlier_transfer=()), {})["kept_by_earlier_version"] == []
-    same = Outcome(plan, transfer=(old,), earlier_transfer=(old.spec,))
-    assert not same.replays_earlier() and same.earlier_finalists == []  # one race decides both
+    assert summary["replayed_races"] == ["mujoco@v5"]
+    none = transfer_summary(replace(raced, earlier_transfer={}), {})
+    assert none["kept_by_earlier_version"] == [] and none["replayed_races"] == []
+    same = Outcome(plan, transfer=(old,), earlier_transfer={5: (old.spec,)})
+    assert same.replayed_versions == [] and same.earlier_finalists == []  # one race decides both
+
+
+def test_each_replayed_versions_finalists_run_and_a_race_of_the_same_members_is_run_once():
+    """Two earlier versions replayed (v8: v6's race and v5's): a member either one's race kept runs in
+    full though v8's race dropped it; a version whose members are those of a newer one replayed (or
+    of this version's) is not raced again."""
+    from rlgauntlet.gauntlet.outcome import Outcome
+    from rlgauntlet.gauntlet.race import RaceResult
+    from rlgauntlet.gauntlet.transfer import TransferMember
+
+    def member(name: str) -> TransferMember:
+        return TransferMember(f"paad:attacker={name},eps=0.15,transfer=true", "0.15", f"zoo:{name}", "c" * 64,
+                              "paad:eps=0.15")
+
+    plan = SimpleNamespace(protocol=get_protocol("mujoco@v8").for_env("HalfCheetah-v5"))
+    a, b, c, d = (member(n) for n in "abcd")
+    outcome = Outcome(plan, transfer=(a, b, c, d), earlier_transfer={6: (a.spec, b.spec), 5: (a.spec,)},
+                      transfer_race=RaceResult({a.spec: "dropped", b.spec: "dropped"}, ()))
+    assert outcome.replayed_versions == [6, 5] and outcome.transfer_groups(6) == [("0.15", [a.spec, b.spec])]
+    assert outcome.transfer_finalists == [a.spec, b.spec, c.spec, d.spec]  # no replayed race run: all kept
+    by_v6 = replace(outcome, earlier_transfer_races={6: RaceResult({a.spec: "dropped"}, ()), 5: RaceResult({}, ())})
+    assert by_v6.earlier_finalists == [b.spec, a.spec]  # v6 kept b, v5 kept a
+    assert by_v6.transfer_finalists == [a.spec, b.spec, c.spec, d.spec]
+    only_v6 = replace(by_v6, earlier_transfer_races={6: RaceResult({a.spec: "dropped"}, ()),
+                                                     5: RaceResult({a.spec: "dropped"}, ())})
+    assert only_v6.transfer_finalists == [b.spec, c.spec, d.spec]
+    same_as_v6 = replace(outcome, earlier_transfer={6: (a.spec, b.spec), 5: (b.spec, a.spec)})
+    assert same_as_v6.replayed_versions == [6]
+    same_as_own = replace(outcome, earlier_transfer={6: (a.spec, b.spec, c.spec, d.spec), 5: (a.spec,)})
+    assert same_as_own.replayed_versions == [5]
 
 
 def test_a_version_replaying_only_the_transfer_race_differs_from_the_earlier_one_in_directors_only():
@@ -220,9 +287,16 @@ def test_a_version_replaying_only_the_transfer_race_differs_from_the_earlier_one
     that changes more must replay that race too: this test then names what changed."""
     from dataclasses import fields
 
-    from rlgauntlet.gauntlet.protocols import Protocol, earlier_version
+    from rlgauntlet.gauntlet.protocols import Protocol, replayed_versions
 
-    newer = get_protocol("mujoco@v6")
-    older = earlier_version(newer)
-    changed = {f.name for f in fields(Protocol) if getattr(older, f.name) != getattr(newer, f.name)}
-    assert changed == {"version", "extra_directors", "directors_of", "transfer_directors"}
+    def changed(older: Protocol, newer: Protocol) -> set[str]:
+        return {f.name for f in fields(Protocol) if getattr(older, f.name) != getattr(newer, f.name)}
+
+    v6 = get_protocol("mujoco@v6")
+    [v5] = replayed_versions(v6)
+    assert changed(v5, v6) == {"version", "extra_directors", "directors_of", "transfer_directors", "replays"}
+    v8 = get_protocol("mujoco@v8")
+    assert changed(v6, v8) == {"version", "curriculum", "curriculum_methods", "transfer_directors", "replays"}
+    directors_only = {"version", "extra_directors", "directors_of", "transfer_directors", "replays", "curriculum",
+                      "curriculum_methods"}
+    assert all(changed(older, v8) <= directors_only for older in replayed_versions(v8))

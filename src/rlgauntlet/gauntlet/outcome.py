@@ -37,10 +37,11 @@ class Outcome:
     transferred: Mapping[str, Threat] = field(default_factory=lambda: MappingProxyType({}))
     transfer_skipped: tuple[dict, ...] = ()
     transfer_race: RaceResult = NO_RACE
-    #: the members the protocol's earlier version would have given (their specs, in its order) and
-    #: that version's race over them, replayed so that its finalists run too (gauntlet.transfer)
-    earlier_transfer: tuple[str, ...] = ()
-    earlier_transfer_race: RaceResult = NO_RACE
+    #: per earlier version the protocol replays (``Protocol.replays``), the members it would have
+    #: given (their specs, in its order) and its race over them, replayed so that its finalists run
+    #: too (gauntlet.transfer)
+    earlier_transfer: Mapping[int, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    earlier_transfer_races: Mapping[int, RaceResult] = field(default_factory=lambda: MappingProxyType({}))
 
     def raced(self, race: RaceResult) -> "Outcome":
         """This outcome with the race's result."""
@@ -51,18 +52,20 @@ class Outcome:
         they are trained: their specs name the trained folders)."""
         return replace(self, learned=MappingProxyType(self.plan.parse_learned()))
 
-    def with_transfer(self, members: list["TransferMember"], earlier: list["TransferMember"] = ()) -> "Outcome":
+    def with_transfer(self, members: list["TransferMember"],
+                      earlier: Mapping[int, list["TransferMember"]] | None = None) -> "Outcome":
         """This outcome with the transferred members (:class:`~rlgauntlet.gauntlet.transfer.TransferMember`)
         that fit this agent, parsed and checked once; the others kept with the reason. ``earlier``:
-        those the protocol's earlier version would have given (all among ``members``)."""
+        per earlier version the protocol replays, those it would have given (all among ``members``)."""
         from rlgauntlet.gauntlet.plan import fitting_specs
 
         plan = self.plan
         kept, skipped = fitting_specs([m.spec for m in members], plan.victim, plan.env, plan.preset)
         fitting = dict(kept)
+        given = {version: tuple(m.spec for m in given if m.spec in fitting) for version, given in (earlier or {}).items()}
         return replace(self, transfer=tuple(m for m in members if m.spec in fitting),
                        transferred=MappingProxyType(fitting), transfer_skipped=tuple(skipped),
-                       earlier_transfer=tuple(m.spec for m in earlier if m.spec in fitting))
+                       earlier_transfer=MappingProxyType({v: specs for v, specs in given.items() if specs}))
 
     def inexact_resumes(self) -> list[dict]:
         """The directors among this agent's members (its own and those transferred to it) that were
@@ -78,14 +81,24 @@ class Outcome:
                 found.append({"member": labels.get(spec, spec), "resumes": resumes})
         return found
 
-    def replays_earlier(self) -> bool:
-        """Whether the earlier version's transfer race differs from this one's (other members)."""
-        return bool(self.earlier_transfer) and set(self.earlier_transfer) != {m.spec for m in self.transfer}
+    @property
+    def replayed_versions(self) -> list[int]:
+        """The earlier versions whose transfer race is replayed for this agent, newest first: each
+        whose members differ from this version's and from every newer one's replayed (the same
+        members make the same race, so one race decides both)."""
+        seen = [{m.spec for m in self.transfer}]
+        versions = []
+        for version in sorted(self.earlier_transfer, reverse=True):
+            members = set(self.earlier_transfer[version])
+            if members not in seen:
+                seen.append(members)
+                versions.append(version)
+        return versions
 
-    def transfer_groups(self, earlier: bool = False) -> list[tuple[str, list[str]]]:
+    def transfer_groups(self, replayed: int | None = None) -> list[tuple[str, list[str]]]:
         """The transferred members raced together: (ε, its members) per ε of the grid that has some;
-        ``earlier``: the earlier version's members only, in its order."""
-        specs = self.earlier_transfer if earlier else [m.spec for m in self.transfer]
+        ``replayed``: that earlier version's members only, in its order."""
+        specs = self.earlier_transfer[replayed] if replayed is not None else [m.spec for m in self.transfer]
         eps = {m.spec: m.eps for m in self.transfer}
         groups = ((e, [s for s in specs if eps[s] == e]) for e in self.plan.protocol.eps_grid)
         return [(e, g) for e, g in groups if g]
@@ -108,17 +121,20 @@ class Outcome:
     @property
     def transfer_finalists(self) -> list[str]:
         """The transferred members that run in full on the reported seeds (all without a race): this
-        version's race's finalists and the replayed earlier version's (so that this version's worst
-        case is never above the earlier one's)."""
+        version's race's finalists and those of each replayed earlier version's (so that this
+        version's worst case is never above any of theirs)."""
         return [m.spec for m in self.transfer if m.spec not in self.transfer_race.dropped
                 or m.spec in self.earlier_finalists]
 
     @property
     def earlier_finalists(self) -> list[str]:
-        """The finalists of the replayed earlier version's transfer race (none where it was not replayed)."""
-        if not self.replays_earlier():
-            return []
-        return [s for s in self.earlier_transfer if s not in self.earlier_transfer_race.dropped]
+        """The finalists of the replayed earlier versions' transfer races, each once, newest
+        version first (none where no race was replayed)."""
+        found: list[str] = []
+        for version in self.replayed_versions:
+            dropped = self.earlier_transfer_races.get(version, NO_RACE).dropped
+            found += [s for s in self.earlier_transfer[version] if s not in dropped and s not in found]
+        return found
 
     @property
     def adversarial(self) -> list[str]:

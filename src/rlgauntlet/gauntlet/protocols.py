@@ -198,6 +198,11 @@ class Protocol:
     #: the earlier one, so that a board run again under it reuses every director (and so every
     #: stored episode) it already has and trains only the new ones; None: this version's own
     directors_of: int | None = None
+    #: the earlier versions whose transfer races a board under this one replays, newest first
+    #: (:mod:`rlgauntlet.gauntlet.transfer`): each a version this one only adds directors and
+    #: transferred members to, keeping its directors as they were, so that a board's worst case
+    #: under this version is never above its worst case under any of them
+    replays: tuple[int, ...] = ()
 
     def for_env(self, env_id: str) -> "Protocol":
         """This protocol with ``env_id``'s own ε grid and headline ε where it has them."""
@@ -323,7 +328,7 @@ class Protocol:
                 "extra_directors": {k: {"methods": list(m), "steps": dict(st)}
                                     for k, (m, st) in self.extra_directors.items()},
                 "curriculum": {"tasks": dict(self.curriculum), "methods": list(self.curriculum_methods)},
-                "directors_version": self.directors_version,
+                "directors_version": self.directors_version, "replays": list(self.replays),
                 "race": None if self.race is None else {"first_episodes": self.race.first, "z": self.race.z,
                                                         "finalists": self.race.finalists},
                 "natural_suite": self.natural, "certified": self.certify,
@@ -371,7 +376,8 @@ PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
         # CURRICULUM_TASKS): on LSTM-PPO Ant it finds what no director at ε alone found, the reversal
         # the authors' adversary finds; v7's longer LSTM directors are left out (they set no worst
         # case, at 11k worker-seconds an agent)
-        name="mujoco", version=8, families=("mujoco",), push=True, env_budgets_since=4, directors_of=5,
+        # (v6's transfer race is replayed beside v5's: v8 transfers three directors a donor where v6 gave two)
+        name="mujoco", version=8, families=("mujoco",), push=True, env_budgets_since=4, directors_of=5, replays=(6, 5),
         curriculum=dict(CURRICULUM_TASKS), curriculum_methods=("paad",),
         extra_directors={"official-attack": (("sarl",), {"standard": 2_000_000, "paper": 2_000_000})},
         director_steps={"standard": dict(NO_FLOOR_STEPS)}, recurrent_directors=("paad", "sarl"), transfer=True,
@@ -421,7 +427,8 @@ PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
 #: field (``--with-published``; docs/decisions.md, "When the default version moves")
 DEFAULT_VERSIONS: dict[str, int] = {"mujoco": 5}
 
-_MUJOCO_V6 = replace(PROTOCOLS["mujoco"], version=6, curriculum={}, curriculum_methods=(), transfer_directors=2)
+_MUJOCO_V6 = replace(PROTOCOLS["mujoco"], version=6, curriculum={}, curriculum_methods=(), transfer_directors=2,
+                     replays=(5,))
 
 #: earlier versions that still run, by tag: each is the newest with what was added since taken out
 #: (v7 is v6 with its longer LSTM directors, which v8 does not keep)
@@ -429,21 +436,20 @@ EARLIER: dict[str, Protocol] = {
     "mujoco@v7": replace(_MUJOCO_V6, version=7, recurrent_steps={"standard": dict(RECURRENT_LONG_STEPS)},
                          recurrent_patience=True),
     "mujoco@v6": _MUJOCO_V6,
-    "mujoco@v5": replace(_MUJOCO_V6, version=5, extra_directors={}, directors_of=None, transfer_directors=1)}
+    "mujoco@v5": replace(_MUJOCO_V6, version=5, extra_directors={}, directors_of=None, transfer_directors=1,
+                         replays=())}
 
 
-def earlier_version(protocol: Protocol) -> Protocol | None:
-    """The earlier version whose directors ``protocol`` keeps (:attr:`Protocol.directors_of`), or
-    None. A board under ``protocol`` replays that version's transfer race inside its own
-    (:mod:`rlgauntlet.gauntlet.transfer`), so that the newer version is never weaker on a board.
+def replayed_versions(protocol: Protocol) -> tuple[Protocol, ...]:
+    """The earlier versions whose transfer races a board under ``protocol`` replays
+    (:attr:`Protocol.replays`), newest first, so that it is never weaker on a board than any of them
+    (:mod:`rlgauntlet.gauntlet.transfer`).
 
     Example:
-        >>> earlier_version(get_protocol("mujoco@v7")).tag, earlier_version(get_protocol("mujoco@v5"))
-        ('mujoco@v5', None)
+        >>> [p.tag for p in replayed_versions(get_protocol("mujoco@v8"))], replayed_versions(get_protocol("mujoco@v5"))
+        (['mujoco@v6', 'mujoco@v5'], ())
     """
-    if protocol.directors_of is None or protocol.directors_of == protocol.version:
-        return None
-    return EARLIER.get(f"{protocol.name}@v{protocol.directors_of}")
+    return tuple(EARLIER[f"{protocol.name}@v{version}"] for version in protocol.replays)
 
 
 def runnable_tags() -> list[str]:

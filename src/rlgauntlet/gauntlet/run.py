@@ -246,18 +246,22 @@ def run_plans(plans: list[GauntletPlan], executor: str = "local", workers: int =
         means = [learned_means(o, r) for o, r in zip(outcomes, reports)]
         members = transfer_members(plans, means)
         if any(members):
-            earlier = transfer_members(plans, means, earlier=True)
-            outcomes = [outcome.with_transfer(m, e) for outcome, m, e in zip(outcomes, members, earlier)]
+            versions = sorted({v for plan in plans for v in plan.protocol.replays}, reverse=True)
+            earlier = {v: transfer_members(plans, means, replayed=v) for v in versions}
+            outcomes = [outcome.with_transfer(m, {v: earlier[v][index] for v in versions})
+                        for index, (outcome, m) in enumerate(zip(outcomes, members))]
             raced = race([(index, Race(o.plan, results, o.transfer_groups(), o.transferred))
                           for index, (o, results) in enumerate(zip(outcomes, store)) if o.transfer and o.plan.racing],
                          "transferred directors' race")
-            # the earlier version's race over its own members, from the same selection episodes: its
-            # finalists run too, so that this version is never weaker than that one (gauntlet.transfer)
-            replayed = race([(index, Race(o.plan, results, o.transfer_groups(earlier=True), o.transferred))
-                             for index, (o, results) in enumerate(zip(outcomes, store))
-                             if o.replays_earlier() and o.plan.racing], "the earlier version's transfer race")
+            # each earlier version's race over its own members, from the same selection episodes: their
+            # finalists run too, so that this version is never weaker than those (gauntlet.transfer)
+            replayed = {v: race([(index, Race(o.plan, results, o.transfer_groups(v), o.transferred))
+                                 for index, (o, results) in enumerate(zip(outcomes, store))
+                                 if v in o.replayed_versions and o.plan.racing], f"v{v}'s transfer race, replayed")
+                        for v in versions}
             outcomes = [replace(o, transfer_race=raced.get(index, o.transfer_race),
-                                earlier_transfer_race=replayed.get(index, o.earlier_transfer_race))
+                                earlier_transfer_races=MappingProxyType(
+                                    {v: replayed[v][index] for v in versions if index in replayed[v]}))
                         for index, o in enumerate(outcomes)]
             final = episodes(lambda outcome: base(outcome) + outcome.plan.learned + outcome.transfer_finalists)
             reports = [[cell_report(cells, results, outcome.strongest_groups()) for cells in sets]

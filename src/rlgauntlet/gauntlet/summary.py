@@ -190,7 +190,8 @@ def race_summary(outcome: Outcome) -> dict:
 def transfer_summary(outcome: Outcome, pooled: dict[str, dict]) -> dict:
     """The board's directors this agent received (:mod:`rlgauntlet.gauntlet.transfer`): each
     member with its donor, its race (selection episodes, the round that dropped it) and, for a
-    finalist, its reported return; the directors that did not fit this agent, with the reason."""
+    finalist, its reported return; the directors that did not fit this agent, with the reason; the
+    earlier versions whose transfer races were replayed, and the members only their races kept."""
     race = {row["member"]: row for row in outcome.transfer_race.members}
     rows = []
     for member in outcome.transfer:
@@ -200,7 +201,9 @@ def transfer_summary(outcome: Outcome, pooled: dict[str, dict]) -> dict:
         rows.append(row)
     labels = {m.spec: m.label for m in outcome.transfer}
     kept = [labels[s] for s in outcome.earlier_finalists if s in outcome.transfer_race.dropped]
+    protocol = outcome.plan.protocol
     return {"members": rows, "finalists": len(outcome.transfer_finalists), "skipped": list(outcome.transfer_skipped),
+            "replayed_races": [f"{protocol.name}@v{v}" for v in outcome.replayed_versions],
             "kept_by_earlier_version": kept}
 
 

@@ -16,9 +16,10 @@ A version that keeps an earlier one's directors (``mujoco`` v6 keeps v5's) gives
 the race keeps at most ``finalists`` of them: a member the earlier version would have reported could
 lose its place to a new one that only looked stronger on the selection episodes, and the newer
 version would then be weaker on that agent (it happened: SA-PPO on the v6 Walker2d field). So the
-board also replays the earlier version's transfer race (its members: :func:`transfer_members` with
-``earlier=True``, from the same stored episodes), and that race's finalists run in full too. The
-newer version's worst case is then a minimum over everything the earlier one reported.
+board also replays the transfer race of each earlier version it builds on (``Protocol.replays``:
+v6 replays v5's, v8 both v6's and v5's; the members: :func:`transfer_members` with ``replayed``, from
+the same stored episodes), and those races' finalists run in full too. The newer version's worst
+case is then a minimum over everything each of those versions reported.
 
 A single agent's gauntlet has no donors: its result means what it always meant. A board's result
 names every transferred member it used (``transfer`` in ``gauntlet.json``).
@@ -36,7 +37,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from rlgauntlet.gauntlet.plan import CURRICULUM, THREAT_OF_METHOD, AttackerTask, GauntletPlan, eps_value, with_eps
-from rlgauntlet.gauntlet.protocols import Protocol, earlier_version
+from rlgauntlet.gauntlet.protocols import EARLIER, Protocol
 
 
 @dataclass(frozen=True)
@@ -77,8 +78,8 @@ def strongest_directors(plan: GauntletPlan, means: dict[str, float], protocol: P
     over every seed's episodes), strongest first, ε by ε in the plan's order; ties to the plan's
     order. A plan of several seeds trains one director per seed under one label (their episodes
     pooled): the first seed's is the one given. ``protocol``: the version whose pick this is,
-    default the plan's; an earlier version (:func:`earlier_version`) picks among the directors it
-    plans itself only (:func:`plans_director`: those the plan's version added are left out)."""
+    default the plan's; an earlier version (one of :attr:`Protocol.replays`) picks among the
+    directors it plans itself only (:func:`plans_director`: those the plan's version added are left out)."""
     protocol = protocol or plan.protocol
     by_eps: dict[str, list[tuple[float, int, AttackerTask]]] = {}
     given: set[str] = set()
@@ -93,17 +94,22 @@ def strongest_directors(plan: GauntletPlan, means: dict[str, float], protocol: P
 
 
 def transfer_members(plans: Sequence[GauntletPlan], means: Sequence[dict[str, float]],
-                     earlier: bool = False) -> list[list[TransferMember]]:
+                     replayed: int | None = None) -> list[list[TransferMember]]:
     """For each plan, the transferred members it receives: every other plan's strongest
     directors (:func:`strongest_directors`, from its ``means``) on the same env, protocol and
-    level, from a donor with another sha256, at an ε of the receiver's grid. ``earlier``: the
-    members the earlier version of the plans' protocol (:func:`earlier_version`) would give, in its
-    order (none where there is no earlier version)."""
+    level, from a donor with another sha256, at an ε of the receiver's grid. ``replayed``: the
+    members that earlier version of the plans' protocol would give, in its order (none for a plan
+    whose protocol does not replay that version: :attr:`Protocol.replays`)."""
     from rlgauntlet.threats.spec import quote_value
 
     def picking(plan: GauntletPlan) -> Protocol | None:
-        chosen = earlier_version(plan.protocol) if earlier else plan.protocol
-        return chosen if plan.protocol.transfer and chosen is not None and chosen.transfer else None
+        if replayed is None:
+            chosen = plan.protocol
+        elif replayed in plan.protocol.replays:
+            chosen = EARLIER[f"{plan.protocol.name}@v{replayed}"]
+        else:
+            return None
+        return chosen if plan.protocol.transfer and chosen.transfer else None
 
     pickers = [picking(plan) for plan in plans]
     donors = [strongest_directors(plan, m, p) if p else [] for plan, m, p in zip(plans, means, pickers)]
