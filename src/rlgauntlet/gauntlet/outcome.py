@@ -62,7 +62,8 @@ class Outcome:
         plan = self.plan
         kept, skipped = fitting_specs([m.spec for m in members], plan.victim, plan.env, plan.preset)
         fitting = dict(kept)
-        given = {version: tuple(m.spec for m in given if m.spec in fitting) for version, given in (earlier or {}).items()}
+        given = {version: tuple(m.spec for m in picked if m.spec in fitting)
+                 for version, picked in (earlier or {}).items()}
         return replace(self, transfer=tuple(m for m in members if m.spec in fitting),
                        transferred=MappingProxyType(fitting), transfer_skipped=tuple(skipped),
                        earlier_transfer=MappingProxyType({v: specs for v, specs in given.items() if specs}))
