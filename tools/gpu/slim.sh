@@ -2,24 +2,29 @@
 # Make the working tree small enough to travel to a lent machine (64 MiB with what a call carries;
 # see docs/gpu.md): remove from the WORKING TREE ONLY the tracked files no chunk reads (the report
 # example, plots); with --ood also the zoo and the PA-AD checkpoint, which the OOD Pong evaluation
-# (its agents in the carried ood-pong/) does not read. Git keeps them; restore them all after the call:
+# (its agents in the carried ood-pong/) does not read; with --field the zoo and every checkpoint, which
+# a published board's chunk (tools/gpu/field_chunk.sh, its agents in the carried .releases/) does not read. Git keeps them; restore them all after the call:
 #   bash tools/gpu/slim.sh --restore
 # Refuses while any of them has changes that are not committed, so nothing is lost.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 mapfile -t files < <(git ls-files -- 'docs/*.html' 'docs/*.png' 'docs/results/*.png' 'benchmarks/results/*.png')
 mapfile -t ood < <(git ls-files -- 'zoo/*' 'checkpoints/paad-pong-ppo-eps0.0005/*')
+mapfile -t field < <(git ls-files -- 'zoo/*' 'checkpoints/*')
 if [ "${1:-}" = "--restore" ]; then
-  git checkout -- "${files[@]}" "${ood[@]}"
-  echo "restored ${#files[@]} + ${#ood[@]} files"
+  git checkout -- "${files[@]}" "${field[@]}"
+  echo "restored ${#files[@]} + ${#field[@]} files"
   exit 0
 fi
 carried=.whl
 if [ "${1:-}" = "--ood" ]; then
   files+=("${ood[@]}")
   carried=".whl ood-pong"
+elif [ "${1:-}" = "--field" ]; then
+  files+=("${field[@]}")
+  carried=".whl .releases"
 elif [ -n "${1:-}" ]; then
-  echo "slim.sh: unknown option ${1}; use --ood or --restore" >&2
+  echo "slim.sh: unknown option ${1}; use --ood, --field or --restore" >&2
   exit 2
 fi
 if [ -n "$(git status --porcelain -- "${files[@]}")" ]; then

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Download the wheels the accelerator machine lacks (it has torch, numpy, scipy, typer, rich,
-# PyYAML, matplotlib, scikit-learn, opencv; not gymnasium, ale-py, SB3, kornia or pydantic)
+# PyYAML, matplotlib, scikit-learn, opencv; not gymnasium, ale-py, SB3, kornia, pydantic or MuJoCo)
 # into .whl/ (ignored by git), for its Python 3.12 on x86-64, at the versions of this checkout's
 # .venv so that both machines run the same code. See docs/gpu.md.
 set -euo pipefail
@@ -11,6 +11,9 @@ PACKAGES=(gymnasium ale-py stable-baselines3 pydantic pydantic-core annotated-ty
 # kornia (7.3 MB with kornia-rs) only where a job applies image threats (OOD Pong's shifts):
 # the working tree that travels is limited to 64 MiB
 if [ "${KORNIA:-0}" = 1 ]; then PACKAGES+=(kornia kornia-rs); fi
+# MuJoCo (about 10 MB with its dependencies) only where a job steps MuJoCo tasks (a field's chunk:
+# tools/gpu/field_chunk.sh)
+if [ "${MUJOCO:-0}" = 1 ]; then PACKAGES+=(mujoco absl-py etils glfw pyopengl websockets imageio); fi
 mkdir -p .whl
 for name in "${PACKAGES[@]}"; do
   version=$("$PY" -m pip show "$name" 2>/dev/null | awk '/^Version:/ {print $2}')

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# A chunk of a published board on a lent machine's CPU cores (docs/gpu.md, "A field's chunk"), with
+# .whl (built with MUJOCO=1), .releases (the board's release files, tools/gpu/field_releases.py) and
+# the board's store folder, where one exists, carried:
+#   bash tools/gpu/field_chunk.sh MINUTES BOARD PROTOCOL
+# Runs benchmarks/published_board.py with a worker per core for MINUTES, then stops it with SIGTERM:
+# every stored episode and every director's last checkpoint are kept, and the same command resumes
+# them exactly, there or here. The store folder comes back as $OUT/BOARD.tgz.part-* (each under the
+# 16 MiB a returned file may have) with their sha256 in $OUT/BOARD.sha256, and the log beside them.
+set -uo pipefail
+minutes=${1:?give the minutes, the board and the protocol (for example 8 field-halfcheetah mujoco@v8)}
+board=${2:?give the board after the minutes}
+protocol=${3:?give the protocol after the board}
+out=${OUT:?OUT is the folder whose files come back}
+[ -d .releases ] || { echo "carry .releases (python tools/gpu/field_releases.py $board)" >&2; exit 2; }
+# shellcheck source=tools/gpu/_wheels.sh
+. tools/gpu/_wheels.sh
+store=runs/published-$board  # relative, as here: its directors' folders are named relative to the root
+mkdir -p "$store"
+workers=${WORKERS:-$(nproc)}
+echo "== $board under $protocol, $workers workers, ${minutes} minutes"
+RLGAUNTLET_RELEASES=$PWD/.releases timeout -s TERM -k 60 "${minutes}m" "$python" benchmarks/published_board.py \
+  --boards "$board" --protocol "$protocol" --workers "$workers" --out "$store" >"$out/$board.log" 2>&1
+echo "== published_board.py exited with $?"
+tail -n 20 "$out/$board.log"
+tar -czf - "$store" | split -b 15m -d - "$out/$board.tgz.part-"
+(cd "$out" && sha256sum "$board".tgz.part-* >"$board.sha256")
+ls -l "$out"
