@@ -44,3 +44,27 @@ def test_an_error_on_its_way_out_is_not_replaced_by_the_request():
             stopping.handle(signal.SIGTERM, None)
             raise ValueError("the training's own error")
     assert stopping.requested() is None
+
+
+def test_a_worker_takes_the_same_stop_arriving_twice_as_one_and_a_later_one_as_at_once(monkeypatch):
+    """A process group's SIGTERM reaches a worker directly and again from its driver: the second,
+    milliseconds later, must not make it stop at once (losing the steps since its checkpoint)."""
+    ended = []
+    monkeypatch.setattr(stopping.os, "kill", lambda pid, signum: ended.append(signum))  # the default action
+    monkeypatch.setattr(stopping.signal, "signal", lambda signum, handler: None)
+    clock = [100.0]
+    monkeypatch.setattr(stopping.time, "monotonic", lambda: clock[0])
+    stopping.install(otherwise_die=True, signals=())
+    try:
+        with pytest.raises(stopping.Interrupted):
+            with stopping.safe_points():
+                stopping.handle(signal.SIGTERM, None)  # the group's
+                clock[0] += 0.01
+                stopping.handle(signal.SIGTERM, None)  # the driver's: the same stop
+                assert ended == [] and stopping.requested() == signal.SIGTERM
+                clock[0] += stopping.REPEAT_SECONDS
+                stopping.handle(signal.SIGTERM, None)  # someone asks again, later: at once
+        assert ended == [signal.SIGTERM]
+    finally:
+        stopping.install(signals=())
+    assert stopping.requested() is None

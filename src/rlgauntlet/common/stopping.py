@@ -23,6 +23,7 @@ import contextlib
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Iterator
 
 
@@ -36,6 +37,13 @@ class Interrupted(BaseException):
 
 _depth = 0  # how many safe_points blocks the main thread is in
 _requested: int | None = None  # the signal that asked the work in them to stop
+_requested_at = 0.0  # when it did (time.monotonic())
+#: a worker takes a signal arriving this soon after the one that asked it to stop as the same stop,
+#: not as "stop at once": a process group's SIGTERM (``timeout``, ``kill -- -PGID``, a scheduler)
+#: reaches each worker directly and again from its driver, which stops its workers with SIGTERM
+#: when it is stopped, milliseconds apart; taken as two, the worker lost the steps since its last
+#: checkpoint instead of saving at its rollout's end
+REPEAT_SECONDS = 5.0
 _announce: Callable[[int], None] | None = None
 _otherwise_die = False
 
@@ -55,19 +63,26 @@ def install(announce: Callable[[int], None] | None = None, otherwise_die: bool =
 
 def handle(signum: int, frame) -> None:
     """The handler :func:`install` sets (callable directly, as a test does)."""
-    global _requested
+    global _requested, _requested_at
     if _depth > 0 and _requested is None:
-        _requested = signum
+        _requested, _requested_at = signum, time.monotonic()
         if _announce is not None:
             _announce(signum)
         return
+    if _depth > 0 and _otherwise_die and time.monotonic() - _requested_at < REPEAT_SECONDS:
+        return  # the same stop arriving again (see REPEAT_SECONDS): the work still saves first
     _stop(signum)
 
 
 def _stop(signum: int) -> None:
     if _otherwise_die:  # as the signal's default action: the process ends here
+        # blocked while the default action is put back: a signal arriving in between was otherwise
+        # reported as "ignored due to race condition", a traceback on stderr; it is delivered, and
+        # ends the process, when unblocked
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signum})
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
     raise Interrupted(signum)
 
 
