@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def main(board_name: str) -> None:
     from rlgauntlet.gauntlet.board import load_board
-    from rlgauntlet.published import release, releases_root
+    from rlgauntlet.published import local_problem, release, releases_root
 
     board = load_board(ROOT / "boards" / f"{board_name}.yaml")
     source, target, total = releases_root(), ROOT / ".releases", 0
@@ -25,6 +25,11 @@ def main(board_name: str) -> None:
             continue
         item = release(entry.agent.split(":", 1)[1])
         repo = item["repository"].split("/", 1)[1]
+        for which in ("agent", "attacker") if item.get("attacker") else ("agent",):
+            problem = local_problem(item, which)  # a missing or changed file is refused here, not there
+            if problem:
+                print(f"field_releases: {problem[1]}", file=sys.stderr)
+                raise SystemExit(2)
         for path in [item["path"]] + ([item["attacker"]["path"]] if item.get("attacker") else []):
             copy = target / repo / path
             copy.parent.mkdir(parents=True, exist_ok=True)
