@@ -15,6 +15,9 @@ out=${OUT:?OUT is the folder whose files come back}
 [ -d .releases ] || { echo "carry .releases (python tools/gpu/field_releases.py $board)" >&2; exit 2; }
 # shellcheck source=tools/gpu/_wheels.sh
 . tools/gpu/_wheels.sh
+# every package a field imports, before any of the chunk is spent (sb3-contrib: the LSTM directors)
+"$python" -c "import gymnasium, mujoco, imageio, stable_baselines3, sb3_contrib, pydantic" \
+  || { echo "a package the board needs is missing from .whl: MUJOCO=1 bash tools/gpu/wheels.sh" >&2; exit 2; }
 store=runs/published-$board  # relative, as here: its directors' folders are named relative to the root
 mkdir -p "$store"
 workers=${WORKERS:-$(nproc)}
