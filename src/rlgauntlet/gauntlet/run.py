@@ -91,6 +91,23 @@ class TrainingProgress:
         self._thread.join()
 
 
+def longest_first(tasks: Sequence[AttackerTask]) -> list[AttackerTask]:
+    """``tasks`` in the order a pool should start them: the largest step budget left first, ties in
+    the plan's order. Started in the plan's order, a board's last agent's 2M-step director began
+    when the others were nearly done and trained alone at the end while the other workers idled.
+    Each director's training depends only on its own task (its folder, seed and budget), so the
+    order changes when a board finishes, never what it computes.
+
+    Example:
+        >>> from types import SimpleNamespace as T
+        >>> [t.folder for t in longest_first([T(folder="a", steps=200_000, steps_done=lambda: 0),
+        ...                                   T(folder="b", steps=2_000_000, steps_done=lambda: 0),
+        ...                                   T(folder="c", steps=1_000_000, steps_done=lambda: 900_000)])]
+        ['b', 'a', 'c']
+    """
+    return sorted(tasks, key=lambda task: task.steps - task.steps_done(), reverse=True)
+
+
 def train_attacker_task(task: AttackerTask) -> dict:
     """Train (or resume) one learned attacker; runs in a worker, writes only its folder."""
     from rlgauntlet.experiments.attacker_job import train_attacker
@@ -230,7 +247,7 @@ def run_plans(plans: list[GauntletPlan], executor: str = "local", workers: int =
         # 2. the learned attackers of every agent, cached (a killed training resumes from its checkpoint)
         #    in director steps, so that a board's hours of training show how far they are and an ETA
         tasks = [t for plan in plans for t in plan.tasks]
-        training = TrainingProgress([t for t in tasks if not t.done()], advance)
+        training = TrainingProgress(longest_first([t for t in tasks if not t.done()]), advance)
         budget = sum(t.steps for t in tasks)
         stage("learned attackers", budget, budget - training.left)  # the steps read once, for both
         if training.tasks:
