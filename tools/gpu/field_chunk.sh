@@ -3,9 +3,9 @@
 # .whl (built with MUJOCO=1), .releases (the board's release files, tools/gpu/field_releases.py) and
 # the board's store folder, where one exists, carried:
 #   bash tools/gpu/field_chunk.sh MINUTES BOARD PROTOCOL
-# Runs benchmarks/published_board.py with a worker per core for MINUTES, then stops it with SIGTERM:
-# every stored episode and every director's last checkpoint are kept, and the same command resumes
-# them exactly, there or here. The store folder comes back as $OUT/BOARD.tgz.part-* (each under the
+# Runs benchmarks/published_board.py with a worker per core until its directors would start (or for
+# MINUTES at most), then stops it with SIGTERM: every stored episode is kept, and the same command
+# resumes from them here. The store folder comes back as $OUT/BOARD.tgz.part-* (each under the
 # 16 MiB a returned file may have) with their sha256 in $OUT/BOARD.sha256, and the log beside them.
 set -uo pipefail
 minutes=${1:?give the minutes, the board and the protocol (for example 8 field-halfcheetah mujoco@v8)}
@@ -23,9 +23,18 @@ mkdir -p "$store"
 workers=${WORKERS:-$(nproc)}
 echo "== $board under $protocol, $workers workers, ${minutes} minutes"
 RLGAUNTLET_RELEASES=$PWD/.releases timeout -s TERM -k 60 "${minutes}m" "$python" benchmarks/published_board.py \
-  --boards "$board" --protocol "$protocol" --workers "$workers" --out "$store" >"$out/$board.log" 2>&1
+  --boards "$board" --protocol "$protocol" --workers "$workers" --out "$store" >"$out/$board.log" 2>&1 &
+board_pid=$!
+# the chunk ends where the directors would start: a director trained there is another sample than the
+# same director trained here (docs/gpu.md), while every evaluation episode is the same to the last digit
+while kill -0 "$board_pid" 2>/dev/null; do
+  if grep -q "learned attackers" "$out/$board.log"; then kill -TERM "$board_pid"; break; fi
+  sleep 5
+done
+wait "$board_pid"
 echo "== published_board.py exited with $?"
 tail -n 20 "$out/$board.log"
-tar -czf - "$store" | split -b 15m -d - "$out/$board.tgz.part-"
+# and no director folder (named ...-<steps>steps) travels back, should one have started
+tar -czf - --exclude="$store/gauntlet-cache/*/*/*steps" "$store" | split -b 15m -d - "$out/$board.tgz.part-"
 (cd "$out" && sha256sum "$board".tgz.part-* >"$board.sha256")
 ls -l "$out"
