@@ -74,7 +74,9 @@ def test_radial_pong_chunks_resume_from_placed_parts(tmp_path, monkeypatch):
           "--eval-episodes", "1", "--subproc-envs"], REPO)
     first = json.loads((out1 / "chunk.json").read_text())
     assert first["steps_before"] == 0 and first["steps_after"] >= 1024 and first["steps_per_second"] > 0
-    assert sorted(p.name for p in out1.iterdir()) == ["chunk.json", "optimizer.pt", "policy.pt", "progress.json"]
+    # the run state beside the parts (training/run_state.py): the next chunk resumes exactly where this one stopped
+    assert sorted(p.name for p in out1.iterdir()) == ["chunk.json", "optimizer.pt", "policy.pt", "progress.json",
+                                                      "run_state.npz"]
     assert all(p.stat().st_size <= 16 * 2**20 for p in out1.iterdir())
     assert set(first["evaluation"]) == {"clean_mean", "clean_sem", "episodes", "bounds"}
     bounds = first["evaluation"]["bounds"]  # the preset's guarded geometric ramp from 1e-7 to 1/255 over 2/3 of 2M
@@ -106,7 +108,8 @@ def test_radial_pong_chunks_resume_from_placed_parts(tmp_path, monkeypatch):
         raise RuntimeError("no kornia here")
 
     monkeypatch.setattr(chunk, "_evaluate", broken)
-    second = chunk.run_chunk("radial-pong", 0.02, out2, root=root, device="cpu", eval_episodes=1)
+    # in worker processes as the first: an exact resume needs the envs of the run it resumes
+    second = chunk.run_chunk("radial-pong", 0.02, out2, root=root, device="cpu", eval_episodes=1, subproc_envs=True)
     assert second["steps_before"] == first["steps_after"] and second["steps_after"] > second["steps_before"]
     assert second["evaluation"] == {"error": "RuntimeError: no kornia here"}
     _run([*PLACE, "radial-pong", str(out2), "--root", str(root)], REPO)

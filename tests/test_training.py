@@ -280,3 +280,36 @@ def test_ctrl_c_saves_a_training_at_its_rollouts_end_and_exits_130(tmp_path, cli
     steps = progress["num_timesteps"]
     assert 0 < steps < 25_000 and steps % 256 == 0 and progress["stopped_at_deadline"] == steps  # before the first
     assert (run / "checkpoint" / "run_state.npz").exists()  # scheduled checkpoint (25,000 steps): saved at the stop
+
+
+def test_a_radial_training_stopped_by_its_time_budget_keeps_where_its_guarded_ramp_stands(tmp_path, monkeypatch):
+    """A guarded RADIAL ramp is state (it moves after each healthy update), kept in the progress.
+    Stopped by its time budget twice (at the first rollout's end, before the ramp starts, and after
+    one update has moved it), the run must save the ramp at the second stop, or its resume starts the
+    ramp again, and must not start it at the first, or the ramp starts a rollout early: it ends with
+    the weights and the ramp of the run never stopped (bit for bit, the property under test)."""
+    import dataclasses
+    import time
+
+    import torch
+
+    from rlgauntlet.training import recipes as presets
+    from rlgauntlet.training.sb3_train import train_preset
+    from rlgauntlet.victims.sb3_files import read_sb3_zip
+
+    base = presets.get_preset("cartpole-radial-ppo")
+    guarded = dataclasses.replace(base, hyperparams={**base.hyperparams, "guard_max_width": 1e9})  # always healthy
+    monkeypatch.setitem(presets.PRESETS, "cartpole-radial-ppo", guarded)
+
+    def finished(folder):
+        return read_sb3_zip(folder / "model.zip")[1], json.loads((folder / "progress.json").read_text())
+
+    common = dict(total_timesteps=1024, stop_at_target=False, log=lambda _: None)
+    (w1, p1) = finished(train_preset("cartpole-radial-ppo", tmp_path / "one", **common))
+    first = train_preset("cartpole-radial-ppo", tmp_path / "two", deadline=time.monotonic(), **common)
+    assert "ramp_position" not in json.loads((first / "progress.json").read_text()).get("schedule", {})
+    second = train_preset("cartpole-radial-ppo", tmp_path / "two", deadline=time.monotonic(), **common)
+    assert json.loads((second / "progress.json").read_text())["schedule"]["ramp_position"] > 0  # lost: KeyError
+    (w2, p2) = finished(train_preset("cartpole-radial-ppo", tmp_path / "two", **common))
+    assert all(torch.equal(w1[k], w2[k]) for k in w1)  # bit-exactness is the property under test
+    assert p2["schedule"] == p1["schedule"] and [r["steps"] for r in p2["resumes"]] == [256, 512]

@@ -244,6 +244,7 @@ class CheckpointCallback(BaseCallback):
             if self.exact_resume:
                 if self.last_steps != self.model.num_timesteps:  # not saved at this rollout's end yet
                     self.progress["num_timesteps"] = int(self.model.num_timesteps)
+                    self._record_schedule()  # where RADIAL's ramp stands now, or the resume restarts it
                     self.write()  # no point on the learning curve: the run that goes on has none here
                 if "inexact_resume" not in self.progress:  # else its resume could not make the pending update
                     raise StopAtRolloutEnd
@@ -258,8 +259,7 @@ class CheckpointCallback(BaseCallback):
         self.progress["num_timesteps"] = int(model.num_timesteps)
         point = {"steps": int(model.num_timesteps), "recent_return": recent, "steps_per_second": round(rate, 1),
                  "time": round(now)}
-        if hasattr(model, "schedule_state"):  # an algorithm whose schedule is state, not a function of the steps
-            self.progress["schedule"] = model.schedule_state()
+        if self._record_schedule():
             point["schedule"] = self.progress["schedule"]
         self.progress["history"].append(point)
         self.write()
@@ -270,6 +270,14 @@ class CheckpointCallback(BaseCallback):
             self.log(f"[{self.preset.name}] target reached in training episodes; stopping")
             self.progress["stopped_at_target"] = True
             self.stop = True
+
+    def _record_schedule(self) -> bool:
+        """Put the algorithm's schedule state in the progress, where its schedule is state rather than
+        a function of the steps (RADIAL's guarded ε ramp); whether it has one."""
+        if not hasattr(self.model, "schedule_state"):
+            return False
+        self.progress["schedule"] = self.model.schedule_state()
+        return True
 
     def write(self) -> None:
         """Write the checkpoint as the run stands (with its run state when ``exact_resume``)."""

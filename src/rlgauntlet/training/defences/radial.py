@@ -103,6 +103,14 @@ class _RadialMixin(LiveVictimMixin):
             self.ramp_position = super()._ramp()
         return self.ramp_position
 
+    def _ramp_read(self) -> float:
+        """Where the ramp stands, read without starting a guarded one (which :meth:`_ramp` does):
+        a checkpoint written before the first update, at a time budget's stop, must not start the
+        ramp there, or the run resumed from it starts it one rollout earlier than the run never stopped."""
+        if self._guarded() and self.ramp_position is not None:
+            return self.ramp_position
+        return super()._ramp()
+
     def current_eps(self) -> float:
         return radial_eps_at(self._ramp(), self.radial_eps, self.eps_start)
 
@@ -134,8 +142,11 @@ class _RadialMixin(LiveVictimMixin):
             self.logger.record("radial/median_logit_width", width)
 
     def schedule_state(self) -> dict:
-        """The schedule's state a checkpoint keeps (progress.json): ε now, and a guarded ramp's position."""
-        state = {"eps": self.current_eps(), **({"ramp_position": self._ramp()} if self._guarded() else {})}
+        """The schedule's state a checkpoint keeps (progress.json): ε now, and a guarded ramp's position
+        once the ramp has started (read without starting it: :meth:`_ramp_read`)."""
+        state = {"eps": radial_eps_at(self._ramp_read(), self.radial_eps, self.eps_start),
+                 **({"ramp_position": self.ramp_position} if self._guarded() and self.ramp_position is not None
+                    else {})}
         if self.greedy_return is not None:
             state["greedy_return"] = self.greedy_return
         return state
