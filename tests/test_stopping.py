@@ -53,7 +53,7 @@ def test_a_worker_takes_the_same_stop_arriving_twice_as_one_and_a_later_one_as_a
     monkeypatch.setattr(stopping.os, "kill", lambda pid, signum: ended.append(signum))  # the default action
     monkeypatch.setattr(stopping.signal, "signal", lambda signum, handler: None)
     clock = [100.0]
-    monkeypatch.setattr(stopping.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(stopping, "_now", lambda: clock[0])
     stopping.install(otherwise_die=True, signals=())
     try:
         with pytest.raises(stopping.Interrupted):

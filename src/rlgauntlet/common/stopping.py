@@ -37,13 +37,14 @@ class Interrupted(BaseException):
 
 _depth = 0  # how many safe_points blocks the main thread is in
 _requested: int | None = None  # the signal that asked the work in them to stop
-_requested_at = 0.0  # when it did (time.monotonic())
+_requested_at = 0.0  # when it did (_now())
 #: a worker takes a signal arriving this soon after the one that asked it to stop as the same stop,
 #: not as "stop at once": a process group's SIGTERM (``timeout``, ``kill -- -PGID``, a scheduler)
 #: reaches each worker directly and again from its driver, which stops its workers with SIGTERM
 #: when it is stopped, milliseconds apart; taken as two, the worker lost the steps since its last
 #: checkpoint instead of saving at its rollout's end
 REPEAT_SECONDS = 5.0
+_now = time.monotonic  # the clock REPEAT_SECONDS is measured on (a test sets its own)
 _announce: Callable[[int], None] | None = None
 _otherwise_die = False
 
@@ -65,11 +66,11 @@ def handle(signum: int, frame) -> None:
     """The handler :func:`install` sets (callable directly, as a test does)."""
     global _requested, _requested_at
     if _depth > 0 and _requested is None:
-        _requested, _requested_at = signum, time.monotonic()
+        _requested, _requested_at = signum, _now()
         if _announce is not None:
             _announce(signum)
         return
-    if _depth > 0 and _otherwise_die and time.monotonic() - _requested_at < REPEAT_SECONDS:
+    if _depth > 0 and _otherwise_die and _now() - _requested_at < REPEAT_SECONDS:
         return  # the same stop arriving again (see REPEAT_SECONDS): the work still saves first
     _stop(signum)
 
