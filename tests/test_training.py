@@ -312,4 +312,5 @@ def test_a_radial_training_stopped_by_its_time_budget_keeps_where_its_guarded_ra
     assert json.loads((second / "progress.json").read_text())["schedule"]["ramp_position"] > 0  # lost: KeyError
     (w2, p2) = finished(train_preset("cartpole-radial-ppo", tmp_path / "two", **common))
     assert all(torch.equal(w1[k], w2[k]) for k in w1)  # bit-exactness is the property under test
+    # the ramp's floats compared exactly: the resumed run must be the run never stopped, on this machine
     assert p2["schedule"] == p1["schedule"] and [r["steps"] for r in p2["resumes"]] == [256, 512]
