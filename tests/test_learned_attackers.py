@@ -3,6 +3,7 @@ attack MDPs as environments, and trained attackers beating the heuristics on rea
 
 import json
 import math
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -654,6 +655,49 @@ def test_a_retrained_attacker_is_another_run_for_the_results_store(tmp_path):
     assert meta["threat_files"] == before["threat_files"]
     plain, _ = run_identity({"id": "X"}, victim, parse_threat("random:eps=0.05"), 0)
     assert "threat_files" not in plain  # threats that load nothing keep the keys they always had
+
+
+def test_a_store_finds_a_learned_attackers_runs_after_its_folder_moves(tmp_path):
+    """A run is keyed by the attacker folder's name and content, not by where it lies: a store, a
+    clone of the releases or a board's folder moved elsewhere (or given relative one day, absolute
+    the next) finds its runs again; another name, or other content under the same name, is another
+    run; a run stored when keys held the whole path is still found."""
+    import shutil
+
+    from rlgauntlet.experiments.runs import open_run, run_identity
+    from rlgauntlet.experiments.store import ResultsStore, run_key
+    from rlgauntlet.threats.learned.robust_sarsa import Q_FILE
+
+    box = gym.spaces.Box(-5.0, 5.0, (2,), np.float32)
+    victim = _linear_victim("deterministic", [[1.0, -2.0, 0.5, 3.0], [-1.0, 1.0, 2.0, 2.5]], action_space=box)
+    victim.description["sha256"] = "abc"
+    first = _linear_rs_folder(tmp_path, victim, [5.0, -3.0, 2.0, 1.0], [0.7, -0.2])
+    store = ResultsStore(tmp_path / "store.sqlite")
+
+    def run_of(folder, resume=True):
+        return open_run(store, {"id": "X"}, victim, parse_threat(f"robust_sarsa:q={folder},eps=0.05"), 0,
+                        resume=resume)[0]
+
+    run = run_of(first)
+    (tmp_path / "elsewhere").mkdir()
+    moved = Path(shutil.move(str(first), tmp_path / "elsewhere" / "rs"))
+    assert run_of(moved) == run
+    renamed = Path(shutil.copytree(moved, tmp_path / "rs-other"))
+    assert run_of(renamed) != run  # another name: another attacker as far as the store knows
+    changed = Path(shutil.copytree(moved, tmp_path / "changed" / "rs"))
+    state = torch.load(changed / Q_FILE, weights_only=True)
+    state["0.weight"] = state["0.weight"] * 2
+    torch.save(state, changed / Q_FILE)
+    assert run_of(changed) not in (run, run_of(renamed))
+
+    threat = parse_threat(f"robust_sarsa:q={moved},eps=0.05")  # a run stored under the earlier key
+    identity, meta = run_identity({"id": "X"}, victim, threat, 0)
+    old = store.create_run(run_key({**identity, "spec": threat.spec}), meta)
+    fresh = ResultsStore(tmp_path / "fresh.sqlite")
+    old_fresh = fresh.create_run(run_key({**identity, "spec": threat.spec}), meta)
+    assert open_run(fresh, {"id": "X"}, victim, threat, 0, resume=True)[0] == old_fresh
+    assert run_of(moved) == run and old != run  # a run under the new key comes first
+    assert run_of(moved, resume=False) not in (run, old)
 
 
 def test_a_robust_sarsa_q_function_already_trained_is_not_trained_again(tmp_path):

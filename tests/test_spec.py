@@ -96,3 +96,27 @@ def test_cli_rejects_a_malformed_value_with_exit_2(tmp_path, cli_main):
     res = cli_main(["evaluate", "--agent", "zoo:cartpole-ppo", "--env", "CartPole-v1", "--threat",
                     "obs_delay:steps=\"2"], cwd=tmp_path)
     assert res.returncode == 2 and "the value of 'steps' opens a" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_every_threat_that_loads_a_file_keys_it_by_name():
+    """A parameter naming a file or folder is in the threat's ``file_params``, so a results store keys
+    its runs by the file's name and content, not its place (a new learned attack that forgets to
+    declare it would make a moved store run its episodes again)."""
+    from rlgauntlet.threats.base import THREATS
+
+    loads = {name: sorted(k for k, f in cls.Params.model_fields.items()
+                          if any(w in (f.description or "") for w in ("file", "folder")))
+             for name, cls in THREATS.items()}
+    declared = {name: sorted(cls.file_params) for name, cls in THREATS.items()}
+    assert {n: k for n, k in loads.items() if k} == {n: k for n, k in declared.items() if k}
+    assert loads["paad"] == ["attacker"] and loads["released_attacker"] == ["path"]
+
+
+@pytest.mark.parametrize("spec, expected", [
+    ("paad:attacker=runs/paad,eps=0.075", "paad:attacker=paad,eps=0.075"),
+    ("paad: attacker = /abs/runs/paad/ , eps=0.075,transfer=true", "paad:attacker=paad,eps=0.075,transfer=true"),
+    ('robust_sarsa:q="/a,b/q:1",eps=0.05', 'robust_sarsa:q="q:1",eps=0.05'),
+    ("pgd:eps=0.1,steps=10", "pgd:eps=0.1,steps=10"),
+])
+def test_key_spec_keeps_a_files_name_and_every_other_item(spec, expected):
+    assert parse_threat(spec).key_spec() == expected

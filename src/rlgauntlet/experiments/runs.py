@@ -118,7 +118,7 @@ def run_identity(env_info: dict, victim: Victim, threat: Threat | None, seed: in
         "agent": victim.description.get("sha256") or victim.description,
         "vecnormalize": victim.description.get("vecnormalize"),
         "env": env_info,
-        "spec": spec,
+        "spec": threat.key_spec() if threat is not None else spec,  # files by name and content, not place
         "seed": seed,
         "deterministic": deterministic,
         "lpips": lpips,
@@ -163,6 +163,9 @@ def open_run(store: ResultsStore, env_info: dict, victim: Victim, threat: Threat
     identity, meta = run_identity(env_info, victim, threat, seed, deterministic, **identity_args)
     key = run_key(identity)
     run_id = store.latest_run(key) if resume else None
+    if run_id is None and resume and threat is not None and identity["spec"] != threat.spec:
+        # a run stored before keys named files by name and content (2026-12-04) has the whole path
+        run_id = store.latest_run(run_key({**identity, "spec": threat.spec}))
     if run_id is None:
         run_id = store.create_run(key, meta, kind=kind)
     return run_id, identity

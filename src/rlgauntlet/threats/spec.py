@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 import re
+from pathlib import Path
 
 from pydantic import ValidationError
 
@@ -180,6 +182,24 @@ def normalize_spec(spec: str) -> str:
         key, eq, value = item.partition("=")
         items.append(f"{key.strip()}{eq}{value.strip()}")
     return f"{name.strip()}:{','.join(items)}"
+
+
+def without_locations(spec: str, keys: tuple[str, ...]) -> str:
+    """``spec`` (normalised) with the values of ``keys``, paths, cut to their last component
+    (:meth:`~rlgauntlet.threats.base.Threat.key_spec`); every other item as written.
+
+    Example:
+        >>> without_locations('released_attacker:path="/a,b/attack-ppo-hopper.model",eps=0.075', ("path",))
+        'released_attacker:path=attack-ppo-hopper.model,eps=0.075'
+    """
+    name, sep, rest = normalize_spec(spec).partition(":")
+    items = []
+    for item in split_items(rest, spec):
+        key, eq, value = item.partition("=")
+        if key in keys:
+            value = quote_value(Path(os.path.abspath(str(parse_value(value, spec, key)))).name)
+        items.append(f"{key}{eq}{value}")
+    return f"{name}{sep}{','.join(items)}"
 
 
 def parse_threat(spec: str) -> Threat:

@@ -162,6 +162,7 @@ class LearnedAttack(Threat):
     """Base of the trained-attacker threats; subclasses set ``name`` and ``method``."""
 
     Params = LearnedParams
+    file_params = ("attacker",)
     budget_params = ("eps",)
     white_box = True
     method: ClassVar[str]

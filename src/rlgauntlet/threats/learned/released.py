@@ -39,6 +39,7 @@ class ReleasedAttacker(Threat):
     name = "released_attacker"
     family = "learned"
     Params = ReleasedParams
+    file_params = ("path",)
     budget_params = ("eps",)
     white_box = False
 

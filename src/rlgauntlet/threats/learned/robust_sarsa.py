@@ -45,6 +45,7 @@ class RobustSarsa(GradientAttack):
     family = "learned"
     kinds = ("gaussian", "deterministic")
     kinds_hint = "; for discrete agents use minq, maxdiff or paad"
+    file_params = ("q",)
 
     class Params(AttackParams):
         q: str = Field(description="folder written by `rlgauntlet attack-train --method robust-sarsa`")

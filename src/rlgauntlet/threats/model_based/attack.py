@@ -54,6 +54,7 @@ class _ModelAttack(Threat):
     """What both model-based attacks share: the model, the target, the per-episode plan."""
 
     Params = ModelAttackParams
+    file_params = ("model",)
     white_box = True
     mode: ClassVar[str]
     not_recurrent = "its planner runs the agent on imagined future states"
