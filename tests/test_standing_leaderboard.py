@@ -70,6 +70,17 @@ def test_ship_keeps_numbers_of_catalogued_agents_of_one_version(shipped):
     assert ppo["score"] == 400.0 and ppo["headline_eps"] == "0.075"  # v5's number, not v4's 123
 
 
+def test_a_published_agent_run_without_a_method_ships_under_its_catalogue_label(tmp_path):
+    """``gauntlet --agent published:NAME`` without ``--method`` stores the agent spec as its method;
+    shipped, it is the catalogue's label, so the leaderboard groups it with the board's own rows.
+    Any other agent keeps what it was given."""
+    from rlgauntlet.gauntlet.leaderboard import ship
+
+    unnamed = [{**FIELD[1], "method": "published:ppo-hopper"}, {**FIELD[3], "method": "zoo:walker-ppo"}]
+    entries = {e["agent"]: e["method"] for e in ship([_store(tmp_path / "b.sqlite", unnamed)], "mujoco", 5, "b")["entries"]}
+    assert entries == {"published:ppo-hopper": "PPO (released)", "zoo:walker-ppo": "zoo:walker-ppo"}
+
+
 def test_a_users_agent_is_ranked_among_the_field(shipped, tmp_path):
     from rlgauntlet.gauntlet.leaderboard import leaderboard
 
@@ -325,3 +336,4 @@ def test_every_shipped_version_holds_that_versions_rows_of_the_catalogued_files(
                 catalogued = release(entry["agent"].removeprefix("published:"))
                 assert entry["sha256"] is not None and entry["sha256"] == catalogued["sha256"], entry["agent"]
                 assert mujoco_task(entry["env"]) == mujoco_task(catalogued["env"]), entry["agent"]
+                assert entry["method"] == catalogued["label"], entry["agent"]  # grouped as its board names it

@@ -128,7 +128,7 @@ def ship(paths: list[str | Path], protocol: str, version: int, board: str, previ
     only. ``board``: what it was computed from, recorded in the file. ``previous``: the results
     already shipped for that version; its entries of a result the stores do not hold
     (:func:`result_identity`) are kept, so a board run later (or on another machine) adds to the file instead of replacing it."""
-    from rlgauntlet.published import SHIPPED_FORMAT
+    from rlgauntlet.published import SHIPPED_FORMAT, method_label
 
     if previous is not None and (previous.get("protocol"), previous.get("version")) != (protocol, version):
         raise UserError(f"the results shipped before are {previous.get('protocol')} v{previous.get('version')}, "
@@ -144,6 +144,9 @@ def ship(paths: list[str | Path], protocol: str, version: int, board: str, previ
         kept += [e for e in previous["entries"] if result_identity(e) not in fresh]
         boards = [b.strip() for b in str(previous.get("board", "")).split(",") if b.strip()]
         board = ", ".join(boards + [b.strip() for b in board.split(",") if b.strip() not in boards])
+    for e in kept:  # a published agent run without --method: its catalogue label, as its board names it
+        if e["method"] == e["agent"] and method_label(e["agent"]):
+            e["method"] = method_label(e["agent"])
     kept.sort(key=lambda e: (e["env"], str(e["method"]), e["agent"]))
     return {"format": SHIPPED_FORMAT, "protocol": protocol, "version": version, "board": board,
             "rlgauntlet_version": __version__, "entries": kept}

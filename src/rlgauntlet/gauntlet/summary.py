@@ -19,6 +19,7 @@ from rlgauntlet.experiments.store import ResultsStore, run_key
 from rlgauntlet.gauntlet.outcome import Outcome
 from rlgauntlet.gauntlet.plan import GauntletPlan, eps_value
 from rlgauntlet.gauntlet.race import SELECTION_SEED
+from rlgauntlet.published import method_label
 
 #: the stored metrics of a ``gauntlet`` run (what the leaderboard ranks and shows)
 CLEAN_RETURN = "clean_return"
@@ -122,7 +123,7 @@ def summarise(outcome: Outcome, reports: list[dict], method: str | None) -> dict
         "protocol": {"name": plan.protocol.name, "version": plan.protocol.version, "level": plan.level,
                      **({"exhaustive": True} if plan.exhaustive else {}),
                      **({"lstm_directors": True} if plan.lstm_directors else {})},
-        "agent": {**victim.description, "spec": plan.spec.agent, "sha256": plan.sha, "method": method or plan.spec.agent},
+        "agent": {**victim.description, "spec": plan.spec.agent, "sha256": plan.sha, "method": method or method_label(plan.spec.agent) or plan.spec.agent},
         "env": {"id": plan.env, "preset": plan.preset},
         "budget_space": victim.budget_space, "budget_note": plan.protocol.budget_note,
         "headline_eps": plan.protocol.headline_eps, "seeds": plan.seeds, "episodes_per_seed": plan.settings.episodes,

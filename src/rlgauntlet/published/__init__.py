@@ -5,7 +5,7 @@ read by :mod:`rlgauntlet.victims.sa_dqn` on SA-DQN's own frames, ``SADQN/GAME-v0
 
 ``releases.json`` lists every known release file: its name here (``METHOD-ENV``, e.g.
 ``sa-ppo-hopper``), the repository and path, the sha256 of the released file, the method, the
-policy (mlp or lstm), the gym task it was trained on and the Gymnasium task it runs on here (for the
+policy (mlp or lstm), the label results give its method (``PPO (released)``), the gym task it was trained on and the Gymnasium task it runs on here (for the
 MuJoCo releases, that gym task as MuJoCo 1.5 simulated it: :mod:`rlgauntlet.envs.mujoco15`), the
 paper's ε for that env, the authors' attacker released beside it (path and sha256), and the
 README's natural and strongest-attack returns where the README prints them. A file is identified by
@@ -48,6 +48,20 @@ DEFAULT_ROOT = Path("~/rlgauntlet-releases")
 def catalogue() -> dict:
     """The catalogue as data (``releases.json``)."""
     return json.loads(CATALOGUE.read_text())
+
+
+def method_label(agent: str) -> str | None:
+    """What results call the method of ``agent`` when no method is given: for ``published:NAME``
+    its catalogue label (``PPO (released)``, as the boards name it); None for any other agent.
+
+    Example:
+        >>> method_label("published:sa-ppo-hopper"), method_label("zoo:hopper-ppo")
+        ('SA-PPO (released)', None)
+    """
+    source, _, name = str(agent).partition(":")
+    if source != "published":
+        return None
+    return next((e.get("label") for e in catalogue()["releases"] if e["name"] == name), None)
 
 
 def releases() -> list[dict]:
