@@ -277,7 +277,7 @@ def test_every_shipped_board_file_loads_and_names_catalogued_agents():
     from pathlib import Path
 
     from rlgauntlet.gauntlet.board import agent_envs, load_board
-    from rlgauntlet.published import method_label
+    from rlgauntlet.gauntlet.summary import method_of
 
     files = sorted((Path(__file__).resolve().parents[1] / "boards").glob("*.yaml"))
     assert len(files) >= 6
@@ -286,7 +286,7 @@ def test_every_shipped_board_file_loads_and_names_catalogued_agents():
         for agent in board.agents:
             assert agent_envs(agent, board), (path.name, agent.agent)
             if agent.agent.startswith("published:"):  # one name for one release, on every board and when unnamed
-                assert agent.method == method_label(agent.agent), (path.name, agent.agent)
+                assert agent.method == method_of(agent.agent), (path.name, agent.agent)
 
 
 def test_a_board_under_a_version_keeping_an_earlier_ones_directors_reports_everything_that_one_did(

@@ -29,7 +29,8 @@ import numpy as np
 
 from rlgauntlet.version import __version__
 from rlgauntlet.errors import UserError
-from rlgauntlet.gauntlet.summary import CLEAN_RETURN, NATURAL_IMPACT, WARNINGS, acr_metric, gwc_metric, worst_case_metric
+from rlgauntlet.gauntlet.summary import (CLEAN_RETURN, NATURAL_IMPACT, WARNINGS, acr_metric, gwc_metric, method_of,
+                                         worst_case_metric)
 from rlgauntlet.metrics.aggregates import improvement_interval, iqm_interval
 
 
@@ -128,7 +129,7 @@ def ship(paths: list[str | Path], protocol: str, version: int, board: str, previ
     only. ``board``: what it was computed from, recorded in the file. ``previous``: the results
     already shipped for that version; its entries of a result the stores do not hold
     (:func:`result_identity`) are kept, so a board run later (or on another machine) adds to the file instead of replacing it."""
-    from rlgauntlet.published import SHIPPED_FORMAT, method_label
+    from rlgauntlet.published import SHIPPED_FORMAT
 
     if previous is not None and (previous.get("protocol"), previous.get("version")) != (protocol, version):
         raise UserError(f"the results shipped before are {previous.get('protocol')} v{previous.get('version')}, "
@@ -145,8 +146,8 @@ def ship(paths: list[str | Path], protocol: str, version: int, board: str, previ
         boards = [b.strip() for b in str(previous.get("board", "")).split(",") if b.strip()]
         board = ", ".join(boards + [b.strip() for b in board.split(",") if b.strip() not in boards])
     for e in kept:  # a published agent run without --method: its catalogue label, as its board names it
-        if e["method"] == e["agent"] and method_label(e["agent"]):
-            e["method"] = method_label(e["agent"])
+        if e["method"] == e["agent"]:
+            e["method"] = method_of(e["agent"])
     kept.sort(key=lambda e: (e["env"], str(e["method"]), e["agent"]))
     return {"format": SHIPPED_FORMAT, "protocol": protocol, "version": version, "board": board,
             "rlgauntlet_version": __version__, "entries": kept}

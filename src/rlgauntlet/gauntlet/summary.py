@@ -20,6 +20,7 @@ from rlgauntlet.gauntlet.outcome import Outcome
 from rlgauntlet.gauntlet.plan import GauntletPlan, eps_value
 from rlgauntlet.gauntlet.race import SELECTION_SEED
 from rlgauntlet.published import method_label
+from rlgauntlet.victims.agent_ref import parse_agent
 
 #: the stored metrics of a ``gauntlet`` run (what the leaderboard ranks and shows)
 CLEAN_RETURN = "clean_return"
@@ -123,7 +124,7 @@ def summarise(outcome: Outcome, reports: list[dict], method: str | None) -> dict
         "protocol": {"name": plan.protocol.name, "version": plan.protocol.version, "level": plan.level,
                      **({"exhaustive": True} if plan.exhaustive else {}),
                      **({"lstm_directors": True} if plan.lstm_directors else {})},
-        "agent": {**victim.description, "spec": plan.spec.agent, "sha256": plan.sha, "method": method or method_label(plan.spec.agent) or plan.spec.agent},
+        "agent": {**victim.description, "spec": plan.spec.agent, "sha256": plan.sha, "method": method_of(plan.spec.agent, method)},
         "env": {"id": plan.env, "preset": plan.preset},
         "budget_space": victim.budget_space, "budget_note": plan.protocol.budget_note,
         "headline_eps": plan.protocol.headline_eps, "seeds": plan.seeds, "episodes_per_seed": plan.settings.episodes,
@@ -206,6 +207,18 @@ def transfer_summary(outcome: Outcome, pooled: dict[str, dict]) -> dict:
     return {"members": rows, "finalists": len(outcome.transfer_finalists), "skipped": list(outcome.transfer_skipped),
             "replayed_races": [f"{protocol.name}@v{v}" for v in outcome.replayed_versions],
             "kept_by_earlier_version": kept}
+
+
+def method_of(agent: str, method: str | None = None) -> str:
+    """What a result calls ``agent``'s method: ``method`` when given, else a published agent's
+    catalogue label, else the agent spec itself.
+
+    Example:
+        >>> method_of("published:ppo-hopper"), method_of("zoo:hopper-ppo"), method_of("zoo:hopper-ppo", "PPO (zoo)")
+        ('PPO (released)', 'zoo:hopper-ppo', 'PPO (zoo)')
+    """
+    ref = parse_agent(agent)
+    return method or (method_label(ref.name) if ref.source == "published" else None) or agent
 
 
 def record_result(plan: GauntletPlan, out: dict) -> None:

@@ -50,17 +50,14 @@ def catalogue() -> dict:
     return json.loads(CATALOGUE.read_text())
 
 
-def method_label(agent: str) -> str | None:
-    """What results call the method of ``agent`` when no method is given: for ``published:NAME``
-    its catalogue label (``PPO (released)``, as the boards name it); None for any other agent.
+def method_label(name: str) -> str | None:
+    """What results call the method of the release ``name`` when no method is given: its catalogue
+    label (``PPO (released)``, as the boards name it); None for a name the catalogue lacks.
 
     Example:
-        >>> method_label("published:sa-ppo-hopper"), method_label("zoo:hopper-ppo")
+        >>> method_label("sa-ppo-hopper"), method_label("no-such-release")
         ('SA-PPO (released)', None)
     """
-    source, _, name = str(agent).partition(":")
-    if source != "published":
-        return None
     return next((e.get("label") for e in catalogue()["releases"] if e["name"] == name), None)
 
 
