@@ -119,4 +119,6 @@ def test_every_threat_that_loads_a_file_keys_it_by_name():
     ("pgd:eps=0.1,steps=10", "pgd:eps=0.1,steps=10"),
 ])
 def test_key_spec_keeps_a_files_name_and_every_other_item(spec, expected):
-    assert parse_threat(spec).key_spec() == expected
+    from rlgauntlet.threats.spec import key_spec
+
+    assert key_spec(parse_threat(spec)) == expected

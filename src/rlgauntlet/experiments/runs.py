@@ -21,6 +21,7 @@ from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.store import ResultsStore, run_key
 from rlgauntlet.metrics.perceptual import PERCEPTUAL_EVERY, PerceptualMeter
 from rlgauntlet.threats.base import Threat
+from rlgauntlet.threats.spec import key_spec
 from rlgauntlet.victims.base import Victim
 
 
@@ -118,7 +119,7 @@ def run_identity(env_info: dict, victim: Victim, threat: Threat | None, seed: in
         "agent": victim.description.get("sha256") or victim.description,
         "vecnormalize": victim.description.get("vecnormalize"),
         "env": env_info,
-        "spec": threat.key_spec() if threat is not None else spec,  # files by name and content, not place
+        "spec": key_spec(threat) if threat is not None else spec,  # files by name and content, not place
         "seed": seed,
         "deterministic": deterministic,
         "lpips": lpips,

@@ -134,7 +134,7 @@ class Threat(ABC):
     not_recurrent: ClassVar[str | None] = None
     #: parameters that name a file or folder the threat loads: a results store keys a run by
     #: their last path component and by the files' content (:meth:`fingerprint`), never by where
-    #: they lie (:meth:`key_spec`)
+    #: they lie (:func:`rlgauntlet.threats.spec.key_spec`)
     file_params: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, params: ThreatParams, schedule: Schedule | None = None, spec: str | None = None) -> None:
@@ -152,22 +152,6 @@ class Threat(ABC):
         if self.schedule.p != 1.0:
             items.append(f"p={self.schedule.p}")
         return f"{self.name}:{','.join(items)}" if items else self.name
-
-    def key_spec(self) -> str:
-        """The spec as a results store keys this threat's runs: each of :attr:`file_params` cut to
-        its last path component, so that a store, a clone of the releases or a board's folder moved
-        elsewhere finds its runs again. The files' content is in the key through :meth:`fingerprint`.
-
-        Example:
-            >>> from rlgauntlet.threats import parse_threat
-            >>> parse_threat("paad:attacker=/home/me/runs/paad-eps0.075/,eps=0.075").key_spec()
-            'paad:attacker=paad-eps0.075,eps=0.075'
-        """
-        if not self.file_params:
-            return self.spec
-        from rlgauntlet.threats.spec import without_locations
-
-        return without_locations(self.spec, self.file_params)
 
     def measure_space(self, victim: Victim) -> str:
         """The unit of the recorded ℓ∞/ℓ2 sizes: the victim's budget space for observation

@@ -184,20 +184,26 @@ def normalize_spec(spec: str) -> str:
     return f"{name.strip()}:{','.join(items)}"
 
 
-def without_locations(spec: str, keys: tuple[str, ...]) -> str:
-    """``spec`` (normalised) with the values of ``keys``, paths, cut to their last component
-    (:meth:`~rlgauntlet.threats.base.Threat.key_spec`); every other item as written.
+def key_spec(threat: Threat) -> str:
+    """``threat``'s spec as a results store keys its runs: each of its ``file_params`` cut to its
+    last path component, every other item as written (normalised). A store, a clone of the
+    releases or a board's folder moved elsewhere so finds its runs again; the files' content is in
+    the key through ``threat.fingerprint()``.
 
     Example:
-        >>> without_locations('released_attacker:path="/a,b/attack-ppo-hopper.model",eps=0.075', ("path",))
+        >>> key_spec(parse_threat("paad:attacker=/home/me/runs/paad-eps0.075/,eps=0.075"))
+        'paad:attacker=paad-eps0.075,eps=0.075'
+        >>> key_spec(parse_threat('released_attacker:path="/a,b/attack-ppo-hopper.model",eps=0.075'))
         'released_attacker:path=attack-ppo-hopper.model,eps=0.075'
     """
-    name, sep, rest = normalize_spec(spec).partition(":")
+    if not threat.file_params:
+        return threat.spec
+    name, sep, rest = normalize_spec(threat.spec).partition(":")
     items = []
-    for item in split_items(rest, spec):
+    for item in split_items(rest, threat.spec):
         key, eq, value = item.partition("=")
-        if key in keys:
-            value = quote_value(Path(os.path.abspath(str(parse_value(value, spec, key)))).name)
+        if key in threat.file_params:
+            value = quote_value(Path(os.path.abspath(str(parse_value(value, threat.spec, key)))).name)
         items.append(f"{key}{eq}{value}")
     return f"{name}{sep}{','.join(items)}"
 
