@@ -117,6 +117,21 @@ def stage_seconds(plan, board_folders: set[Path] | None = None) -> dict[str, flo
     return {stage: round(value, 1) for stage, value in sorted(stages.items())}
 
 
+def director_cpu_seconds(plan) -> float | None:
+    """The CPU seconds the plan's attackers took to train (their manifests' ``train_cpu_seconds``, the
+    worker process's CPU time): the directors' cost on a machine that other work shares, where
+    their wall time (``train_seconds``) is not. None when any of them went unmeasured (trained, or
+    begun, before CPU time was recorded) or is not trained yet."""
+    total = 0.0
+    for task in plan.tasks:
+        manifest = Path(task.folder) / "manifest.json"
+        value = json.loads(manifest.read_text()).get("train_cpu_seconds") if manifest.exists() else None
+        if value is None:
+            return None
+        total += value
+    return round(total, 1)
+
+
 def director_seconds(plan) -> dict[str, float]:
     """Each learned attacker the plan trains, by the label results give it, and the seconds its
     training took (its manifest's ``train_seconds``; a plan of several seeds trains one a seed
@@ -248,6 +263,8 @@ def run_board(name: str, out: Path, executor: str, workers: int, address: str | 
                      "warnings": sorted({w["check"] for w in result["warnings"]}),
                      "paper": paper, "worker_seconds": round(sum(stage.values()), 1),
                      "stage_seconds": stage,
+                     # the attacker-training stages in CPU seconds (None: some went unmeasured)
+                     "director_cpu_seconds": director_cpu_seconds(plan),
                      # what each member reached at the headline ε, and what each own director's
                      # training cost: what --directors weighs
                      "members": {k: round(v, 1) for k, v in (headline["members"] if headline else {}).items()},

@@ -353,9 +353,29 @@ def test_attack_train_resumes_and_refuses_other_settings(tmp_path):
                              eval_episodes=1, checkpoint_every=2048, log=lambda s: None)
     assert [h["steps"] for h in resumed["learning_curve"]] == [2048, 4096]
     assert 0 < first["train_seconds"] < resumed["train_seconds"]  # the first run's time is kept
+    assert 0 < first["train_cpu_seconds"] < resumed["train_cpu_seconds"]  # and its CPU time
     with pytest.raises(UserError, match="eps=0.1"):
         train_attacker("zoo:cartpole-dqn", "CartPole-v1", "sarl", eps=0.2, steps=4096, run_dir=run_dir,
                        eval_episodes=1, log=lambda s: None)
+
+
+def test_a_directors_cpu_seconds_are_none_where_part_of_its_training_went_unmeasured(tmp_path):
+    """A run resumed from a checkpoint written before CPU time was recorded, or one whose envs step in
+    other processes, records None, never the CPU time of the part it saw as the whole."""
+    from rlgauntlet.experiments.attacker_job import train_attacker
+
+    def train(run_dir, steps, **options):
+        return train_attacker("zoo:cartpole-dqn", "CartPole-v1", "sarl", eps=0.1, steps=steps, run_dir=run_dir,
+                              eval_episodes=0, checkpoint_every=1024, log=lambda s: None, **options)
+
+    first = train(tmp_path / "old", 1024)
+    assert first["train_cpu_seconds"] > 0
+    progress_file = tmp_path / "old" / "checkpoint" / "progress.json"
+    progress = json.loads(progress_file.read_text())
+    del progress["train_cpu_seconds"]  # as a checkpoint of an earlier rlgauntlet
+    progress_file.write_text(json.dumps(progress))
+    assert train(tmp_path / "old", 2048)["train_cpu_seconds"] is None
+    assert train(tmp_path / "subproc", 1024, subproc_envs=True)["train_cpu_seconds"] is None
 
 
 
@@ -712,6 +732,7 @@ def test_a_robust_sarsa_q_function_already_trained_is_not_trained_again(tmp_path
     again = train_attacker("zoo:pendulum-td3", "Pendulum-v1", "robust-sarsa", 0.05, 6144, tmp_path / "q",
                            eval_episodes=0, log=said.append)
     assert again == first and sha256_file(tmp_path / "q" / Q_FILE) == digest
+    assert 0 < first["train_cpu_seconds"]  # its cost in CPU seconds, beside the wall seconds
     assert "already holds this Q function" in said[-1]
     train_attacker("zoo:pendulum-td3", "Pendulum-v1", "robust-sarsa", 0.05, 6144, tmp_path / "q", eval_episodes=0,
                    log=said.append, sarsa_reg=1.0)  # another regulariser: trained again

@@ -13,8 +13,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from published_board import (board_under, claim_verdict, claims_table, command_line, field_claims,  # noqa: E402
-                             place_board, stage_seconds, stale_entries)
+from published_board import (board_under, claim_verdict, claims_table, command_line, director_cpu_seconds,  # noqa: E402
+                             field_claims, place_board, stage_seconds, stale_entries)
 
 
 def _row(worst, sem, natural=3000.0, paper=(3000.0, 1000.0)):
@@ -121,6 +121,24 @@ def test_an_agents_cost_counts_only_the_attackers_its_version_plans(tmp_path):
     assert stage_seconds(plan("paad-v5", "lstm-v5")) == {"LSTM director training": 300.0, "attacker training": 120.0}
     assert stage_seconds(plan("paad-v5", "lstm-v5", "sarl-official-attack-v6")) == {
         "LSTM director training": 300.0, "attacker training": 1420.0}
+
+
+def test_an_agents_director_cpu_seconds_are_their_sum_or_none_when_one_went_unmeasured(tmp_path):
+    from rlgauntlet.gauntlet.cache import agent_cache
+
+    cache = agent_cache(tmp_path / "gauntlet.sqlite", "ab" * 32, "HopperMuJoCo15-v4")
+    for name, cpu in (("paad", 100.0), ("sarl", 250.5), ("old", None)):
+        (cache / name).mkdir(parents=True)
+        manifest = {"train_seconds": 900.0} if cpu is None else {"train_seconds": 900.0, "train_cpu_seconds": cpu}
+        (cache / name / "manifest.json").write_text(json.dumps(manifest))
+
+    def plan(*names):
+        return SimpleNamespace(tasks=[SimpleNamespace(folder=str(cache / n)) for n in names])
+
+    assert director_cpu_seconds(plan("paad", "sarl")) == 350.5  # CPU, not the 1800 wall seconds
+    assert director_cpu_seconds(plan("paad", "old")) is None  # trained before CPU time was recorded
+    assert director_cpu_seconds(plan("paad", "untrained")) is None
+    assert director_cpu_seconds(plan()) == 0.0
 
 
 def test_an_agents_episodes_count_only_the_members_its_version_ran(tmp_path):

@@ -140,6 +140,7 @@ def _write_director(run_dir: Path, source: Path, config: dict, progress: dict, s
                                                                 else 0)),
                 **({k: progress[k] for k in ("stopped_early", "continued_from", "resumes") if k in progress}),
                 "train_seconds": round(progress.get("train_seconds", 0.0), 1),
+                "train_cpu_seconds": progress.get("train_cpu_seconds"),
                 "learning_curve": progress["history"], "applied_in_training": progress.get("applied"),
                 "hyperparams": progress.get("hyperparams"), "input_shape": progress["input_shape"],
                 "input_bounds": progress["input_bounds"]}
@@ -241,6 +242,7 @@ def _train_q_function(victim, identity: dict, env: str, steps: int, run_dir: Pat
         return done
     record = train_robust_sarsa(victim, config, run_dir, iterations=iterations, log=log)
     manifest = {**config, "steps": record["transitions"], "train_seconds": record["train_seconds"],
+                "train_cpu_seconds": record["train_cpu_seconds"],
                 "input_dim": record["input_dim"], "hidden": record["hidden"], "reward_scale": record["reward_scale"],
                 "gamma": record["gamma"], "learning_curve": record["history"]}
     (run_dir / MANIFEST).write_text(json.dumps(manifest, indent=2))

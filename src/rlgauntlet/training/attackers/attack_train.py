@@ -233,6 +233,7 @@ def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str 
     callback = _TimedCheckpoint(preset, env, run_dir, progress, None, log, budget=total_steps,
                                 show_progress=show_progress, deadline=deadline)
     callback.patience, callback.patience_from = patience, patience_from
+    callback.count_cpu = not subproc_envs
     callback.exact_resume = True
     if model.num_timesteps < total_steps and "stopped_early" not in progress:
         learn_with_checkpoints(model, callback, total_steps, restored, progress)
@@ -287,15 +288,24 @@ class _TimedCheckpoint(CheckpointCallback):
 
     patience: int | None = None  # checkpoints without a new best before the run stops for good
     patience_from: int = 0  # checkpoints up to this many steps are not counted
+    count_cpu: bool = True  # False: the envs step in other processes, whose CPU time this one cannot see
 
     def _on_training_start(self) -> None:
         super()._on_training_start()
         self.base_seconds, self.started = self.progress.get("train_seconds", 0.0), time.perf_counter()
+        # this process's CPU time (director, victim and envs): the training's cost on a machine that
+        # other work shares, where wall time is not; None once any part of the run went unmeasured
+        # (envs in other processes, or a run begun before CPU time was recorded)
+        fresh = not self.progress.get("train_seconds")
+        self.base_cpu = self.progress.get("train_cpu_seconds", 0.0 if fresh else None) if self.count_cpu else None
+        self.cpu_started = time.process_time()
         # a run started before best checkpoints were kept tracks them from here, and says so
         self.progress.setdefault("best_tracked_from", int(self.model.num_timesteps))
 
     def write(self) -> None:
         self.progress["train_seconds"] = round(self.base_seconds + time.perf_counter() - self.started, 1)
+        self.progress["train_cpu_seconds"] = (None if self.base_cpu is None
+                                              else round(self.base_cpu + time.process_time() - self.cpu_started, 1))
         super().write()
 
     def save(self) -> None:

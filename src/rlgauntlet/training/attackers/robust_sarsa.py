@@ -73,7 +73,7 @@ def train_robust_sarsa(victim: Victim, config: dict, run_dir: str | Path, iterat
     q = q_network(x.shape[1] + act_dim)
     optimizer = torch.optim.Adam(q.parameters(), lr=lr, eps=1e-5)
     steps_per_env = max(2, T // n_envs)
-    history, reward_scale, started = [], None, time.perf_counter()
+    history, reward_scale, started, cpu_started = [], None, time.perf_counter(), time.process_time()
 
     def act(inputs: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
@@ -142,7 +142,8 @@ def train_robust_sarsa(victim: Victim, config: dict, run_dir: str | Path, iterat
     torch.save(q.state_dict(), run_dir / Q_FILE)
     record = {"iterations": iterations, "transitions": iterations * steps_per_env * n_envs, "reward_scale": reward_scale,
               "gamma": gamma, "lr": lr, "hidden": [64, 64], "input_dim": int(x.shape[1] + act_dim),
-              "train_seconds": round(time.perf_counter() - started, 1), "history": history}
+              "train_seconds": round(time.perf_counter() - started, 1),
+              "train_cpu_seconds": round(time.process_time() - cpu_started, 1), "history": history}
     (run_dir / "training.json").write_text(json.dumps(record, indent=2))
     return record
 
