@@ -77,7 +77,8 @@ def test_a_published_agent_run_without_a_method_ships_under_its_catalogue_label(
     from rlgauntlet.gauntlet.leaderboard import ship
 
     unnamed = [{**FIELD[1], "method": "published:ppo-hopper"}, {**FIELD[3], "method": "zoo:walker-ppo"}]
-    entries = {e["agent"]: e["method"] for e in ship([_store(tmp_path / "b.sqlite", unnamed)], "mujoco", 5, "b")["entries"]}
+    shipped = ship([_store(tmp_path / "b.sqlite", unnamed)], "mujoco", 5, "b")["entries"]
+    entries = {e["agent"]: e["method"] for e in shipped}
     assert entries == {"published:ppo-hopper": "PPO (released)", "zoo:walker-ppo": "zoo:walker-ppo"}
 
 

@@ -4,9 +4,9 @@ releases, in the policy_gradients format (``pg:PATH.model``, read as data by
 read by :mod:`rlgauntlet.victims.sa_dqn` on SA-DQN's own frames, ``SADQN/GAME-v0``).
 
 ``releases.json`` lists every known release file: its name here (``METHOD-ENV``, e.g.
-``sa-ppo-hopper``), the repository and path, the sha256 of the released file, the method, the
-policy (mlp or lstm), the label results give its method (``PPO (released)``), the gym task it was trained on and the Gymnasium task it runs on here (for the
-MuJoCo releases, that gym task as MuJoCo 1.5 simulated it: :mod:`rlgauntlet.envs.mujoco15`), the
+``sa-ppo-hopper``), the repository and path, the sha256 of the released file, the method and the
+label results give it (``PPO (released)``), the policy (mlp or lstm), the gym task it was trained
+on and the Gymnasium task it runs on here (for the MuJoCo releases, that gym task as MuJoCo 1.5 simulated it: :mod:`rlgauntlet.envs.mujoco15`), the
 paper's ε for that env, the authors' attacker released beside it (path and sha256), and the
 README's natural and strongest-attack returns where the README prints them. A file is identified by
 its sha256, or, where the file itself could not be read when it was catalogued (git's snapshot
