@@ -68,6 +68,18 @@ def attacker_folder(spec: str) -> Path | None:
     return None
 
 
+def portable_spec(spec: str) -> str:
+    """``spec`` with the files it names cut to their names (``threats.spec.key_spec``); a label that
+    is no threat spec (``clean``) as it is."""
+    from rlgauntlet.errors import UserError
+    from rlgauntlet.threats.spec import key_spec, parse_threat
+
+    try:
+        return key_spec(parse_threat(spec))
+    except UserError:
+        return spec
+
+
 def stage_seconds(plan, board_folders: set[Path] | None = None) -> dict[str, float]:
     """What one agent's gauntlet cost in worker-seconds per stage, read back from what it stored
     (so a board resumed across sessions still counts every part): its evaluation and selection
@@ -88,11 +100,14 @@ def stage_seconds(plan, board_folders: set[Path] | None = None) -> dict[str, flo
 
     planned = {Path(task.folder).resolve() for task in plan.tasks}
     folders = planned if board_folders is None else {Path(f).resolve() for f in board_folders}
-    members = {"clean", *plan.heuristics, *plan.natural, *plan.shifts, *plan.authors}
+    # a folder by its place in the cache (agent, env, attacker) and a file by its name, as the store
+    # keys runs, so that a store moved since its runs were stored still counts them
+    in_cache = {folder.parts[-3:] for folder in folders}
+    members = {portable_spec(s) for s in ("clean", *plan.heuristics, *plan.natural, *plan.shifts, *plan.authors)}
 
     def used(spec: str) -> bool:
         folder = attacker_folder(spec)
-        return folder in folders if folder is not None else spec in members
+        return folder.parts[-3:] in in_cache if folder is not None else portable_spec(spec) in members
 
     stages: dict[str, float] = {}
     with store_of(plan.store) as store:

@@ -183,6 +183,12 @@ def test_an_agents_episodes_count_only_the_members_its_version_ran(tmp_path):
         "learned attackers' episodes": 40.0, "race": 2.0, "transfer race": 16.0}
     # without the board's folders only the agent's own directors count: the transferred one is not its
     assert "transfer race" not in stage_seconds(v5)
+    # the store moved, and the releases cloned elsewhere, since its runs were stored: the same cost
+    moved = tmp_path / "moved" / "cache"
+    v5_moved = SimpleNamespace(**{**vars(v5), "authors": ["released_attacker:path=/elsewhere/attack.model,eps=0.15"],
+                                  "tasks": [SimpleNamespace(folder=str(moved / "own" / n)) for n in ("paad-v5", "sarsa-v5")]})
+    assert stage_seconds(v5_moved, {moved / "own" / "paad-v5", moved / "own" / "sarsa-v5", moved / "donor" / "sarl-v5"}) \
+        == stage_seconds(v5, board_folders)
 
 
 def test_what_each_kind_of_attacker_buys():
