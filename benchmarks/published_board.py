@@ -147,16 +147,21 @@ def director_cpu_seconds(plan) -> float | None:
     return round(total, 1)
 
 
-def director_seconds(plan) -> dict[str, float]:
+def director_seconds(plan, key: str = "train_seconds") -> dict[str, float | None]:
     """Each learned attacker the plan trains, by the label results give it, and the seconds its
-    training took (its manifest's ``train_seconds``; a plan of several seeds trains one a seed
-    under one label, and their seconds add up)."""
-    seconds: dict[str, float] = {}
+    training took (its manifest's ``train_seconds``, or with ``key="train_cpu_seconds"`` its CPU
+    seconds, None where unmeasured; a plan of several seeds trains one a seed under one label, and
+    their seconds add up)."""
+    seconds: dict[str, float | None] = {}
     for spec in plan.learned:
         manifest = attacker_folder(spec) / "manifest.json"
         if manifest.exists():
             label = plan.labels[spec]
-            seconds[label] = round(seconds.get(label, 0.0) + (json.loads(manifest.read_text()).get("train_seconds") or 0), 1)
+            value = json.loads(manifest.read_text()).get(key)
+            if key == "train_seconds":
+                value = value or 0
+            before = seconds.get(label, 0.0)
+            seconds[label] = None if value is None or before is None else round(before + value, 1)
     return seconds
 
 
@@ -184,11 +189,15 @@ def director_value(rows: list[dict]) -> list[dict]:
     kinds: dict[str, dict] = {}
 
     def kind(name: str) -> dict:
-        return kinds.setdefault(name, {"kind": name, "train_seconds": 0.0, "worst_cases_set": 0, "needed_by": []})
+        return kinds.setdefault(name, {"kind": name, "train_seconds": 0.0, "train_cpu_seconds": 0.0,
+                                       "worst_cases_set": 0, "needed_by": []})
 
     for row in rows:
         for label, seconds in row.get("directors", {}).items():
             kind(member_family(label))["train_seconds"] += seconds
+            cpu = (row.get("directors_cpu") or {}).get(label)  # rows from before CPU time was recorded: none
+            before = kind(member_family(label))["train_cpu_seconds"]
+            kind(member_family(label))["train_cpu_seconds"] = None if cpu is None or before is None else before + cpu
         members = row.get("members") or {}
         if not members:
             continue
@@ -207,18 +216,22 @@ def director_value(rows: list[dict]) -> list[dict]:
     for value in kinds.values():
         value["train_seconds"] = round(value["train_seconds"], 1)
         value["train_seconds_per_agent"] = round(value["train_seconds"] / len(rows), 1) if rows else 0.0
+        cpu = value["train_cpu_seconds"]  # None: some of this kind's training went unmeasured
+        value["train_cpu_seconds"] = None if cpu is None else round(cpu, 1)
+        value["train_cpu_seconds_per_agent"] = None if cpu is None or not rows else round(cpu / len(rows), 1)
     return sorted(kinds.values(), key=lambda k: (-k["train_seconds"], k["kind"]))
 
 
 def director_table(rows: list[dict]) -> str:
     """:func:`director_value` as markdown, one line a kind."""
-    lines = ["| member kind | training, worker-s an agent | worst cases it sets | agents whose worst case rises "
-             "> 1 SE without it (worst case → without) |", "|---|---|---|---|"]
+    lines = ["| member kind | training, worker-s an agent | CPU-s an agent | worst cases it sets | agents whose "
+             "worst case rises > 1 SE without it (worst case → without) |", "|---|---|---|---|---|"]
     for k in director_value(rows):
         needed = "; ".join(f"{n['agent'].split(':', 1)[-1]} {n['worst_case']:.0f} → "
                            + ("–" if n["without"] is None else f"{n['without']:.0f}") for n in k["needed_by"])
-        lines.append(f"| {k['kind']} | {k['train_seconds_per_agent']:.0f} | {k['worst_cases_set']} | "
-                     f"{len(k['needed_by'])}{': ' + needed if needed else ''} |")
+        cpu = k["train_cpu_seconds_per_agent"]
+        lines.append(f"| {k['kind']} | {k['train_seconds_per_agent']:.0f} | {'–' if cpu is None else f'{cpu:.0f}'} | "
+                     f"{k['worst_cases_set']} | {len(k['needed_by'])}{': ' + needed if needed else ''} |")
     return "\n".join(lines)
 
 
@@ -284,6 +297,7 @@ def run_board(name: str, out: Path, executor: str, workers: int, address: str | 
                      # training cost: what --directors weighs
                      "members": {k: round(v, 1) for k, v in (headline["members"] if headline else {}).items()},
                      "directors": director_seconds(plan),
+                     "directors_cpu": director_seconds(plan, "train_cpu_seconds"),
                      # how the returns were scored: a release's actions reach the env unclipped, as
                      # its authors' evaluation sends them (boards run before 2026-11-28 clipped them)
                      "actions": "clipped" if plan.victim.clip_actions else "unclipped",

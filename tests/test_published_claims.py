@@ -201,12 +201,12 @@ def test_what_each_kind_of_attacker_buys():
     rows = [
         {"agent": "published:a", "worst_case": 100.0, "worst_case_sem": 5.0, "worst_attack": "paad:eps=0.1",
          "members": {"paad:eps=0.1": 100.0, "paad:eps=0.1 (from published:b)": 103.0, "push:direction=1,eps=0.1": 300.0},
-         "directors": {"paad:eps=0.1": 100.0}},
+         "directors": {"paad:eps=0.1": 100.0}, "directors_cpu": {"paad:eps=0.1": 90.0}},
         {"agent": "published:b", "worst_case": 50.0, "worst_case_sem": 10.0,
          "worst_attack": "sarl@official-attack:eps=0.1 (from published:a)",
          "members": {"sarl@official-attack:eps=0.1 (from published:a)": 50.0, "push:direction=1,eps=0.1": 55.0,
                      "sarl:eps=0.1": 400.0},
-         "directors": {"paad:eps=0.1": 60.0, "sarl:eps=0.1": 40.0}},
+         "directors": {"paad:eps=0.1": 60.0, "sarl:eps=0.1": 40.0}, "directors_cpu": {"paad:eps=0.1": 50.0}},
     ]
     assert member_family("robust_sarsa:eps=0.1") == "robust_sarsa"
     value = {k["kind"]: k for k in director_value(rows)}
@@ -221,7 +221,11 @@ def test_what_each_kind_of_attacker_buys():
     # B without official-attack reaches 55, within its SE of 50: not needed; nor are the transfers
     assert value["sarl@official-attack"]["needed_by"] == [] and value["transferred"]["needed_by"] == []
     assert value["sarl"]["needed_by"] == [] and value["heuristic"]["needed_by"] == []
-    assert "| paad | 80 | 1 | 1: a 100 → 300 |" in director_table(rows)
+    # CPU seconds where every director of the kind recorded them (B's SA-RL one did not: unmeasured)
+    assert value["paad"]["train_cpu_seconds_per_agent"] == pytest.approx(70.0)
+    assert value["sarl"]["train_cpu_seconds"] is None
+    assert "| paad | 80 | 70 | 1 | 1: a 100 → 300 |" in director_table(rows)
+    assert "| sarl | 20 | – | 0 | 0 |" in director_table(rows)
 
 
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
