@@ -16,6 +16,7 @@ Run: python benchmarks/published_board.py [--boards published-hopper ...] [--out
      python benchmarks/published_board.py --table   (the tables of the finished boards, nothing run)
      python benchmarks/published_board.py --claims  (one claims table over the boards run under this version)
      python benchmarks/published_board.py --directors  (what each kind of attacker costs and buys on those boards)
+     python benchmarks/published_board.py --plan --protocol mujoco@v8 --boards field-hopper  (director steps left)
      python benchmarks/published_board.py --ship [--store S ...] [--fresh]   (the board's results, numbers only,
          into the package: src/rlgauntlet/published/results/mujoco-vN.json, for `leaderboard --with-published`;
          added to what already ships for that version unless --fresh)
@@ -455,6 +456,25 @@ def stale_entries(entries: list[dict], results: dict, boards: list[str], protoco
     return stale
 
 
+def board_plans(names: list[str], out: Path, protocol: str = "mujoco") -> list[dict]:
+    """``--plan``: what each board still has to train under ``protocol`` (a name or a tag), from the
+    store at ``out``: its agents and envs, the director steps left and, where the store has trained
+    the same attackers against other agents of the env, the worker-seconds they would take (None
+    where any is unmeasured). Nothing is trained, run or written; the board's agents are loaded."""
+    from rlgauntlet.gauntlet.board import load_board, plan_board
+
+    rows = []
+    for name in names:
+        board = load_board(HERE.parent / "boards" / f"{name}.yaml").model_copy(update={"protocol": protocol})
+        previews = [plan.preview() for plan in plan_board(board, out / "gauntlet.sqlite")[0]]
+        seconds = [p["training_left_seconds"] for p in previews]
+        rows.append({"board": name, "protocol": previews[0]["protocol"] if previews else protocol,
+                     "agents": len(previews), "envs": sorted({p["env"] for p in previews}),
+                     "training_left_steps": sum(p["training_left_steps"] for p in previews),
+                     "training_left_seconds": None if None in seconds else round(sum(seconds), 1)})
+    return rows
+
+
 def ship_results(stores: list[Path], boards: list[str], fresh: bool = False, protocol_name: str = "mujoco") -> None:
     """The published board's results under ``protocol_name``'s version, numbers only, into the
     package (``rlgauntlet.published.SHIPPED``), for ``rlgauntlet leaderboard --with-published``:
@@ -503,6 +523,9 @@ def command_line() -> argparse.ArgumentParser:
     parser.add_argument("--directors", action="store_true",
                         help=f"print what each kind of attacker buys over the boards in {OUT.name} run under "
                              "--protocol's version (training cost, worst cases set, agents that need it)")
+    parser.add_argument("--plan", action="store_true",
+                        help="print each board's director steps left under --protocol (from --out's store), run "
+                             "nothing")
     parser.add_argument("--ship", action="store_true",
                         help="write the finished boards' results into the package (leaderboard --with-published)")
     parser.add_argument("--store", type=Path, nargs="+", default=None,
@@ -522,6 +545,13 @@ def main() -> None:
 
     tag = get_protocol(args.protocol).tag
 
+    if args.plan:
+        for row in board_plans(args.boards, args.out, tag):
+            seconds = row["training_left_seconds"]
+            print(f"{row['board']} under {row['protocol']}: {row['agents']} agents on {', '.join(row['envs'])}, "
+                  f"{row['training_left_steps']:,} director steps left"
+                  + ("" if seconds is None else f", about {seconds:,.0f} worker-seconds"))
+        return
     if args.claims:
         rows, line = field_claims(json.loads(OUT.read_text()) if OUT.exists() else {}, args.boards, tag)
         print(claims_table(rows))
