@@ -159,10 +159,10 @@ def test_an_agents_director_cpu_seconds_are_their_sum_or_none_when_one_went_unme
     def plan(*names):
         return SimpleNamespace(tasks=[SimpleNamespace(folder=str(cache / n)) for n in names])
 
-    assert director_cpu_seconds(plan("paad", "sarl")) == 350.5  # CPU, not the 1800 wall seconds
+    assert director_cpu_seconds(plan("paad", "sarl")) == pytest.approx(350.5)  # CPU, not the 1800 wall seconds
     assert director_cpu_seconds(plan("paad", "old")) is None  # trained before CPU time was recorded
     assert director_cpu_seconds(plan("paad", "untrained")) is None
-    assert director_cpu_seconds(plan()) == 0.0
+    assert director_cpu_seconds(plan()) == pytest.approx(0.0)
 
 
 def test_an_agents_episodes_count_only_the_members_its_version_ran(tmp_path):
@@ -209,7 +209,8 @@ def test_an_agents_episodes_count_only_the_members_its_version_ran(tmp_path):
     assert "transfer race" not in stage_seconds(v5)
     # the store moved, and the releases cloned elsewhere, since its runs were stored: the same cost
     moved = tmp_path / "moved" / "cache"
-    v5_moved = SimpleNamespace(**{**vars(v5), "authors": ["released_attacker:path=/elsewhere/attack.model,eps=0.15"],
+    elsewhere = tmp_path / "elsewhere" / "attack.model"
+    v5_moved = SimpleNamespace(**{**vars(v5), "authors": [f"released_attacker:path={elsewhere},eps=0.15"],
                                   "tasks": [SimpleNamespace(folder=str(moved / "own" / n)) for n in ("paad-v5", "sarsa-v5")]})
     assert stage_seconds(v5_moved, {moved / "own" / "paad-v5", moved / "own" / "sarsa-v5", moved / "donor" / "sarl-v5"}) \
         == stage_seconds(v5, board_folders)

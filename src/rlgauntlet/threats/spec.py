@@ -191,9 +191,9 @@ def key_spec(threat: Threat) -> str:
     the key through ``threat.fingerprint()``.
 
     Example:
-        >>> key_spec(parse_threat("paad:attacker=/home/me/runs/paad-eps0.075/,eps=0.075"))
+        >>> key_spec(parse_threat("paad:attacker=some/where/runs/paad-eps0.075/,eps=0.075"))
         'paad:attacker=paad-eps0.075,eps=0.075'
-        >>> key_spec(parse_threat('released_attacker:path="/a,b/attack-ppo-hopper.model",eps=0.075'))
+        >>> key_spec(parse_threat('released_attacker:path="a,b/attack-ppo-hopper.model",eps=0.075'))
         'released_attacker:path=attack-ppo-hopper.model,eps=0.075'
     """
     if not threat.file_params:
