@@ -1263,6 +1263,72 @@ def test_a_director_on_minatar_or_worker_envs_stopped_by_its_time_budget_goes_on
     assert two["director_sha256"] == one["director_sha256"]
 
 
+def test_a_director_killed_after_an_autosave_goes_on_from_it_as_if_never_killed(tmp_path, monkeypatch):
+    """Between checkpoints a director also writes itself every ``autosave_seconds`` (here: at every
+    rollout end), so that a run killed without warning loses minutes, not a tenth of its budget.
+    The writes change nothing (the run that writes is the one that does not, to its sha256); the
+    folder as it stood after the write at the first rollout's end (a kill there, before any
+    checkpoint), resumed, trains the uninterrupted director to its sha256 (bit-exactness is the
+    property under test), with the same learning curve (an autosave is no point on it)."""
+    import shutil
+
+    import rlgauntlet.training.kit as kit
+    from rlgauntlet.experiments.attacker_job import train_attacker
+    from rlgauntlet.training.attackers.attack_train import director_settings
+
+    settings = {**director_settings("CartPole-v1"), "n_envs": 2, "n_steps": 64, "batch_size": 64}
+    common = dict(eps=0.1, seed=0, eval_episodes=0, threads=1, checkpoint_every=256, hyperparams=settings,
+                  log=lambda _: None)
+    monkeypatch.setattr(kit.CheckpointCallback, "autosave_seconds", None)
+    one = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", steps=512, run_dir=tmp_path / "one", **common)
+    killed = tmp_path / "killed"
+    write = kit.save_checkpoint
+
+    def write_then_copy_the_first(model, env, run_dir, progress, pending_update=None):
+        write(model, env, run_dir, progress, pending_update)
+        if not killed.exists():
+            shutil.copytree(run_dir, killed)  # the folder a kill right after this write leaves
+
+    monkeypatch.setattr(kit, "save_checkpoint", write_then_copy_the_first)
+    monkeypatch.setattr(kit.CheckpointCallback, "autosave_seconds", 0.0)
+    two = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", steps=512, run_dir=tmp_path / "two", **common)
+    assert two["director_sha256"] == one["director_sha256"]
+    progress = json.loads((killed / "checkpoint" / "progress.json").read_text())
+    assert progress["num_timesteps"] == 128 and progress["history"] == []
+    monkeypatch.setattr(kit, "save_checkpoint", write)
+    three = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", steps=512, run_dir=killed, **common)
+    assert three["resumes"] == [{"steps": 128, "exact": True}]
+    assert three["director_sha256"] == one["director_sha256"]
+    assert [p["steps"] for p in three["learning_curve"]] == [p["steps"] for p in one["learning_curve"]] == [256, 512]
+
+
+def test_an_autosave_waits_its_interval_and_twenty_writes_time(monkeypatch):
+    """When a run writes itself between checkpoints: ``autosave_seconds`` after its last write, and
+    not before 20 times that write's duration (a slow write, such as a replay buffer's, costs at
+    most 5 %); never where its resume would not be exact, or where autosave is off."""
+    import rlgauntlet.training.kit as kit
+
+    now = [0.0]
+    monkeypatch.setattr(kit, "autosave_clock", lambda: now[0])
+    callback = kit.CheckpointCallback.__new__(kit.CheckpointCallback)
+    callback.exact_resume, callback.progress = True, {}
+    callback.last_write, callback.write_seconds = 100.0, 1.0
+    due = []
+    for now[0] in (399.0, 400.0):
+        due.append(callback._autosave_due())
+    callback.write_seconds = 30.0  # 20 writes' time: 600 s
+    for now[0] in (400.0, 699.0, 700.0):
+        due.append(callback._autosave_due())
+    assert due == [False, True, False, False, True]
+    callback.progress["inexact_resume"] = "its env is not data"
+    assert not callback._autosave_due()
+    callback.progress = {}
+    callback.autosave_seconds = None
+    assert not callback._autosave_due()
+    callback.autosave_seconds, callback.exact_resume = 300.0, False
+    assert not callback._autosave_due()
+
+
 @pytest.mark.slow  # four short Hopper directors, about 25 s
 def test_a_director_stopped_by_its_time_budget_goes_on_as_if_never_stopped(tmp_path):
     """The official attack settings on MuJoCo (one env, rewards scaled by the return's running std,
