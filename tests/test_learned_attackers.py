@@ -1263,24 +1263,17 @@ def test_a_director_on_minatar_or_worker_envs_stopped_by_its_time_budget_goes_on
     assert two["director_sha256"] == one["director_sha256"]
 
 
-def test_a_director_killed_after_an_autosave_goes_on_from_it_as_if_never_killed(tmp_path, monkeypatch):
-    """Between checkpoints a director also writes itself every ``autosave_seconds`` (here: at every
-    rollout end), so that a run killed without warning loses minutes, not a tenth of its budget.
-    The writes change nothing (the run that writes is the one that does not, to its sha256); the
-    folder as it stood after the write at the first rollout's end (a kill there, before any
-    checkpoint), resumed, trains the uninterrupted director to its sha256 (bit-exactness is the
-    property under test), with the same learning curve (an autosave is no point on it)."""
+def _killed_after_first_autosave(tmp_path, monkeypatch, agent, env_id, steps, common) -> tuple[dict, dict, dict, dict]:
+    """A director trained without autosave (``one``); the same with an autosave at every rollout end
+    (``two``), copying its folder as it stood right after its first write (a kill there); that copy's
+    progress, and the copy resumed (``three``)."""
     import shutil
 
     import rlgauntlet.training.kit as kit
     from rlgauntlet.experiments.attacker_job import train_attacker
-    from rlgauntlet.training.attackers.attack_train import director_settings
 
-    settings = {**director_settings("CartPole-v1"), "n_envs": 2, "n_steps": 64, "batch_size": 64}
-    common = dict(eps=0.1, seed=0, eval_episodes=0, threads=1, checkpoint_every=256, hyperparams=settings,
-                  log=lambda _: None)
     monkeypatch.setattr(kit.CheckpointCallback, "autosave_seconds", None)
-    one = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", steps=512, run_dir=tmp_path / "one", **common)
+    one = train_attacker(agent, env_id, "paad", steps=steps, run_dir=tmp_path / "one", **common)
     killed = tmp_path / "killed"
     write = kit.save_checkpoint
 
@@ -1289,17 +1282,49 @@ def test_a_director_killed_after_an_autosave_goes_on_from_it_as_if_never_killed(
         if not killed.exists():
             shutil.copytree(run_dir, killed)  # the folder a kill right after this write leaves
 
-    monkeypatch.setattr(kit, "save_checkpoint", write_then_copy_the_first)
-    monkeypatch.setattr(kit.CheckpointCallback, "autosave_seconds", 0.0)
-    two = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", steps=512, run_dir=tmp_path / "two", **common)
-    assert two["director_sha256"] == one["director_sha256"]
+    with monkeypatch.context() as patch:
+        patch.setattr(kit, "save_checkpoint", write_then_copy_the_first)
+        patch.setattr(kit.CheckpointCallback, "autosave_seconds", 0.0)
+        two = train_attacker(agent, env_id, "paad", steps=steps, run_dir=tmp_path / "two", **common)
     progress = json.loads((killed / "checkpoint" / "progress.json").read_text())
+    three = train_attacker(agent, env_id, "paad", steps=steps, run_dir=killed, **common)
+    return one, two, progress, three
+
+
+def test_a_director_killed_after_an_autosave_goes_on_from_it_as_if_never_killed(tmp_path, monkeypatch):
+    """Between checkpoints a director also writes itself every ``autosave_seconds`` (here: at every
+    rollout end), so that a run killed without warning loses minutes, not a tenth of its budget.
+    The writes change nothing (the run that writes is the one that does not, to its sha256); the
+    folder as it stood after the write at the first rollout's end (a kill there, before any
+    checkpoint), resumed, trains the uninterrupted director to its sha256 (bit-exactness is the
+    property under test), with the same learning curve (an autosave is no point on it)."""
+    from rlgauntlet.training.attackers.attack_train import director_settings
+
+    settings = {**director_settings("CartPole-v1"), "n_envs": 2, "n_steps": 64, "batch_size": 64}
+    common = dict(eps=0.1, seed=0, eval_episodes=0, threads=1, checkpoint_every=256, hyperparams=settings,
+                  log=lambda _: None)
+    one, two, progress, three = _killed_after_first_autosave(tmp_path, monkeypatch, "zoo:cartpole-dqn",
+                                                             "CartPole-v1", 512, common)
+    assert two["director_sha256"] == one["director_sha256"]
     assert progress["num_timesteps"] == 128 and progress["history"] == []
-    monkeypatch.setattr(kit, "save_checkpoint", write)
-    three = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", steps=512, run_dir=killed, **common)
     assert three["resumes"] == [{"steps": 128, "exact": True}]
     assert three["director_sha256"] == one["director_sha256"]
     assert [p["steps"] for p in three["learning_curve"]] == [p["steps"] for p in one["learning_curve"]] == [256, 512]
+
+
+@pytest.mark.slow  # three short Hopper directors
+def test_an_official_attack_director_killed_after_an_autosave_goes_on_as_if_never_killed(tmp_path, monkeypatch):
+    """The same on MuJoCo at the official attack settings (one env, rewards scaled by the return's
+    running std): the autosave writes the reward statistics and the MuJoCo state without disturbing
+    them, and the killed run, resumed, is the uninterrupted director, to its sha256."""
+    common = dict(eps=0.075, seed=0, eval_episodes=0, threads=1, checkpoint_every=4096, setting="official-attack",
+                  log=lambda _: None)
+    one, two, progress, three = _killed_after_first_autosave(tmp_path, monkeypatch, "zoo:hopper-ppo", "Hopper-v5",
+                                                             4096, common)
+    assert two["director_sha256"] == one["director_sha256"]
+    assert progress["num_timesteps"] == 2048 and progress["history"] == []
+    assert three["resumes"] == [{"steps": 2048, "exact": True}]
+    assert three["director_sha256"] == one["director_sha256"]
 
 
 def test_an_autosave_waits_its_interval_and_twenty_writes_time(monkeypatch):
