@@ -1327,6 +1327,42 @@ def test_an_official_attack_director_killed_after_an_autosave_goes_on_as_if_neve
     assert three["director_sha256"] == one["director_sha256"]
 
 
+def test_a_director_killed_between_a_writes_two_renames_resumes_from_the_write_before(tmp_path, monkeypatch):
+    """A write replaces the checkpoint folder in two renames (the old one aside, the new one in its
+    place). Killed between them, the run folder holds no ``checkpoint``, only ``checkpoint.old``
+    (complete) and ``checkpoint.tmp``: resumed, the director goes on from the folder moved aside,
+    exactly (its sha256, the property under test), instead of training again from nothing."""
+    import shutil
+
+    import rlgauntlet.training.kit as kit
+    from rlgauntlet.experiments.attacker_job import train_attacker
+    from rlgauntlet.training.attackers.attack_train import director_settings
+
+    settings = {**director_settings("CartPole-v1"), "n_envs": 2, "n_steps": 64, "batch_size": 64}
+    common = dict(eps=0.1, seed=0, eval_episodes=0, threads=1, checkpoint_every=256, hyperparams=settings,
+                  log=lambda _: None)
+    monkeypatch.setattr(kit.CheckpointCallback, "autosave_seconds", None)
+    one = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", steps=512, run_dir=tmp_path / "one", **common)
+    killed = tmp_path / "killed"
+    replace = kit.replace_folder
+
+    def replace_killed_between_renames_once(tmp, final):
+        if final.exists() and not killed.exists():  # the second write (at 256 steps): the first went to 128
+            final.rename(final.with_name(final.name + ".old"))
+            shutil.copytree(final.parent, killed)  # the folder a kill between the renames leaves
+        replace(tmp, final)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(kit, "replace_folder", replace_killed_between_renames_once)
+        patch.setattr(kit.CheckpointCallback, "autosave_seconds", 0.0)
+        train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", steps=512, run_dir=tmp_path / "two", **common)
+    assert not (killed / "checkpoint").exists() and (killed / "checkpoint.old" / "model.zip").exists()
+    three = train_attacker("zoo:cartpole-dqn", "CartPole-v1", "paad", steps=512, run_dir=killed, **common)
+    assert three["resumes"] == [{"steps": 128, "exact": True}]
+    assert three["director_sha256"] == one["director_sha256"]
+    assert not any(p.name.endswith(".old") for p in killed.rglob("*"))
+
+
 def test_an_autosave_waits_its_interval_and_twenty_writes_time(monkeypatch):
     """When a run writes itself between checkpoints: ``autosave_seconds`` after its last write, and
     not before 20 times that write's duration (a slow write, such as a replay buffer's, costs at

@@ -314,3 +314,24 @@ def test_a_radial_training_stopped_by_its_time_budget_keeps_where_its_guarded_ra
     assert all(torch.equal(w1[k], w2[k]) for k in w1)  # bit-exactness is the property under test
     # the ramp's floats compared exactly: the resumed run must be the run never stopped, on this machine
     assert p2["schedule"] == p1["schedule"] and [r["steps"] for r in p2["resumes"]] == [256, 512]
+
+
+def test_recover_folders_puts_back_only_a_folder_moved_aside_whose_replacement_never_arrived(tmp_path):
+    """After a kill between ``replace_folder``'s renames, ``NAME.old`` is the complete folder and
+    ``NAME`` is missing: it goes back, at any depth. Where ``NAME`` exists (a kill after the second
+    rename) the ``.old`` folder stays for the next write to remove, and a file is never touched."""
+    from rlgauntlet.training.checkpoints import has_checkpoint, recover_folders
+
+    (tmp_path / "checkpoint.old").mkdir()
+    (tmp_path / "checkpoint.old" / "model.zip").write_text("the checkpoint in use")
+    (tmp_path / "checkpoint.tmp").mkdir()
+    (tmp_path / "snapshots" / "iter-0002.old").mkdir(parents=True)
+    (tmp_path / "best").mkdir()
+    (tmp_path / "best.old").mkdir()
+    (tmp_path / "notes.old").write_text("a file")
+    assert recover_folders(tmp_path) == [tmp_path / "checkpoint", tmp_path / "snapshots" / "iter-0002"]
+    assert (tmp_path / "checkpoint" / "model.zip").read_text() == "the checkpoint in use"
+    assert (tmp_path / "best.old").is_dir() and (tmp_path / "notes.old").is_file()
+    assert recover_folders(tmp_path) == [] and recover_folders(tmp_path / "nowhere") == []
+    (tmp_path / "checkpoint").rename(tmp_path / "checkpoint.old")
+    assert has_checkpoint(tmp_path / "checkpoint")  # a reader of one checkpoint puts it back as well

@@ -132,7 +132,8 @@ def load_replay_buffer(model, folder: Path, allow_pickle: bool = False) -> bool:
 
 def replace_folder(tmp: Path, final: Path) -> None:
     """Put the finished checkpoint folder ``tmp`` in place of ``final``: the old one is moved
-    aside first and removed last, so a kill at any moment leaves one complete checkpoint."""
+    aside first and removed last, so a kill at any moment leaves one complete checkpoint (between
+    the two renames, as ``FINAL.old``: :func:`recover_folders` puts it back)."""
     old = final.with_name(final.name + ".old")
     if final.exists():
         if old.exists():
@@ -176,8 +177,29 @@ def read_selection(folder: Path) -> dict | None:
     return selection
 
 
+def recover_folders(root: Path) -> list[Path]:
+    """Undo what a kill between :func:`replace_folder`'s two renames left under ``root``: a folder
+    moved aside (``NAME.old``) whose replacement never took its place gets its place back. It is
+    complete (it was the folder in use), so a training resumes from it rather than from nothing.
+    Returns the folders put back; called where a training starts or looks for its checkpoint."""
+    root = Path(root)
+    finals = [old.with_name(old.name[: -len(".old")]) for old in sorted(root.rglob("*.old"))] if root.is_dir() else []
+    return [final for final in finals if _put_back(final)]
+
+
+def _put_back(final: Path) -> bool:
+    """Rename ``FINAL.old`` to ``final`` where ``final`` is missing; whether it did."""
+    old = final.with_name(final.name + ".old")
+    if old.is_dir() and not final.exists():
+        old.rename(final)
+        return True
+    return False
+
+
 def has_checkpoint(folder: Path) -> bool:
-    """Whether ``folder`` holds a checkpoint to resume (the zip, or the policy and optimizer files)."""
+    """Whether ``folder`` holds a checkpoint to resume (the zip, or the policy and optimizer files);
+    one a kill left moved aside is put back first (:func:`recover_folders`)."""
+    _put_back(folder)
     return (folder / "model.zip").exists() or ((folder / "policy.pt").exists() and (folder / "optimizer.pt").exists())
 
 

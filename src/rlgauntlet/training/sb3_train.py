@@ -21,7 +21,7 @@ from typing import Callable
 import torch
 
 from rlgauntlet.errors import UserError
-from rlgauntlet.training.checkpoints import has_checkpoint, load_replay_buffer, resume
+from rlgauntlet.training.checkpoints import has_checkpoint, load_replay_buffer, recover_folders, resume
 from rlgauntlet.training.kit import (CheckpointCallback, build_env, build_model, greedy_games_callback, init_from_agent,
                                      learn_with_checkpoints, quiet_logger, restore_for_resume, resumed_how)
 from rlgauntlet.training.run_state import Restored
@@ -83,6 +83,7 @@ def train_preset(
     torch.set_num_threads(threads)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    recover_folders(run_dir)  # before its envs read the checkpoint's VecNormalize statistics
     budget = total_timesteps or preset.total_timesteps
     env = build_env(preset, run_dir, threat, subproc_envs)
     ckpt = run_dir / "checkpoint"

@@ -24,7 +24,8 @@ from rlgauntlet.envs.presets import make_train_vec_env, mujoco_task, resolve_pre
 from rlgauntlet.errors import UserError
 from rlgauntlet.threats.learned.actor import AttackActor, check_variant, default_variant
 from rlgauntlet.training.attackers.attack_mdp import AttackVecEnv, check_victim_samples
-from rlgauntlet.training.checkpoints import has_checkpoint, replace_folder, restore_vecnormalize, resume
+from rlgauntlet.training.checkpoints import (has_checkpoint, recover_folders, replace_folder, restore_vecnormalize,
+                                             resume)
 from rlgauntlet.training.recipes import TrainPreset
 from rlgauntlet.training.kit import (build_model, CheckpointCallback, learn_with_checkpoints, restore_for_resume,
                                     resumed_how)
@@ -177,6 +178,7 @@ def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str 
 
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    recover_folders(run_dir)  # its checkpoint or best director, should a kill have left one moved aside
     settings = dict(hyperparams or director_settings(config["env"]))
     if config.get("recurrent"):
         settings = recurrent_settings(settings)

@@ -551,6 +551,9 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
     adversary_recipe = _adversary_recipe(preset, recipe)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    from rlgauntlet.training.checkpoints import recover_folders
+
+    recover_folders(run_dir)  # its checkpoint, snapshots or kept agents, should a kill have left one moved aside
     ckpt = run_dir / "checkpoint"
     config = _config(preset, recipe.seed)
 
