@@ -335,3 +335,27 @@ def test_recover_folders_puts_back_only_a_folder_moved_aside_whose_replacement_n
     assert recover_folders(tmp_path) == [] and recover_folders(tmp_path / "nowhere") == []
     (tmp_path / "checkpoint").rename(tmp_path / "checkpoint.old")
     assert has_checkpoint(tmp_path / "checkpoint")  # a reader of one checkpoint puts it back as well
+
+
+def test_a_progress_or_manifest_write_killed_before_its_rename_leaves_the_previous_file(tmp_path, monkeypatch):
+    """Resume-critical files (a checkpoint's progress, an attacker's manifest) are written to a
+    temporary file and renamed into place: killed before the rename, the previous file is whole and
+    no temporary file is left; written, the file holds exactly the text (a plain ``write_text``
+    would already have overwritten the file when the rename failed)."""
+    import os
+
+    import rlgauntlet.common.outputs as outputs
+
+    target = tmp_path / "manifest.json"
+    target.write_text('{"steps": 128}')
+
+    def killed(*_):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(outputs.os, "replace", killed)
+        with pytest.raises(KeyboardInterrupt):
+            outputs.write_text_atomic(target, '{"steps": 256}')
+    assert target.read_text() == '{"steps": 128}' and os.listdir(tmp_path) == ["manifest.json"]
+    outputs.write_text_atomic(target, '{"steps": 256}')
+    assert target.read_text() == '{"steps": 256}' and os.listdir(tmp_path) == ["manifest.json"]

@@ -222,6 +222,12 @@ def _atomic_write(path: Path, payload: bytes) -> None:
         raise
 
 
+def write_text_atomic(path: Path | str, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file renamed into place: a kill mid-write
+    leaves the previous file (or none), never half of one (a manifest or progress a resume reads)."""
+    _atomic_write(Path(path), text.encode())
+
+
 def write_json(path: Path | str, data: dict[str, Any], *, kind: str) -> None:
     """Write ``data`` as JSON with rlgauntlet's mark and its ``kind``, atomically (a reader never
     sees half a file)."""

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from rlgauntlet.common.hashing import sha256_file
-from rlgauntlet.common.outputs import check_run_dir
+from rlgauntlet.common.outputs import check_run_dir, write_text_atomic
 from rlgauntlet.errors import UserError
 from rlgauntlet.experiments.agents import AgentSpec, as_agent_spec, open_job
 from rlgauntlet.threats.learned.base import ATTACKER_FILE, MANIFEST
@@ -144,7 +144,7 @@ def _write_director(run_dir: Path, source: Path, config: dict, progress: dict, s
                 "learning_curve": progress["history"], "applied_in_training": progress.get("applied"),
                 "hyperparams": progress.get("hyperparams"), "input_shape": progress["input_shape"],
                 "input_bounds": progress["input_bounds"]}
-    (run_dir / MANIFEST).write_text(json.dumps(manifest, indent=2))
+    write_text_atomic(run_dir / MANIFEST, json.dumps(manifest, indent=2))
     return manifest
 
 
@@ -219,7 +219,7 @@ def _strength(victim, env: str, threat: str, eps: float, run_dir: Path, manifest
                             "attacked_mean": attacked["return_mean"], "attacked_std": attacked["return_std"],
                             "attacked_returns": attacked["returns"],
                             "action_change_rate": attacked["action_change_rate"], "linf_max": attacked["linf_max"]}
-    (run_dir / MANIFEST).write_text(json.dumps(manifest, indent=2))
+    write_text_atomic(run_dir / MANIFEST, json.dumps(manifest, indent=2))
     log(f"[{manifest['method']}] victim return {clean['return_mean']:.1f} clean, {attacked['return_mean']:.1f} ± "
         f"{attacked['return_std']:.1f} under the attacker (eps {eps:g}, {episodes} episodes)")
     return manifest
@@ -245,7 +245,7 @@ def _train_q_function(victim, identity: dict, env: str, steps: int, run_dir: Pat
                 "train_cpu_seconds": record["train_cpu_seconds"],
                 "input_dim": record["input_dim"], "hidden": record["hidden"], "reward_scale": record["reward_scale"],
                 "gamma": record["gamma"], "learning_curve": record["history"]}
-    (run_dir / MANIFEST).write_text(json.dumps(manifest, indent=2))
+    write_text_atomic(run_dir / MANIFEST, json.dumps(manifest, indent=2))
     return manifest
 
 

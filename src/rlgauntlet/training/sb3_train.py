@@ -20,6 +20,7 @@ from typing import Callable
 
 import torch
 
+from rlgauntlet.common.outputs import write_text_atomic
 from rlgauntlet.errors import UserError
 from rlgauntlet.training.checkpoints import has_checkpoint, load_replay_buffer, recover_folders, resume
 from rlgauntlet.training.kit import (CheckpointCallback, build_env, build_model, greedy_games_callback, init_from_agent,
@@ -131,7 +132,7 @@ def train_preset(
         log(f"[{name}] {threat} perturbed {env.perturbed_steps} of {env.total_steps} observations "
             f"(largest ℓ∞ {env.linf_max:.4g})")
     progress["finished"] = not progress.get("stopped_at_deadline")
-    (ckpt / "progress.json").write_text(json.dumps(progress, indent=2))
+    write_text_atomic(ckpt / "progress.json", json.dumps(progress, indent=2))
     env.close()
     return ckpt
 

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from rlgauntlet.common.outputs import write_text_atomic
 from rlgauntlet.envs.presets import make_train_vec_env, mujoco_task, resolve_preset
 from rlgauntlet.errors import UserError
 from rlgauntlet.threats.learned.actor import AttackActor, check_variant, default_variant
@@ -244,7 +245,7 @@ def learn_attacker(victim: Victim, config: dict, total_steps: int, run_dir: str 
     progress["input_shape"] = list(core.input_shape)
     progress["input_bounds"] = None if victim.input_bounds is None else list(victim.input_bounds)
     progress["finished"] = True
-    (ckpt / "progress.json").write_text(json.dumps(progress, indent=2))
+    write_text_atomic(ckpt / "progress.json", json.dumps(progress, indent=2))
     env.close()
     return ckpt, progress
 

@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from rlgauntlet.bounds.ibp import ibp
+from rlgauntlet.common.outputs import write_text_atomic
 from rlgauntlet.common.seeding import BatchRNG, episode_generator
 from rlgauntlet.envs.presets import make_train_vec_env
 from rlgauntlet.errors import UserError
@@ -144,6 +145,6 @@ def train_robust_sarsa(victim: Victim, config: dict, run_dir: str | Path, iterat
               "gamma": gamma, "lr": lr, "hidden": [64, 64], "input_dim": int(x.shape[1] + act_dim),
               "train_seconds": round(time.perf_counter() - started, 1),
               "train_cpu_seconds": round(time.process_time() - cpu_started, 1), "history": history}
-    (run_dir / "training.json").write_text(json.dumps(record, indent=2))
+    write_text_atomic(run_dir / "training.json", json.dumps(record, indent=2))
     return record
 

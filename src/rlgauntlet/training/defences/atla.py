@@ -44,6 +44,7 @@ import torch
 from gymnasium import spaces
 
 from rlgauntlet.common import stopping
+from rlgauntlet.common.outputs import write_text_atomic
 from rlgauntlet.common.seeding import BatchRNG
 from rlgauntlet.errors import UserError
 from rlgauntlet.threats.base import Memory, Threat, ThreatParams
@@ -693,7 +694,7 @@ def _train_atla(name: str, run_dir: str | Path, total_agent_steps: int | None, s
             adversary_base.close()
             clean_games.close()
     progress["finished"] = progress["agent_steps"] >= preset.total_agent_steps
-    (ckpt / "progress.json").write_text(json.dumps(progress, indent=2))
+    write_text_atomic(ckpt / "progress.json", json.dumps(progress, indent=2))
     if preset.validate_clean_episodes:
         _validate(run_dir, preset, recipe.env_id, progress["history"], log=lambda line: log(f"[{name}] {line}"))
     return ckpt
