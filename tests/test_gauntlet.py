@@ -304,6 +304,45 @@ def test_a_gauntlet_loads_its_agent_once_and_parses_each_spec_once(tiny_protocol
     assert set(result["worst_case"][0]["members"]) >= {"random:eps=0.1", "paad:eps=0.1"}
 
 
+def test_the_headline_is_confirmed_on_more_episodes_without_moving_it(tiny_protocol, masked_agent, tmp_path):
+    """``confirm_episodes``: clean and the headline worst case's attack run on from the level's 3
+    episodes to 6, in the same store runs. The protocol's numbers do not move (bit-exact is the
+    property: the first 3 episodes are the same stored ones); the confirmed figures are those of
+    an independent evaluation of that attack over episodes 0-5 (seeds 0-5); only those two cells
+    run on (no argmin agent, no other member); a rerun runs nothing."""
+    from rlgauntlet.experiments.evaluate import evaluate
+    from rlgauntlet.gauntlet import run_gauntlet
+
+    store, agent = tmp_path / "g.sqlite", f"torchscript:{masked_agent}"
+    options = dict(level="quick", store=store, kind="q", input_space="raw")
+    plain = run_gauntlet(agent, "CartPole-v1", **options)
+    assert "confirmed" not in plain
+    with _opened(store) as s:
+        before = s.conn.execute("SELECT COUNT(*) FROM episodes").fetchone()[0]
+    confirmed = run_gauntlet(agent, "CartPole-v1", confirm_episodes=6, **options)
+    assert confirmed["worst_case"] == plain["worst_case"] and confirmed["clean"] == plain["clean"]
+    with _opened(store) as s:
+        assert s.conn.execute("SELECT COUNT(*) FROM episodes").fetchone()[0] == before + 2 * 3
+    [headline] = plain["worst_case"]
+    figures = confirmed["confirmed"]
+    assert figures["episodes_per_seed"] == 6 and figures["worst_case"]["attack"] == headline["attack"]
+    report = evaluate(agent_spec := AgentSpec(agent=agent, kind="q", input_space="raw"), "CartPole-v1",
+                      threats=[headline["spec"]], episodes=6, seed=0, n_envs=2, impact=False)
+    by_spec = {ev["spec"]: ev for ev in report.to_dict()["evaluations"]}
+    for ours, theirs in ((figures["clean"], by_spec["clean"]), (figures["worst_case"], by_spec[headline["spec"]])):
+        returns = np.asarray(theirs["returns"], dtype=float)
+        assert ours["episodes"] == len(returns) == 6
+        assert ours["return_mean"] == pytest.approx(returns.mean(), abs=1e-9)
+        assert ours["return_sem"] == pytest.approx(returns.std(ddof=1) / np.sqrt(6), abs=1e-9)
+    # the protocol's 3 episodes are the first 3 of the 6
+    assert headline["return_mean"] == pytest.approx(np.mean(by_spec[headline["spec"]]["returns"][:3]), abs=1e-9)
+    again = run_gauntlet(agent_spec, "CartPole-v1", confirm_episodes=6, level="quick", store=store)
+    # read back, with 6 episodes now stored in those runs: still the level's 3
+    assert again["confirmed"] == figures and again["worst_case"] == plain["worst_case"]
+    with _opened(store) as s:
+        assert s.conn.execute("SELECT COUNT(*) FROM episodes").fetchone()[0] == before + 2 * 3
+
+
 class _opened:
     def __init__(self, path):
         from rlgauntlet.experiments.store import ResultsStore
@@ -407,6 +446,7 @@ def test_leaderboard_renders_in_headless_chromium(tmp_path):
     (["--env", "CartPole-v1", "--protocol", "pixel"], "--protocol pixel is for"),
     (["--env", "CartPole-v1", "--protocol", "mujoco@v6"], "--protocol mujoco@v6 is for"),
     (["--protocol", "classic@v1"], "--protocol 'classic@v1': this rlgauntlet runs classic as classic@v2"),
+    (["--level", "quick", "--confirm-episodes", "10"], "--confirm-episodes 10: the quick level already runs 10 episodes"),
 ])
 def test_gauntlet_bad_input_is_one_line(args, message, tmp_path, cli_main):
     base = {"--agent": "zoo:cartpole-dqn", "--env": "CartPole-v1", "--out": str(tmp_path / "out")}

@@ -13,8 +13,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from published_board import (board_under, claim_verdict, claims_table, command_line, director_cpu_seconds,  # noqa: E402
-                             field_claims, place_board, stage_seconds, stale_entries)
+from published_board import (CONFIRMATION_STAGE, board_under, claim_verdict, claims_table, command_line,  # noqa: E402
+                             director_cpu_seconds, field_claims, place_board, stage_seconds, stale_entries)
 
 
 def _row(worst, sem, natural=3000.0, paper=(3000.0, 1000.0)):
@@ -32,7 +32,33 @@ def test_each_claim_is_held_within_one_standard_error_or_not_held():
     assert claim_verdict(_row(500.0, 5.0, natural=2550.0))["natural"] == "within 15%"  # −15% exactly
     assert claim_verdict(_row(500.0, 5.0, natural=2549.0))["natural"] == "-15.0%"  # −15.03%, beyond
     table = claims_table([_row(990.0, 5.0), _row(1.0, 1.0, paper=None)])
-    assert table.count("\n") == 2 and "| 1000 / 990 ± 5 |" in table
+    assert table.count("\n") == 2 and "| 1000 / 990 ± 5 |" in table and table.endswith("| – | – |")
+
+
+def _confirmed(mean, sem):
+    return {"episodes_per_seed": 50, "clean": {"return_mean": 3000.0, "return_sem": 3.0, "episodes": 50},
+            "worst_case": {"eps": "0.075", "attack": "paad:eps=0.075", "return_mean": mean, "return_sem": sem,
+                           "episodes": 50}}
+
+
+def test_a_claim_is_judged_again_on_the_readme_episodes_where_the_board_ran_them():
+    """The protocol's 10 episodes break the claim (990 ± 5 against 1000); the same attack over the
+    README's 50 holds it (1004 ± 9), or comes within its SE (995 ± 9), or breaks it too (980 ± 9,
+    naming the confirmed attack); each verdict is counted apart in the field's line."""
+    held = claim_verdict(_row(990.0, 5.0) | {"confirmed": _confirmed(1004.0, 9.0)})
+    assert held["robust"] == "not held (push:direction=1, -1, 1,eps=0.075)" and held["robust_confirmed"] == "held"
+    assert claim_verdict(_row(990.0, 5.0) | {"confirmed": _confirmed(995.0, 9.0)})["robust_confirmed"] == \
+        "within one standard error"
+    assert claim_verdict(_row(990.0, 5.0) | {"confirmed": _confirmed(980.0, 9.0)})["robust_confirmed"] == \
+        "not held (paad:eps=0.075)"
+    assert "robust_confirmed" not in claim_verdict(_row(990.0, 5.0))  # no README sample: one verdict
+    table = claims_table([_row(990.0, 5.0) | {"confirmed": _confirmed(1004.0, 9.0)}])
+    assert table.endswith("| not held (push:direction=1, -1, 1,eps=0.075) | 1004 ± 9 (50 episodes) | held |")
+    board = {"protocol": "mujoco@v8", "rows": [_row(990.0, 5.0) | {"confirmed": _confirmed(1004.0, 9.0)},
+                                               _row(996.0, 5.0) | {"agent": "published:y"}]}
+    _, line = field_claims({"b": board}, ["b"], "mujoco@v8")
+    assert line == ("2 README claims under mujoco@v8 (boards b): 0 held, 1 within one standard error, 1 not held; "
+                    "at the README's episodes (1 of them): 1 held, 0 within one standard error, 0 not held")
 
 
 def test_the_field_claims_count_each_agent_once_and_only_the_current_version():
@@ -197,7 +223,8 @@ def test_an_agents_episodes_count_only_the_members_its_version_ran(tmp_path):
     store.add_episode(other, EpisodeRecord(0, 0, 0.0, 1000, wall_seconds=7.0))
     store.close()
 
-    v5 = SimpleNamespace(store=store_path, sha=sha, env=env, heuristics=["push:direction=1|0|0,eps=0.15"],
+    v5 = SimpleNamespace(store=store_path, sha=sha, env=env, settings=SimpleNamespace(episodes=2),
+                         heuristics=["push:direction=1|0|0,eps=0.15"],
                          natural=[], shifts=[], authors=["released_attacker:path=releases/attack.model,eps=0.15"],
                          tasks=[SimpleNamespace(folder=str(own / "paad-v5")), SimpleNamespace(folder=str(own / "sarsa-v5"))])
     board_folders = {own / "paad-v5", own / "sarsa-v5", donor / "sarl-v5"}
@@ -214,6 +241,12 @@ def test_an_agents_episodes_count_only_the_members_its_version_ran(tmp_path):
                                   "tasks": [SimpleNamespace(folder=str(moved / "own" / n)) for n in ("paad-v5", "sarsa-v5")]})
     assert stage_seconds(v5_moved, {moved / "own" / "paad-v5", moved / "own" / "sarsa-v5", moved / "donor" / "sarl-v5"}) \
         == stage_seconds(v5, board_folders)
+    # a level of one episode: each evaluation run's second episode is the README sample's, counted
+    # apart (each episode alone in its chunk); selection episodes are the race's, whatever their count
+    one = SimpleNamespace(**{**vars(v5), "settings": SimpleNamespace(episodes=1)})
+    assert stage_seconds(one, board_folders) == {
+        "authors' attacker": 4.0, "clean, finalists, natural and shifts": 1.0, CONFIRMATION_STAGE: 1.0 + 4.0 + 40.0,
+        "learned attackers' episodes": 40.0, "race": 2.0, "transfer race": 16.0}
 
 
 def test_what_each_kind_of_attacker_buys():

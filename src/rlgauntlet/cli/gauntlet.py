@@ -69,6 +69,7 @@ def gauntlet(
     device: Optional[str] = typer.Option(None, help="torch device: cpu (the default) or cuda. Example: --device cuda"),
     allow_pickle: bool = ALLOW_PICKLE,
     other_env: bool = OTHER_ENV,
+    confirm_episodes: int = typer.Option(0, "--confirm-episodes", min=0, help="also run clean and the headline worst case's attack on to this many episodes per seed (a paper's sample size; most MuJoCo papers average 50), reported beside the protocol's numbers as `confirmed`; more than the level's episodes. Example: --confirm-episodes 50"),
     plan_only: bool = typer.Option(False, "--plan", help="print what this gauntlet (or board) will run and the attacker training it still needs, estimated from the attackers its store already trained, and exit: nothing is trained, run or written. Example: --plan"),
     list_protocols: bool = typer.Option(False, "--list", help="list the protocols and exit. Example: --list"),
     as_json: bool = typer.Option(False, "--json", help="with --list: print the protocols as JSON. Example: --list --json"),
@@ -102,7 +103,8 @@ def gauntlet(
             "--lstm-directors": (lstm_directors, "lstm_directors: true (on each agent)")})
         if out_dir is None:
             raise UserError("--agents needs --out DIR (the store, one result per agent and the leaderboard go there)")
-        _board(agents_file, out_dir, store, executor, workers, address, exhaustive, allow_pickle, plan_only)
+        _board(agents_file, out_dir, store, executor, workers, address, exhaustive, allow_pickle, plan_only,
+               confirm_episodes)
         return
     if agent is None or env is None or out_dir is None:
         missing = [name for name, v in (("--agent", agent), ("--env", env), ("--out", out_dir)) if v is None]
@@ -110,7 +112,7 @@ def gauntlet(
                         "--env CartPole-v1 --out runs/dqn (or --list for the protocols)")
     level, precision, device = level or "standard", precision or "auto", device or "cpu"
     chosen = protocol_fitting(protocol, env)
-    chosen.level(level)
+    _check_confirm(confirm_episodes, chosen.level(level).episodes, level)
     check_executor(executor, workers, address)
     check_run_dir(out_dir, "--out")
     store_path = check_store_location(store or out_dir / "gauntlet.sqlite")
@@ -130,7 +132,7 @@ def gauntlet(
     with Progress(*columns, console=console, transient=False) as progress:
         stage, advance = _progress_callbacks(progress, f"{chosen.tag} {level}")
         result = run_gauntlet(agent, env, executor=executor, workers=workers, address=address, method=method,
-                              on_stage=stage, on_advance=advance, plan=plan)
+                              on_stage=stage, on_advance=advance, plan=plan, confirm_episodes=confirm_episodes)
     write_json(json_path, result, kind="gauntlet result")
     render_report([store_path], html_path, agents=None, title=f"rlgauntlet gauntlet: {agent} on {env}",
                   gauntlet=result)
@@ -141,6 +143,7 @@ def gauntlet(
     for row in result["worst_case"]:
         table.add_row(row["eps"], f"{row['return_mean']:.4g} ± {row['return_sem']:.2g}", row["attack"])
     out_console.print(table)
+    _print_confirmed(result)
     for warning in result["warnings"]:
         console.print(f"[bold red]warning[/] ({warning['check']}): {warning['message']}")
     _print_inexact_resumes(result)
@@ -233,8 +236,25 @@ def _print_previews(previews: list[dict], workers: int) -> None:
                       "attackers trained against other agents here; episodes come on top")
 
 
+def _check_confirm(confirm_episodes: int, level_episodes: int, level: str) -> None:
+    """``--confirm-episodes`` must ask for more than the level runs anyway."""
+    if 0 < confirm_episodes <= level_episodes:
+        raise UserError(f"--confirm-episodes {confirm_episodes}: the {level} level already runs {level_episodes} "
+                        f"episodes per seed; give more (e.g. --confirm-episodes 50) or leave it out")
+
+
+def _print_confirmed(result: dict) -> None:
+    """The headline worst case's attack and clean at ``--confirm-episodes``, when they ran."""
+    confirmed = result.get("confirmed")
+    if confirmed:
+        worst, clean = confirmed["worst_case"], confirmed["clean"]
+        console.print(f"{result['agent']['spec']} at {confirmed['episodes_per_seed']} episodes per seed: clean "
+                      f"{clean['return_mean']:.4g} ± {clean['return_sem']:.2g}, {worst['attack']} "
+                      f"{worst['return_mean']:.4g} ± {worst['return_sem']:.2g} (gauntlet.json: confirmed)")
+
+
 def _board(path: Path, out_dir: Path, store: Optional[Path], executor: str, workers: int, address: Optional[str],
-           exhaustive: bool, allow_pickle: bool, plan_only: bool = False) -> None:
+           exhaustive: bool, allow_pickle: bool, plan_only: bool = False, confirm_episodes: int = 0) -> None:
     """``gauntlet --agents FILE``: plan every agent, run them as one plan, write each result and
     the board's leaderboard."""
     from rlgauntlet.common.executors import check_executor
@@ -243,6 +263,7 @@ def _board(path: Path, out_dir: Path, store: Optional[Path], executor: str, work
     from rlgauntlet.gauntlet.leaderboard import JSON_KIND, leaderboard as rank
     from rlgauntlet.gauntlet.cache import safe_name
     from rlgauntlet.gauntlet.run import run_plans
+    from rlgauntlet.gauntlet.summary import headline_of
     from rlgauntlet.report.leaderboard import PAGE_KIND, render_leaderboard
 
     board = load_board(path)
@@ -253,6 +274,7 @@ def _board(path: Path, out_dir: Path, store: Optional[Path], executor: str, work
     check_output(page, "--out", protect=[store_path], kind=PAGE_KIND, given=out_dir)
     check_output(page_json, "--out", protect=[store_path], kind=JSON_KIND, given=out_dir)
     plans, methods = plan_board(board, store_path, allow_pickle, exhaustive)
+    _check_confirm(confirm_episodes, plans[0].settings.episodes, board.level)
     if plan_only:
         _print_previews([plan.preview() for plan in plans], workers)
         return
@@ -265,13 +287,13 @@ def _board(path: Path, out_dir: Path, store: Optional[Path], executor: str, work
                TimeRemainingColumn())
     with Progress(*columns, console=console, transient=False) as progress:
         stage, advance = _progress_callbacks(progress, f"board {board.name} ({len(plans)} gauntlets)")
-        results = run_plans(plans, executor, workers, address, methods, stage, advance)
+        results = run_plans(plans, executor, workers, address, methods, stage, advance, confirm_episodes)
     table = Table(title=f"board {board.name}: {len(plans)} gauntlets, level {board.level}")
     for col in ("agent", "env", "method", "clean", "worst case at the headline ε", "strongest attack"):
         table.add_column(col)
     for plan, name, result in zip(plans, names, results):
         write_json(name, result, kind="gauntlet result")
-        headline = next((w for w in result["worst_case"] if w["eps"] == result["headline_eps"]), None)
+        headline = headline_of(result)
         table.add_row(plan.spec.agent, plan.env, result["agent"]["method"], f"{result['clean']['return_mean']:.4g}",
                       f"{headline['return_mean']:.4g} ± {headline['return_sem']:.2g}" if headline else "–",
                       headline["attack"] if headline else "–")
@@ -280,6 +302,7 @@ def _board(path: Path, out_dir: Path, store: Optional[Path], executor: str, work
     write_json(page_json, ranked, kind=JSON_KIND)
     out_console.print(table)
     for result in results:
+        _print_confirmed(result)
         _print_inexact_resumes(result)
     console.print(f"wrote {len(names)} results in {out_dir / 'results'}, {page} and {page_json} (store {store_path})")
 

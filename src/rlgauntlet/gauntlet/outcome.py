@@ -150,6 +150,7 @@ class Outcome:
         groups = ([s for s in self.adversarial if self.eps_of(s) == eps_value(e)] for e in plan.protocol.eps_grid)
         return [g for g in groups if len(g) >= 2]
 
-    def cells(self, store: ResultsStore, specs: list[str]) -> list[CellSet]:
+    def cells(self, store: ResultsStore, specs: list[str], episodes: int | None = None,
+              impact: bool = True) -> list[CellSet]:
         """The plan's cells of ``specs``, a trained or transferred attacker's included (:meth:`GauntletPlan.cells`)."""
-        return self.plan.cells(store, specs, {**self.learned, **self.transferred})
+        return self.plan.cells(store, specs, {**self.learned, **self.transferred}, episodes, impact)

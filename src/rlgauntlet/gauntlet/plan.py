@@ -240,16 +240,17 @@ class GauntletPlan:
         return [self.parsed[s] if s in self.parsed else learned[s] for s in specs]
 
     def cells(self, store: ResultsStore, specs: list[str],
-              learned: Mapping[str, Threat] = MappingProxyType({})) -> list[CellSet]:
-        """The cells of ``specs`` (with clean and, for a discrete agent, the argmin agent for
-        impact) on every seed of the plan, greedy, the level's episodes each, their runs found or
-        created in ``store``. The plan's loaded victim and parsed threats are used (a learned
-        attacker's from ``learned``): nothing is loaded or parsed again."""
+              learned: Mapping[str, Threat] = MappingProxyType({}), episodes: int | None = None,
+              impact: bool = True) -> list[CellSet]:
+        """The cells of ``specs`` (with clean and, for a discrete agent when ``impact``, the argmin
+        agent) on every seed of the plan, greedy, ``episodes`` each (default the level's), their
+        runs found or created in ``store``. The plan's loaded victim and parsed threats are used (a
+        learned attacker's from ``learned``): nothing is loaded or parsed again."""
         from rlgauntlet.experiments.cells import open_cells
 
         threats = self.threats(specs, learned)
-        return [open_cells(store, self.spec, self.env, self.preset, self.victim, threats, seed, self.settings.episodes,
-                           deterministic=True, impact=True) for seed in self.seeds]
+        return [open_cells(store, self.spec, self.env, self.preset, self.victim, threats, seed,
+                           episodes or self.settings.episodes, deterministic=True, impact=impact) for seed in self.seeds]
 
     def selection_cells(self, store: ResultsStore, specs: list[str], episodes: int,
                         extra: Mapping[str, Threat] = MappingProxyType({})) -> CellSet:

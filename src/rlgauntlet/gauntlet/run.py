@@ -25,7 +25,8 @@ from rlgauntlet.gauntlet.outcome import Outcome
 from rlgauntlet.gauntlet.plan import AttackerTask, GauntletPlan, eps_value, plan_gauntlet
 from rlgauntlet.gauntlet.race import RaceResult
 from rlgauntlet.threats.base import Threat
-from rlgauntlet.gauntlet.summary import authors_stronger, learned_means, record_result, summarise
+from rlgauntlet.gauntlet.summary import (authors_stronger, headline_of, learned_means, pool_episodes, record_result,
+                                        summarise)
 from rlgauntlet.gauntlet.transfer import transfer_members
 
 #: episodes per chunk (the unit of work an executor hands a worker), stepped side by side as one
@@ -130,7 +131,8 @@ def run_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None, 
                  workers: int = 1, address: str | None = None, method: str | None = None,
                  on_stage: Callable[[str, int, int], None] | None = None,
                  on_advance: Callable[[int], None] | None = None, plan: GauntletPlan | None = None,
-                 exhaustive: bool = False, lstm_directors: bool = False, **load_options) -> dict:
+                 exhaustive: bool = False, lstm_directors: bool = False, confirm_episodes: int = 0,
+                 **load_options) -> dict:
     """Run the protocol of ``env``'s family (or ``protocol``) at ``level`` on ``agent``.
 
     Args:
@@ -153,23 +155,31 @@ def run_gauntlet(agent: str | AgentSpec, env: str, protocol: str | None = None, 
             race: the worst case of both should agree within a standard error).
         lstm_directors: train an LSTM director of every director method for this agent too (the
             protocol plans them for recurrent agents).
+        confirm_episodes: run clean and the headline worst case's attack on to this many episodes
+            per seed (a paper's sample size, 50 for most MuJoCo papers) and report them as
+            ``confirmed``, beside the protocol's numbers (:func:`confirm_headlines`); 0: not.
     """
     from rlgauntlet.common.executors import check_executor
 
     check_executor(executor, workers, address)  # before the store is made or a run row is written
     if plan is None:
         plan = plan_gauntlet(agent, env, protocol, level, seeds, store, exhaustive, lstm_directors, **load_options)
-    [out] = run_plans([plan], executor, workers, address, [method], on_stage, on_advance)
+    [out] = run_plans([plan], executor, workers, address, [method], on_stage, on_advance, confirm_episodes)
     return out
 
 
 def run_plans(plans: list[GauntletPlan], executor: str = "local", workers: int = 1, address: str | None = None,
               methods: Sequence[str | None] | None = None, on_stage: Callable[[str, int, int], None] | None = None,
-              on_advance: Callable[[int], None] | None = None) -> list[dict]:
+              on_advance: Callable[[int], None] | None = None, confirm_episodes: int | Sequence[int] = 0) -> list[dict]:
     """Run several gauntlets (a board: one :func:`plan_gauntlet` per agent) as one plan: each
     phase's cells of every agent go to the executor together, so that every worker stays busy
     across agents; then each agent's certification, checks and result. Returns one result per
-    plan, in order (``methods``: each plan's leaderboard label, default its agent spec)."""
+    plan, in order (``methods``: each plan's leaderboard label, default its agent spec).
+
+    ``confirm_episodes`` (one for all plans, or one per plan; 0: none): where it exceeds the
+    level's episodes, clean and the headline worst case's attack run on to that many episodes per
+    seed, a paper's sample size, and the result gains ``confirmed`` (:func:`confirm_headlines`).
+    """
     from contextlib import ExitStack
 
     from rlgauntlet.common.executors import OnDemandExecutor
@@ -283,17 +293,22 @@ def run_plans(plans: list[GauntletPlan], executor: str = "local", workers: int =
             final = episodes(lambda outcome: base(outcome) + outcome.plan.learned + outcome.transfer_finalists)
             reports = [[cell_report(cells, results, outcome.strongest_groups()) for cells in sets]
                        for outcome, results, sets in zip(outcomes, store, final)]
+        summaries = [summarise(outcome, plan_reports, method)
+                     for outcome, method, plan_reports in zip(outcomes, methods, reports)]
+        # 5. a paper's sample size, where asked: the headline worst case run on, beside it
+        confirm = [confirm_episodes] * len(plans) if isinstance(confirm_episodes, int) else list(confirm_episodes)
+        confirm_headlines(outcomes, summaries, confirm, store, lambda total, done: stage("confirmation", total, done),
+                          lambda results, chunks: run(pool, results, chunks))
 
     stage("certification and checks", 2 * len(plans))
     outs = []
-    for outcome, method, plan_reports in zip(outcomes, methods, reports):
+    for outcome, summary in zip(outcomes, summaries):
         plan = outcome.plan
         with thread_policy(None):
             certified = certified_summary(plan)
             advance(1)
             checks = run_checks(plan)
             advance(1)
-        summary = summarise(outcome, plan_reports, method)
         out = {"rlgauntlet_version": __version__, **summary, "certified": certified, "checks": checks,
                "warnings": list(checks.get("warnings", [])) + authors_stronger(summary), "store": str(plan.store)}
         resumed = outcome.inexact_resumes()
@@ -303,6 +318,37 @@ def run_plans(plans: list[GauntletPlan], executor: str = "local", workers: int =
         record_result(plan, out)
         outs.append(out)
     return outs
+
+
+def confirm_headlines(outcomes: list[Outcome], summaries: list[dict], confirm: Sequence[int], stores: list,
+                      on_stage: Callable[[int, int], None], run: Callable[[object, list], None]) -> None:
+    """Each plan's clean return and headline worst case at ``confirm[i]`` episodes per seed, a
+    paper's sample size, as ``summaries[i]["confirmed"]``: the worst case's attack and clean run on
+    in the store runs the protocol's episodes are in (their first episodes are those, so nothing
+    runs twice and the protocol's own numbers do not move). The attack is the one the race and the
+    level's episodes chose, so this is that attack measured again, not the worst case re-chosen:
+    beside the worst case, never instead of it. Plans with ``confirm[i]`` at or below the level's
+    episodes, or without a headline worst case, are left as they are.
+
+    ``on_stage(total, done)`` is told the episodes once; ``run(store, chunks)`` runs chunks."""
+    from rlgauntlet.experiments.cells import cell_report
+
+    asked = {i: headline_of(summaries[i]) for i, outcome in enumerate(outcomes)
+             if confirm[i] > outcome.plan.settings.episodes and headline_of(summaries[i])}
+    if not asked:
+        return
+    sets = {i: outcomes[i].cells(stores[i], [asked[i]["spec"]], confirm[i], impact=False) for i in asked}
+    total = sum(len(cells.cells) * cells.episodes for cell_sets in sets.values() for cells in cell_sets)
+    on_stage(total, total - sum(cells.missing_episodes for cell_sets in sets.values() for cells in cell_sets))
+    for cell_sets, results in _by_store(list(sets.values()), [stores[i] for i in sets]):
+        run(results, [chunk for cells in cell_sets for chunk in cells.chunks(CHUNK_EPISODES, CHUNK_EPISODES)])
+    for i, cell_sets in sets.items():
+        pooled = pool_episodes([cell_report(cells, stores[i], impact=False) for cells in cell_sets], lambda spec: spec)
+        figures = ("return_mean", "return_sem", "episodes")
+        summaries[i]["confirmed"] = {
+            "episodes_per_seed": confirm[i], "clean": {k: pooled["clean"][k] for k in figures},
+            "worst_case": {"eps": asked[i]["eps"], "attack": asked[i]["attack"],
+                           **{k: pooled[asked[i]["spec"]][k] for k in figures}}}
 
 
 def _by_store(cell_sets: list[list], stores: list) -> list[tuple[list, object]]:

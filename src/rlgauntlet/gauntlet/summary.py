@@ -99,9 +99,10 @@ def summarise(outcome: Outcome, reports: list[dict], method: str | None) -> dict
         if not members:
             continue
         attack, best = min(members.items(), key=lambda kv: kv[1]["return_mean"])
+        spec_of = {labels[s]: s for s in outcome.adversarial}  # what evaluates it again (run_plans' confirmation)
         worst_case.append({"eps": e, "eps_value": eps_value(e), "budget_space": victim.budget_space,
                            "return_mean": best["return_mean"], "return_sem": best["return_sem"],
-                           "episodes": best["episodes"], "attack": attack,
+                           "episodes": best["episodes"], "attack": attack, "spec": spec_of[attack],
                            "members": {k: v["return_mean"] for k, v in members.items()}})
     impacts: dict[str, list[float]] = {}  # Daylight's impact: generalized (fixed minimum) where the env has one
     for report in reports:
@@ -145,6 +146,16 @@ def summarise(outcome: Outcome, reports: list[dict], method: str | None) -> dict
         **({"transfer": transfer_summary(outcome, pooled)} if outcome.transfer or outcome.transfer_skipped else {}),
         "skipped": plan.skipped,
     }
+
+
+def headline_of(summary: dict) -> dict | None:
+    """The worst case at the headline ε of a result (or its summary); None where nothing ran there.
+
+    Example:
+        >>> headline_of({"headline_eps": "0.075", "worst_case": [{"eps": "0.05"}, {"eps": "0.075"}]})
+        {'eps': '0.075'}
+    """
+    return next((w for w in summary["worst_case"] if w["eps"] == summary["headline_eps"]), None)
 
 
 def authors_stronger(summary: dict) -> list[dict]:
