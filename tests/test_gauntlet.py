@@ -339,6 +339,11 @@ def test_the_headline_is_confirmed_on_more_episodes_without_moving_it(tiny_proto
     again = run_gauntlet(agent_spec, "CartPole-v1", confirm_episodes=6, level="quick", store=store)
     # read back, with 6 episodes now stored in those runs: still the level's 3
     assert again["confirmed"] == figures and again["worst_case"] == plain["worst_case"]
+    from rlgauntlet.report.html import render_report
+
+    page = render_report([store], tmp_path / "report.html", gauntlet=again).read_text()
+    assert '<p class="confirmed" data-episodes="6">' in page and "the first 3 are the ones above" in page
+    assert 'class="confirmed"' not in render_report([store], tmp_path / "plain.html", gauntlet=plain).read_text()
     with _opened(store) as s:
         assert s.conn.execute("SELECT COUNT(*) FROM episodes").fetchone()[0] == before + 2 * 3
 
