@@ -413,17 +413,21 @@ def claim_verdict(row: dict) -> dict | None:
     if paper.get("strongest_attack") is None or row.get("worst_case") is None:
         return None
     worst, sem, claimed = row["worst_case"], row.get("worst_case_sem") or 0.0, paper["strongest_attack"]
-    natural = None
-    if paper.get("natural") is not None and row.get("natural") is not None:
-        gap = (row["natural"] - paper["natural"]) / abs(paper["natural"])
-        natural = "within 15%" if abs(gap) <= 0.15 else f"{gap:+.1%}"
-    verdict = {"agent": row["agent"], "env": row["env"], "natural": natural,
+
+    def natural_gap(value: float | None) -> str | None:
+        if paper.get("natural") is None or value is None:
+            return None
+        gap = (value - paper["natural"]) / abs(paper["natural"])
+        return "within 15%" if abs(gap) <= 0.15 else f"{gap:+.1%}"
+
+    verdict = {"agent": row["agent"], "env": row["env"], "natural": natural_gap(row.get("natural")),
                "robust": robust_verdict(worst, sem, claimed, row["worst_attack"]),
                "claimed": claimed, "worst_case": worst, "worst_case_sem": sem}
     confirmed = (row.get("confirmed") or {}).get("worst_case")
     if confirmed:
         verdict |= {"robust_confirmed": robust_verdict(confirmed["return_mean"], confirmed["return_sem"], claimed,
                                                        confirmed["attack"]),
+                    "natural_confirmed": natural_gap(row["confirmed"]["clean"]["return_mean"]),
                     "confirmed": confirmed}
     return verdict
 
@@ -431,14 +435,17 @@ def claim_verdict(row: dict) -> dict | None:
 def claims_table(rows: list[dict]) -> str:
     """The claims table of docs/reproduction.md: every README number against the gauntlet, and
     against the worst case's attack over the README's episodes where the board ran them."""
-    lines = ["| agent | env | natural: README vs here | strongest attack: README / gauntlet | claim | "
+    lines = ["| agent | env | natural: README vs here (README's episodes) | strongest attack: README / gauntlet | claim | "
              "the same attack, README's episodes | claim there |",
              "|---|---|---|---|---|---|---|"]
     for verdict in filter(None, map(claim_verdict, rows)):
         confirmed = verdict.get("confirmed")
         again = (f"{confirmed['return_mean']:.0f} ± {confirmed['return_sem']:.0f} ({confirmed['episodes']} episodes) | "
                  f"{verdict['robust_confirmed']}" if confirmed else "– | –")
-        lines.append(f"| `{verdict['agent']}` | {verdict['env']} | {verdict['natural'] or '–'} | "
+        natural = verdict["natural"] or "–"
+        if verdict.get("natural_confirmed"):
+            natural += f" ({verdict['natural_confirmed']})"
+        lines.append(f"| `{verdict['agent']}` | {verdict['env']} | {natural} | "
                      f"{verdict['claimed']:.0f} / {verdict['worst_case']:.0f} ± {verdict['worst_case_sem']:.0f} | "
                      f"{verdict['robust']} | {again} |")
     return "\n".join(lines)

@@ -52,8 +52,12 @@ def test_a_claim_is_judged_again_on_the_readme_episodes_where_the_board_ran_them
     assert claim_verdict(_row(990.0, 5.0) | {"confirmed": _confirmed(980.0, 9.0)})["robust_confirmed"] == \
         "not held (paad:eps=0.075)"
     assert "robust_confirmed" not in claim_verdict(_row(990.0, 5.0))  # no README sample: one verdict
+    # the natural return too: 2549 on the protocol's episodes (−15.03%), 3000 on the README's
+    moved = claim_verdict(_row(990.0, 5.0, natural=2549.0) | {"confirmed": _confirmed(1004.0, 9.0)})
+    assert (moved["natural"], moved["natural_confirmed"]) == ("-15.0%", "within 15%")
     table = claims_table([_row(990.0, 5.0) | {"confirmed": _confirmed(1004.0, 9.0)}])
     assert table.endswith("| not held (push:direction=1, -1, 1,eps=0.075) | 1004 ± 9 (50 episodes) | held |")
+    assert "| within 15% (within 15%) |" in table
     board = {"protocol": "mujoco@v8", "rows": [_row(990.0, 5.0) | {"confirmed": _confirmed(1004.0, 9.0)},
                                                _row(996.0, 5.0) | {"agent": "published:y"}]}
     _, line = field_claims({"b": board}, ["b"], "mujoco@v8")
