@@ -574,6 +574,9 @@ def command_line() -> argparse.ArgumentParser:
                         help="the protocol version the boards run, ship, claim and print tables under: mujoco "
                              "(its default version) or a tag such as mujoco@v6")
     parser.add_argument("--address", default=None)
+    parser.add_argument("--confirm", type=int, default=README_EPISODES,
+                        help="episodes per seed each README agent's clean return and headline worst case's attack "
+                             f"run on to, beside the protocol's (default {README_EPISODES}, the READMEs'; 0: none)")
     parser.add_argument("--table", action="store_true",
                         help=f"print the tables of the boards already in {OUT.name} run under --protocol's "
                              "version, run nothing")
@@ -655,7 +658,7 @@ def main() -> None:
     from rlgauntlet.common.outputs import write_json
 
     for name in runnable:
-        result = run_board(name, args.out, args.executor, args.workers, args.address, args.protocol)
+        result = run_board(name, args.out, args.executor, args.workers, args.address, args.protocol, args.confirm)
         print(f"{name}: {result['agents']} agents in {result['seconds']} s")
         print(table(result["rows"]))
         # read again now, not when the command started: another command may have written its board since

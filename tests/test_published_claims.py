@@ -102,6 +102,13 @@ def test_the_board_store_defaults_to_the_repository_wherever_the_command_starts(
     assert command_line().parse_args(["--out", "elsewhere"]).out == Path("elsewhere")  # an explicit one is kept
 
 
+def test_a_board_confirms_at_the_readmes_fifty_episodes_unless_told_otherwise():
+    from published_board import README_EPISODES
+
+    assert README_EPISODES == 50  # the releases' test.py: --num-episodes defaults to 50
+    assert command_line().parse_args([]).confirm == 50 and command_line().parse_args(["--confirm", "0"]).confirm == 0
+
+
 def test_a_board_run_under_either_version_keeps_the_others_entry_and_its_own_wall_times():
     def run(protocol, seconds, name):
         return {"protocol": protocol, "seconds": seconds, "rows": [_row(990.0, 5.0) | {"run": name}]}
