@@ -12,7 +12,7 @@ this command and worker-seconds of every part) and prints the
 table docs/reproduction.md carries.
 
 Run: python benchmarks/published_board.py [--boards published-hopper ...] [--out runs/published] [--workers 2]
-     [--executor ray --address HOST:PORT]
+     [--executor ray --address HOST:PORT] [--confirm 50]  (README agents' headline attack at the READMEs' 50 episodes)
      python benchmarks/published_board.py --table   (the tables of the finished boards, nothing run)
      python benchmarks/published_board.py --claims  (one claims table over the boards run under this version)
      python benchmarks/published_board.py --directors  (what each kind of attacker costs and buys on those boards)
