@@ -22,7 +22,7 @@ def evaluate(
     threat: List[str] = typer.Option([], help="threat spec, repeatable. Example: --threat uniform_noise:eps=1/255,p=0.5"),
     episodes: int = typer.Option(10, min=1, help="episodes per evaluation; episode k uses seed SEED+k. Example: --episodes 20"),
     seed: int = typer.Option(0, min=0, help="evaluation seed. Example: --seed 100"),
-    n_envs: int = typer.Option(4, "--n-envs", min=1, help="envs stepped side by side (results do not depend on it). Example: --n-envs 8"),
+    n_envs: int = typer.Option(4, "--n-envs", min=1, help="envs stepped side by side (the same episodes to the last bits of a batched forward pass; a chaotic env can amplify those, so reproduce a number with the n-envs that made it). Example: --n-envs 8"),
     device: str = DEVICE,
     out: Optional[Path] = typer.Option(None, help="write the JSON report here. Example: --out results/pong.json"),
     store: Optional[Path] = typer.Option(None, help=f"SQLite results store (default {DEFAULT_STORE_NAME} beside --out, or here). Example: --store runs.sqlite"),

@@ -40,7 +40,7 @@ _OOD_SUITE = typer.Option(None, help="shift grid: ood-cartpole, ood-pendulum, oo
 _OOD_SHIFT = typer.Option([], help="a shift (threat spec), repeatable, instead of or beside --suite. Example: --shift physics:param=length,scale=4")
 _OOD_EPISODES = typer.Option(10, min=1, help="episodes per set; episode k uses seed SEED+k. Example: --episodes 20")
 _OOD_SEED = typer.Option(0, min=0, help="evaluation seed. Example: --seed 100")
-_OOD_NENVS = typer.Option(4, "--n-envs", min=1, help="envs stepped side by side (results do not depend on it). Example: --n-envs 8")
+_OOD_NENVS = typer.Option(4, "--n-envs", min=1, help="envs stepped side by side (the same episodes to the last bits of a batched forward pass; a chaotic env can amplify those, so reproduce a number with the n-envs that made it). Example: --n-envs 8")
 _OOD_FAIL = typer.Option(0.5, callback=finite_number, help="a shift fails when (R − R_random)/(R_clean − R_random) is below this. Example: --fail-below 0.3")
 _OOD_OUT = typer.Option(None, help="write the JSON result here. Example: --out results/ood.json")
 _OOD_STORE = typer.Option(None, help=f"SQLite results store (default {DEFAULT_STORE_NAME} beside --out, or here). Example: --store runs.sqlite")

@@ -67,7 +67,9 @@ def evaluate(
         suite: named suites (``natural``, ``adversarial``).
         eps: budget of the suites; ``eps_grid``: budgets for every threat without ``eps``.
         episodes: episodes per evaluation; episode k uses env seed ``seed + k``.
-        n_envs: envs stepped side by side (results do not depend on it).
+        n_envs: envs stepped side by side: the same episodes up to the last bits of a batched
+            forward pass, which a chaotic env (a MuJoCo walker's fall) can amplify, so a number is
+            reproduced with the ``n_envs`` that made it (docs/decisions.md, "An episode depends on its batch").
         store: SQLite file (or an open store) keeping every episode; None keeps them in memory.
         resume: continue the latest matching runs in the store.
         impact: add impact (argmin agent, discrete agents) and generalized impact.

@@ -116,7 +116,7 @@ class SweepSpec(BaseModel):
     seeds: list[int] = Field([0], min_length=1, description="evaluation seeds; episode k of seed s uses env seed s + k")
     episodes: int = Field(20, ge=1, description="episodes per cell")
     chunk_episodes: int = Field(5, ge=1, description="episodes per chunk (the unit of work handed to a worker)")
-    n_envs: int = Field(1, ge=1, description="envs stepped side by side inside a chunk (results do not depend on it)")
+    n_envs: int = Field(1, ge=1, description="envs stepped side by side inside a chunk (the same episodes to the last bits of a batched forward pass; reproduce a number with the n_envs that made it)")
     deterministic: bool = Field(True, description="act greedily (false: sample actions)")
     impact: bool = Field(True, description="add impact (argmin agent for discrete agents) to every evaluation")
 

@@ -30,7 +30,9 @@ from rlgauntlet.gauntlet.summary import (authors_stronger, headline_of, learned_
 from rlgauntlet.gauntlet.transfer import transfer_members
 
 #: episodes per chunk (the unit of work an executor hands a worker), stepped side by side as one
-#: batch of envs: one batched forward per step (the episodes do not depend on it)
+#: batch of envs: one batched forward per step. Fixed, because a batch of another size can round a
+#: forward pass's last bits differently, which a chaotic env amplifies (docs/decisions.md, "An
+#: episode depends on its batch"): the same chunks give the same numbers
 CHUNK_EPISODES = 5
 
 
