@@ -596,3 +596,31 @@ def test_the_engines_finiteness_check_sees_nan_and_both_infinities_anywhere():
             y = x.clone()
             y[index] = bad
             assert not _all_finite(y), (bad, index)
+
+
+def test_chunked_episodes_run_each_group_to_its_end_as_the_gauntlets_chunks_do():
+    """``chunked``: 10 episodes on 5 envs run as two groups, the second started only once the first
+    has ended, so the batch the agent sees climbs back to 5 exactly once; without it a finished env
+    takes the next episode at once, and the batch never climbs back. The chunked episodes are the
+    records of the two groups run on their own, as the gauntlet runs its chunks (returns compared
+    exactly: the same calls on the same inputs)."""
+    from rlgauntlet.experiments.evaluate import evaluate
+
+    env = make_env("CartPole-v1")
+
+    def run(chunked):
+        seen = []
+        victim = TorchVictim(_Recorder(seen), "q", env.observation_space, env.action_space, budget_space="raw")
+        report = evaluate(victim, "CartPole-v1", episodes=10, seed=0, n_envs=5, impact=False, chunked=chunked)
+        sizes = [batch.shape[0] for batch in seen]
+        climbs = sum(after > before for before, after in zip(sizes, sizes[1:]))
+        return climbs, report.to_dict()["evaluations"][0]["returns"]
+
+    chunked_climbs, chunked_returns = run(True)
+    rolling_climbs, _ = run(False)
+    assert (chunked_climbs, rolling_climbs) == (1, 0)
+    victim = TorchVictim(_Recorder([]), "q", env.observation_space, env.action_space, budget_space="raw")
+    groups = [evaluate_episodes(lambda: make_env("CartPole-v1"), victim, None, group, seed=0, n_envs=5)
+              for group in ([0, 1, 2, 3, 4], [5, 6, 7, 8, 9])]
+    by_episode = {r.episode: r.episode_return for records in groups for r in records}
+    assert chunked_returns == [by_episode[k] for k in range(10)]

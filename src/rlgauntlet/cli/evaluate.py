@@ -22,7 +22,8 @@ def evaluate(
     threat: List[str] = typer.Option([], help="threat spec, repeatable. Example: --threat uniform_noise:eps=1/255,p=0.5"),
     episodes: int = typer.Option(10, min=1, help="episodes per evaluation; episode k uses seed SEED+k. Example: --episodes 20"),
     seed: int = typer.Option(0, min=0, help="evaluation seed. Example: --seed 100"),
-    n_envs: int = typer.Option(4, "--n-envs", min=1, help="envs stepped side by side (the same episodes to the last bits of a batched forward pass; a chaotic env can amplify those, so reproduce a number with the n-envs that made it). Example: --n-envs 8"),
+    n_envs: int = typer.Option(4, "--n-envs", min=1, help="envs stepped side by side (the same episodes to the last bits of a batched forward pass; a chaotic env can amplify those, so reproduce a number with the n-envs that made it, and a board's with --chunked --n-envs 5). Example: --n-envs 8"),
+    chunked: bool = typer.Option(False, "--chunked", help="run the episodes --n-envs at a time, each group to its end before the next starts, as the gauntlet runs its chunks (with --n-envs 5): a board's episodes to the last bit. Example: --chunked --n-envs 5"),
     device: str = DEVICE,
     out: Optional[Path] = typer.Option(None, help="write the JSON report here. Example: --out results/pong.json"),
     store: Optional[Path] = typer.Option(None, help=f"SQLite results store (default {DEFAULT_STORE_NAME} beside --out, or here). Example: --store runs.sqlite"),
@@ -68,6 +69,7 @@ def evaluate(
             action_change_every=action_change_every, perceptual_every=perceptual_every, lpips_weights=lpips_weights,
             on_start=lambda label, total: tasks.__setitem__(label, progress.add_task(label, total=total)),
             on_episode=lambda label, rec: progress.advance(tasks[label]), threads=threads, strongest_of=strongest,
+            chunked=chunked,
         )
         for task in tasks.values():
             progress.update(task, completed=episodes)

@@ -54,6 +54,7 @@ def evaluate(
     on_episode: Callable[[str, EpisodeRecord], None] | None = None,
     threads: int | None = None,
     strongest_of: Sequence[str] = (),
+    chunked: bool = False,
 ) -> Report:
     """Evaluate an agent clean and under every threat; the library form of ``rlgauntlet evaluate``.
 
@@ -83,6 +84,8 @@ def evaluate(
             ``strongest_of`` runs.
         threads: torch intra-op threads while it runs (default: ``$RLGAUNTLET_THREADS`` or 1;
             see ``rlgauntlet.common.threads``); the caller's setting is restored afterwards.
+        chunked: run the episodes ``n_envs`` at a time, each group to its end before the next, as
+            the gauntlet's chunks run (``n_envs=5``): a board's episodes to the last bit.
     """
     from rlgauntlet.metrics.perceptual import AlexLPIPS, PerceptualMeter
     from rlgauntlet.threats import parse_threat
@@ -120,6 +123,7 @@ def evaluate(
                 results, env_fn, env_info, victim, t, episodes, seed, n_envs=n_envs, deterministic=deterministic,
                 resume=resume, perceptual=meter, action_change_every=action_change_every,
                 on_episode=None if on_episode is None else (lambda rec, label=label: on_episode(label, rec)),
+                chunked=chunked,
             ))
         if strongest:
             report.strongest_of = strongest_rows(report.evaluations, strongest, results, seed)

@@ -191,8 +191,14 @@ def run_evaluation(
     kind: str = "evaluation",
     uncertainty: str | None = None,
     uncertainty_series: bool = False,
+    chunked: bool = False,
 ) -> dict:
     """Run one evaluation (clean when ``threat`` is None), storing episodes as they finish.
+
+    ``chunked``: the episodes ``n_envs`` at a time, each group run to its end before the next
+    starts, as the gauntlet runs its chunks (``n_envs`` 5), so that a board's episodes are
+    reproduced to the last bit (docs/decisions.md, "An episode depends on its batch"); otherwise
+    a finished env starts the next episode at once.
 
     With ``resume``, the latest run with the same identity is continued and only missing
     episode indices are run; otherwise a new run is recorded. ``uncertainty`` (``mean`` or
@@ -216,10 +222,12 @@ def run_evaluation(
         if on_episode is not None:
             on_episode(rec)
 
+    groups = [todo[start:start + n_envs] for start in range(0, len(todo), n_envs)] if chunked else [todo]
     try:
-        evaluate_episodes(env_fn, victim, threat, todo, seed, n_envs, deterministic, on_episode=record, on_step=on_step,
-                          perceptual=perceptual, action_change_every=action_change_every,
-                          uncertainty=uncertainty, uncertainty_series=uncertainty_series)
+        for group in groups:
+            evaluate_episodes(env_fn, victim, threat, group, seed, n_envs, deterministic, on_episode=record,
+                              on_step=on_step, perceptual=perceptual, action_change_every=action_change_every,
+                              uncertainty=uncertainty, uncertainty_series=uncertainty_series)
     finally:
         store.add_wall_seconds(run_id, time.perf_counter() - last[0])
     return run_summary(store, run_id, victim, threat, seed, episodes, deterministic, label, identity["lpips"])
