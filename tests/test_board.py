@@ -56,7 +56,10 @@ def test_a_board_gives_each_agent_the_result_of_its_own_gauntlet(small_protocol,
                                              {"agent": "zoo:cartpole-ppo", "method": "ppo"}]})
     plans, methods = plan_board(board, tmp_path / "board" / "g.sqlite")
     stages = []
-    together = run_plans(plans, workers=2, methods=methods, on_stage=lambda *a: stages.append(a))
+    # the first agent confirmed at 6 episodes (the level runs 4), the second not: one count per plan
+    together = run_plans(plans, workers=2, methods=methods, on_stage=lambda *a: stages.append(a),
+                         confirm_episodes=[6, 0])
+    assert together[0]["confirmed"]["worst_case"]["episodes"] == 6 and "confirmed" not in together[1]
     # one stage per phase for the whole board: every agent's cells in the same executor calls
     assert [s[0] for s in stages].count("learned attackers") == 1 and [s[0] for s in stages].count("episodes") == 2
     budget = sum(t.steps for plan in plans for t in plan.tasks)  # the stage counts director steps
@@ -64,7 +67,7 @@ def test_a_board_gives_each_agent_the_result_of_its_own_gauntlet(small_protocol,
     for result, agent, method in zip(together, ["zoo:cartpole-dqn", "zoo:cartpole-ppo"], ["dqn", "ppo"]):
         alone = run_gauntlet(agent, "CartPole-v1", level="quick", store=tmp_path / agent.split(":")[1] / "g.sqlite",
                              method=method)
-        assert _strip(result) == _strip(alone)
+        assert _strip({k: v for k, v in result.items() if k != "confirmed"}) == _strip(alone)
     ranked = leaderboard([tmp_path / "board" / "g.sqlite"])
     assert sorted(r["method"] for r in ranked["boards"][0]["rows"]) == ["dqn", "ppo"]
 
@@ -340,3 +343,26 @@ def test_a_board_under_a_version_keeping_an_earlier_ones_directors_reports_every
         for was, now in zip(old["worst_case"], new["worst_case"]):
             assert now["return_mean"] <= was["return_mean"] + 1e-9
 
+
+
+def test_confirm_episodes_at_or_below_the_level_is_refused_with_a_count_that_works(tmp_path, cli_main):
+    """With --agents too (the option is the board's as well, not ignored there): one line, exit 2,
+    nothing written; the count the refusal suggests is one the level accepts, at every level
+    (the paper level's 50 episodes included, where 50 would be refused again)."""
+    import re
+
+    from rlgauntlet.cli.gauntlet import _check_confirm
+
+    path = tmp_path / "b.yaml"
+    path.write_text("agents: [zoo:cartpole-dqn]\nlevel: quick\n")
+    res = cli_main(["gauntlet", "--agents", str(path), "--out", str(tmp_path / "out"), "--confirm-episodes", "10"])
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert res.returncode == 2 and len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    assert "--confirm-episodes 10: the quick level already runs 10 episodes" in lines[0]
+    assert not (tmp_path / "out").exists()
+    for level, episodes in (("quick", 10), ("paper", 50)):
+        with pytest.raises(UserError) as refused:
+            _check_confirm(episodes, episodes, level)
+        suggested = int(re.search(r"e\.g\. --confirm-episodes (\d+)", str(refused.value)).group(1))
+        _check_confirm(suggested, episodes, level)  # accepted
+        assert suggested > episodes

@@ -237,10 +237,12 @@ def _print_previews(previews: list[dict], workers: int) -> None:
 
 
 def _check_confirm(confirm_episodes: int, level_episodes: int, level: str) -> None:
-    """``--confirm-episodes`` must ask for more than the level runs anyway."""
+    """``--confirm-episodes`` must ask for more than the level runs anyway; the refusal suggests
+    a count that the level accepts (five times its episodes, at least 50)."""
     if 0 < confirm_episodes <= level_episodes:
         raise UserError(f"--confirm-episodes {confirm_episodes}: the {level} level already runs {level_episodes} "
-                        f"episodes per seed; give more (e.g. --confirm-episodes 50) or leave it out")
+                        f"episodes per seed; give more (e.g. --confirm-episodes {max(50, 5 * level_episodes)}) "
+                        "or leave it out")
 
 
 def _print_confirmed(result: dict) -> None:

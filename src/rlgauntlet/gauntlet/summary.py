@@ -92,6 +92,7 @@ def summarise(outcome: Outcome, reports: list[dict], method: str | None) -> dict
     pooled = pool_episodes(reports, lambda s: "clean" if s == "clean" else labels.get(s))
     clean = pooled["clean"]
     worst_case = []
+    spec_of = {labels[s]: s for s in outcome.adversarial}  # what evaluates it again (run_plans' confirmation)
     for e in plan.protocol.eps_grid:
         # an attack within a smaller budget is an attack within this one too: the worst case never rises with ε
         members = {labels[s]: pooled[labels[s]] for s in outcome.adversarial
@@ -99,7 +100,6 @@ def summarise(outcome: Outcome, reports: list[dict], method: str | None) -> dict
         if not members:
             continue
         attack, best = min(members.items(), key=lambda kv: kv[1]["return_mean"])
-        spec_of = {labels[s]: s for s in outcome.adversarial}  # what evaluates it again (run_plans' confirmation)
         worst_case.append({"eps": e, "eps_value": eps_value(e), "budget_space": victim.budget_space,
                            "return_mean": best["return_mean"], "return_sem": best["return_sem"],
                            "episodes": best["episodes"], "attack": attack, "spec": spec_of[attack],
