@@ -280,6 +280,14 @@ def readme_numbers(agent: str) -> dict | None:
     return release(agent.split(":", 1)[1]).get("readme")
 
 
+def confirm_counts(papers: list[dict | None], confirm: int) -> list[int]:
+    """How far each agent's clean return and headline worst case run (``run_plans``'
+    ``confirm_episodes``): ``confirm`` episodes where the agent's README gives a strongest-attack
+    number to judge, 0 (none past the level's) for every other agent, a README without an attack
+    number and our own agents among them."""
+    return [confirm if (paper or {}).get("strongest_attack") is not None else 0 for paper in papers]
+
+
 def run_board(name: str, out: Path, executor: str, workers: int, address: str | None,
               protocol: str = "mujoco", confirm: int = README_EPISODES) -> dict:
     """One board, planned and run as one plan under ``protocol`` (a name or a tag, ``mujoco@v6``);
@@ -292,10 +300,9 @@ def run_board(name: str, out: Path, executor: str, workers: int, address: str | 
     board = load_board(HERE.parent / "boards" / f"{name}.yaml").model_copy(update={"protocol": protocol})
     plans, methods = plan_board(board, out / "gauntlet.sqlite")  # one store: an agent on two boards runs once
     papers = [readme_numbers(plan.spec.agent) for plan in plans]
-    confirm_episodes = [confirm if (paper or {}).get("strongest_attack") is not None else 0 for paper in papers]
     started = time.perf_counter()
     results = run_plans(plans, executor, workers, address, methods, *progress_lines(name),
-                        confirm_episodes=confirm_episodes)
+                        confirm_episodes=confirm_counts(papers, confirm))
     seconds = time.perf_counter() - started
     board_folders = {Path(task.folder).resolve() for plan in plans for task in plan.tasks}
     stages = [stage_seconds(plan, board_folders) for plan in plans]

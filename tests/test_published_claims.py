@@ -14,6 +14,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 from published_board import (CONFIRMATION_STAGE, board_under, claim_verdict, claims_table, command_line,  # noqa: E402
+                             confirm_counts, readme_numbers,
                              director_cpu_seconds, field_claims, place_board, stage_seconds, stale_entries)
 
 
@@ -107,6 +108,24 @@ def test_a_board_confirms_at_the_readmes_fifty_episodes_unless_told_otherwise():
 
     assert README_EPISODES == 50  # the releases' test.py: --num-episodes defaults to 50
     assert command_line().parse_args([]).confirm == 50 and command_line().parse_args(["--confirm", "0"]).confirm == 0
+
+
+def test_a_board_confirms_exactly_the_agents_whose_readme_gives_a_strongest_attack_number():
+    from rlgauntlet.gauntlet.board import load_board
+
+    board = load_board(Path(__file__).resolve().parents[1] / "boards" / "field-walker2d.yaml")
+    papers = [readme_numbers(entry.agent) for entry in board.agents]
+    counts = confirm_counts(papers, 50)
+    confirmed = {entry.agent for entry, count in zip(board.agents, counts) if count}
+    # the five Walker2d releases whose READMEs give natural and strongest-attack returns (the
+    # sixteenth session's run confirmed exactly these); ATLA's, RADIAL's and the best agents' do not
+    assert confirmed == {"published:ppo-walker2d", "published:sa-ppo-walker2d", "published:atla-lstm-sappo-walker2d",
+                         "published:median-sa-ppo-sgld-walker2d", "published:wocar-ppo-walker2d"}
+    assert set(counts) == {0, 50}
+    assert confirm_counts(papers, 0) == [0] * len(papers)  # --confirm 0: none
+    # our own agents and a README with a natural number only are never confirmed
+    assert confirm_counts([None, {"natural": 3000.0}, {"natural": 3000.0, "strongest_attack": None},
+                           {"natural": 3000.0, "strongest_attack": 1000.0}], 50) == [0, 0, 0, 50]
 
 
 def test_a_board_run_under_either_version_keeps_the_others_entry_and_its_own_wall_times():

@@ -11,9 +11,10 @@ PACKAGES=(gymnasium ale-py stable-baselines3 pydantic pydantic-core annotated-ty
 # kornia (7.3 MB with kornia-rs) only where a job applies image threats (OOD Pong's shifts):
 # the working tree that travels is limited to 64 MiB
 if [ "${KORNIA:-0}" = 1 ]; then PACKAGES+=(kornia kornia-rs); fi
-# MuJoCo (30 MB with its dependencies) and sb3-contrib (LSTM directors) only where a job steps MuJoCo tasks (a field's chunk:
-# tools/gpu/field_chunk.sh)
-if [ "${MUJOCO:-0}" = 1 ]; then PACKAGES+=(mujoco absl-py etils glfw pyopengl websockets imageio sb3-contrib); fi
+# MuJoCo (27 MB with its dependencies) and sb3-contrib (LSTM directors) only where a job steps MuJoCo tasks (a field's chunk:
+# tools/gpu/field_chunk.sh). Not PyOpenGL (3.2 MB): mujoco and Gymnasium import it only to render, which no
+# chunk does (checked on a field's chunk, 2026-12-04; docs/gpu.md)
+if [ "${MUJOCO:-0}" = 1 ]; then PACKAGES+=(mujoco absl-py etils glfw websockets imageio sb3-contrib); fi
 mkdir -p .whl
 for name in "${PACKAGES[@]}"; do
   version=$("$PY" -m pip show "$name" 2>/dev/null | awk '/^Version:/ {print $2}')
