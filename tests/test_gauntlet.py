@@ -304,6 +304,19 @@ def test_a_gauntlet_loads_its_agent_once_and_parses_each_spec_once(tiny_protocol
     assert set(result["worst_case"][0]["members"]) >= {"random:eps=0.1", "paad:eps=0.1"}
 
 
+def test_a_per_plan_confirmation_list_of_the_wrong_length_is_refused_before_anything_opens(tmp_path):
+    """One count per plan or one int for all: a list one short would leave a plan's confirmation to
+    an IndexError halfway through a board (after its directors trained). The plans here are never
+    touched: the refusal comes before any store is opened."""
+    from rlgauntlet.gauntlet.run import run_plans
+
+    never_opened = [object(), object()]
+    with pytest.raises(ValueError, match="1 counts for 2 plans"):
+        run_plans(never_opened, confirm_episodes=[50])
+    with pytest.raises(ValueError, match="3 counts for 2 plans"):
+        run_plans(never_opened, confirm_episodes=(50, 0, 50))
+
+
 def test_the_headline_is_confirmed_on_more_episodes_without_moving_it(tiny_protocol, masked_agent, tmp_path):
     """``confirm_episodes``: clean and the headline worst case's attack run on from the level's 3
     episodes to 6, in the same store runs. The protocol's numbers do not move (bit-exact is the

@@ -107,6 +107,7 @@ def test_a_board_confirms_at_the_readmes_fifty_episodes_unless_told_otherwise():
     from published_board import README_EPISODES
 
     assert README_EPISODES == 50  # the releases' test.py: --num-episodes defaults to 50
+    # argparse ints: exact by nature
     assert command_line().parse_args([]).confirm == 50 and command_line().parse_args(["--confirm", "0"]).confirm == 0
 
 

@@ -189,6 +189,10 @@ def run_plans(plans: list[GauntletPlan], executor: str = "local", workers: int =
     from rlgauntlet.experiments.cells import cell_report, run_chunks
     from rlgauntlet.experiments.store import store_of
 
+    confirm = [confirm_episodes] * len(plans) if isinstance(confirm_episodes, int) else list(confirm_episodes)
+    if len(confirm) != len(plans):  # before a store is opened or anything runs
+        raise ValueError(f"confirm_episodes gives {len(confirm)} counts for {len(plans)} plans: give one per plan, "
+                         "or one int for all")
     start = time.perf_counter()
     methods = list(methods or [None] * len(plans))
     advance = on_advance or (lambda n: None)
@@ -298,7 +302,6 @@ def run_plans(plans: list[GauntletPlan], executor: str = "local", workers: int =
         summaries = [summarise(outcome, plan_reports, method)
                      for outcome, method, plan_reports in zip(outcomes, methods, reports)]
         # 5. a paper's sample size, where asked: the headline worst case run on, beside it
-        confirm = [confirm_episodes] * len(plans) if isinstance(confirm_episodes, int) else list(confirm_episodes)
         confirm_headlines(outcomes, summaries, confirm, store, lambda total, done: stage("confirmation", total, done),
                           lambda results, chunks: run(pool, results, chunks))
 
