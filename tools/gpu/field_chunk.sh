@@ -2,7 +2,8 @@
 # A chunk of a published board on a lent machine's CPU cores (docs/gpu.md, "A field's chunk"), with
 # .whl (built with MUJOCO=1), .releases (the board's release files, tools/gpu/field_releases.py) and
 # the board's store folder, where one exists, carried:
-#   bash tools/gpu/field_chunk.sh MINUTES BOARD PROTOCOL
+#   bash tools/gpu/field_chunk.sh MINUTES BOARD PROTOCOL [STORE]
+# (STORE: the store folder, relative to the root; default runs/published-BOARD)
 # Runs benchmarks/published_board.py with a worker per core until its directors would start (or for
 # MINUTES at most), then stops it with SIGTERM: every stored episode is kept, and the same command
 # resumes from them here. The store folder comes back as $OUT/BOARD.tgz.part-* (each under the
@@ -18,7 +19,8 @@ out=${OUT:?OUT is the folder whose files come back}
 # every package a field imports, before any of the chunk is spent (sb3-contrib: the LSTM directors)
 "$python" -c "import gymnasium, mujoco, imageio, stable_baselines3, sb3_contrib, pydantic" \
   || { echo "a package the board needs is missing from .whl: MUJOCO=1 bash tools/gpu/wheels.sh" >&2; exit 2; }
-store=runs/published-$board  # relative, as here: its directors' folders are named relative to the root
+store=${4:-runs/published-$board}  # relative, as here: its directors' folders are named relative to the root
+case "$store" in /*|*..*) echo "give the store folder relative to the repository's root, as here: $store" >&2; exit 2;; esac
 mkdir -p "$store"
 workers=${WORKERS:-$(nproc)}
 echo "== $board under $protocol, $workers workers, ${minutes} minutes"
