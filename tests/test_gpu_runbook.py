@@ -4,6 +4,7 @@ scripts a lent machine runs, for a few seconds of training each."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -409,3 +410,35 @@ def test_the_pong_table_names_shifts_of_the_ood_pong_grid_and_the_papers_detecto
         assert set(paper) <= {"mc_dropconnect", "ensemble"}  # the paper did not run MC Dropout on Pong
         for mean, std, best in paper.values():
             assert 0.5 <= mean <= best <= 1.0 and 0 <= std < 0.05
+
+
+def _slim_dry_run(*options: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(REPO / "tools" / "gpu" / "slim.sh"), *options], capture_output=True, text=True,
+                          env={**os.environ, "SLIM_DRY_RUN": "1"})
+
+
+def test_slim_for_a_board_keeps_exactly_the_zoo_and_checkpoint_files_the_board_names():
+    """``slim.sh --field field-hopper`` leaves in the tree what that board reads (its zoo agents with their
+    normalisers, the manifest, its defences' model and normaliser files) and removes every other zoo and
+    checkpoint file; plain ``--field`` removes them all. Listed without removing anything."""
+    import re
+
+    tracked = set(subprocess.run(["git", "ls-files", "zoo", "checkpoints"], capture_output=True, text=True,
+                                 cwd=REPO, check=True).stdout.split())
+    if not tracked:
+        pytest.skip("not a git checkout")
+    board = (REPO / "boards" / "field-hopper.yaml").read_text()
+    zoo_names = set(re.findall(r"zoo:([A-Za-z0-9_.-]+)", board))
+    named = {f"zoo/{name}.{suffix}" for name in zoo_names for suffix in ("zip", "vecnormalize.json")}
+    named |= set(re.findall(r"(checkpoints/[^ ,\"}]+)", board)) | {"zoo/manifest.json", "zoo/__init__.py"}
+    assert len(zoo_names) == 9 and len(named - tracked) == 0  # the board's 9 zoo agents, each file tracked
+
+    every = _slim_dry_run("--field")
+    for_board = _slim_dry_run("--field", "field-hopper")
+    assert every.returncode == for_board.returncode == 0, every.stderr + for_board.stderr
+    removed_every, removed_board = set(every.stdout.split()), set(for_board.stdout.split())
+    assert tracked <= removed_every
+    assert tracked - removed_board == named  # kept: the board's files, nothing more
+
+    unknown = _slim_dry_run("--field", "no-such-board")
+    assert unknown.returncode == 2 and "no board boards/no-such-board.yaml" in unknown.stderr

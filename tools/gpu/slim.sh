@@ -7,7 +7,8 @@
 # with --field BOARD the same, but the zoo agents and checkpoint files that boards/BOARD.yaml names stay
 # (field-hopper's zoo agents and defences: about 1 MB). Git keeps them; restore them all after the call:
 #   bash tools/gpu/slim.sh --restore
-# Refuses while any of them has changes that are not committed, so nothing is lost.
+# Refuses while any of them has changes that are not committed, so nothing is lost. SLIM_DRY_RUN=1 lists
+# the files it would remove, one a line, and removes nothing.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 mapfile -t files < <(git ls-files -- 'docs/*.html' 'docs/*.png' 'docs/results/*.png' 'benchmarks/results/*.png')
@@ -41,6 +42,10 @@ elif [ "${1:-}" = "--field" ]; then
 elif [ -n "${1:-}" ]; then
   echo "slim.sh: unknown option ${1}; use --ood, --field [BOARD] or --restore" >&2
   exit 2
+fi
+if [ -n "${SLIM_DRY_RUN:-}" ]; then
+  printf '%s\n' "${files[@]}"
+  exit 0
 fi
 if [ -n "$(git status --porcelain -- "${files[@]}")" ]; then
   echo "slim.sh: some of these files have uncommitted changes; commit them first" >&2
