@@ -526,18 +526,26 @@ def board_plans(names: list[str], out: Path, protocol: str = "mujoco") -> list[d
     """``--plan``: what each board still has to train under ``protocol`` (a name or a tag), from the
     store at ``out``: its agents and envs, the director steps left and, where the store has trained
     the same attackers against other agents of the env, the worker-seconds they would take (None
-    where any is unmeasured). Nothing is trained, run or written; the board's agents are loaded."""
+    where any is unmeasured). ``shared_steps``: the part of a board's steps left that an earlier
+    board of ``names`` trains too (an agent on two boards of one store has one set of directors,
+    trained once), so the steps left in all are the sum of ``training_left_steps - shared_steps``.
+    Nothing is trained, run or written; the board's agents are loaded."""
     from rlgauntlet.gauntlet.board import load_board, plan_board
 
-    rows = []
+    rows, earlier = [], set()  # the director folders an earlier board trains
     for name in names:
         board = load_board(HERE.parent / "boards" / f"{name}.yaml").model_copy(update={"protocol": protocol})
-        previews = [plan.preview() for plan in plan_board(board, out / "gauntlet.sqlite")[0]]
+        plans = plan_board(board, out / "gauntlet.sqlite")[0]
+        previews = [plan.preview() for plan in plans]
         seconds = [p["training_left_seconds"] for p in previews]
+        left = {str(task.folder): task.steps - task.steps_done() for plan in plans for task in plan.tasks
+                if not task.done()}
         rows.append({"board": name, "protocol": previews[0]["protocol"] if previews else protocol,
                      "agents": len(previews), "envs": sorted({p["env"] for p in previews}),
                      "training_left_steps": sum(p["training_left_steps"] for p in previews),
+                     "shared_steps": sum(steps for folder, steps in left.items() if folder in earlier),
                      "training_left_seconds": None if None in seconds else round(sum(seconds), 1)})
+        earlier |= set(left)
     return rows
 
 
@@ -615,11 +623,15 @@ def main() -> None:
     tag = get_protocol(args.protocol).tag
 
     if args.plan:
-        for row in board_plans(args.boards, args.out, tag):
-            seconds = row["training_left_seconds"]
+        rows = board_plans(args.boards, args.out, tag)
+        for row in rows:
+            seconds, shared = row["training_left_seconds"], row["shared_steps"]
             print(f"{row['board']} under {row['protocol']}: {row['agents']} agents on {', '.join(row['envs'])}, "
                   f"{row['training_left_steps']:,} director steps left"
-                  + ("" if seconds is None else f", about {seconds:,.0f} worker-seconds"))
+                  + ("" if seconds is None else f", about {seconds:,.0f} worker-seconds")
+                  + (f" ({shared:,} of them an earlier board's too, trained once)" if shared else ""))
+        if len(rows) > 1:
+            print(f"in all: {sum(r['training_left_steps'] - r['shared_steps'] for r in rows):,} director steps left")
         return
     if args.claims:
         rows, line = field_claims(json.loads(OUT.read_text()) if OUT.exists() else {}, args.boards, tag)

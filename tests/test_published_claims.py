@@ -180,25 +180,37 @@ def test_an_agents_cost_counts_only_the_attackers_its_version_plans(tmp_path):
         "LSTM director training": 300.0, "attacker training": 1420.0}
 
 
+def _task(folder: str, steps: int, done: int) -> SimpleNamespace:
+    """A director task of a plan, ``done`` of its ``steps`` trained (all of them: finished)."""
+    return SimpleNamespace(folder=Path(folder), steps=steps, steps_done=lambda: done, done=lambda: done == steps)
+
+
 def test_plan_sums_each_boards_training_left_under_the_protocol_asked_for(monkeypatch, tmp_path):
     """``--plan``: a board's director steps left are its agents' sum, under the protocol asked for
-    (not the board file's), and its seconds only when every agent's are measured."""
+    (not the board file's), and its seconds only when every agent's are measured. A director an
+    earlier board of the same call trains (the same folder: one agent on both boards) is counted as
+    shared, so the steps left in all count it once."""
     import rlgauntlet.gauntlet.board as board_module
     from published_board import board_plans
 
     asked = []
+    # each agent's tasks: (folder, budget, steps done); "radial/paad" is on both boards
+    tasks = {"field-hopper": [[("ppo/paad", 100, 0)], [("radial/paad", 60, 10), ("radial/sarl", 5, 5)]],
+             "field-walker2d": [[("radial/paad", 60, 10)], [("sa/paad", 3, 0), ("sa/sarl", 4, 0)]]}
 
     def plan_board(board, store):
         asked.append((board.name, board.protocol, store))
-        left = {"field-hopper": [(100, 10.0), (50, 5.0)], "field-walker2d": [(7, 1.0), (3, None)]}[board.name]
-        return [SimpleNamespace(preview=lambda steps=steps, seconds=seconds, i=i: {
+        left = {"field-hopper": [(100, 10.0), (50, 5.0)], "field-walker2d": [(50, 1.0), (7, None)]}[board.name]
+        return [SimpleNamespace(tasks=[_task(*t) for t in tasks[board.name][i]],
+                                preview=lambda steps=steps, seconds=seconds, i=i: {
             "protocol": "mujoco@v8", "env": f"Env{i}-v0", "training_left_steps": steps,
             "training_left_seconds": seconds}) for i, (steps, seconds) in enumerate(left)], []
 
     monkeypatch.setattr(board_module, "plan_board", plan_board)
     rows = board_plans(["field-hopper", "field-walker2d"], tmp_path, "mujoco@v8")
-    assert [(r["board"], r["agents"], r["training_left_steps"], r["training_left_seconds"]) for r in rows] == [
-        ("field-hopper", 2, 150, 15.0), ("field-walker2d", 2, 10, None)]
+    assert [(r["board"], r["agents"], r["training_left_steps"], r["shared_steps"], r["training_left_seconds"])
+            for r in rows] == [("field-hopper", 2, 150, 0, 15.0), ("field-walker2d", 2, 57, 50, None)]
+    assert sum(r["training_left_steps"] - r["shared_steps"] for r in rows) == 157  # 100 + 50 + 7
     assert rows[0]["envs"] == ["Env0-v0", "Env1-v0"]
     assert asked == [("field-hopper", "mujoco@v8", tmp_path / "gauntlet.sqlite"),
                      ("field-walker2d", "mujoco@v8", tmp_path / "gauntlet.sqlite")]
