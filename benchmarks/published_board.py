@@ -17,6 +17,8 @@ Run: python benchmarks/published_board.py [--boards published-hopper ...] [--out
      python benchmarks/published_board.py --claims  (one claims table over the boards run under this version)
      python benchmarks/published_board.py --directors  (what each kind of attacker costs and buys on those boards)
      python benchmarks/published_board.py --plan --protocol mujoco@v8 --boards field-hopper  (director steps left)
+     python benchmarks/published_board.py --against mujoco@v4 --protocol mujoco@v8 --boards published-hopper
+         (each agent's worst case under both versions: is the newer never weaker?)
      python benchmarks/published_board.py --ship [--store S ...] [--fresh]   (the board's results, numbers only,
          into the package: src/rlgauntlet/published/results/mujoco-vN.json, for `leaderboard --with-published`;
          added to what already ships for that version unless --fresh)
@@ -26,6 +28,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import re
 import sys
 import time
 from pathlib import Path
@@ -488,6 +492,65 @@ def field_claims(results: dict, boards: list[str], protocol: str) -> tuple[list[
     return rows, line + (f"; not run under {protocol}: {', '.join(left)}" if left else "")
 
 
+def version_comparison(results: dict, boards: list[str], protocol: str, other: str) -> tuple[list[dict], str]:
+    """Each agent's worst case on the ``boards`` run under both ``protocol`` and ``other`` (an agent on
+    two boards compared once, at its first), and a line counting them: ``lower`` where ``protocol``'s
+    is below ``other``'s by more than one standard error of the difference, ``higher`` (weaker) where
+    above by more, else ``at``. The "never weaker" check of a new version against an old one.
+
+    Example:
+        >>> old = {"protocol": "mujoco@v4", "rows": [{"agent": "zoo:a", "env": "Hopper-v5", "worst_case": 700.0,
+        ...                                            "worst_case_sem": 30.0, "worst_attack": "push"}]}
+        >>> new = {"protocol": "mujoco@v8", "rows": [{"agent": "zoo:a", "env": "Hopper-v5", "worst_case": 600.0,
+        ...                                            "worst_case_sem": 40.0, "worst_attack": "paad"}]}
+        >>> rows, line = version_comparison({"b": new, "b (mujoco@v4)": old}, ["b"], "mujoco@v8", "mujoco@v4")
+        >>> rows[0]["verdict"], line
+        ('lower', '1 agents on boards run under mujoco@v8 and mujoco@v4 (b): 1 lower, 0 at (within one standard error of the difference), 0 higher')
+    """
+    rows, seen, used, left = [], set(), [], []
+    for name in boards:
+        now, then = board_under(results, name, protocol), board_under(results, name, other)
+        if not (now and then):
+            left.append(name)
+            continue
+        used.append(name)
+        before = {(r["agent"], r["env"]): r for r in then["rows"] if r.get("worst_case") is not None}
+        for row in now["rows"]:
+            key = (row["agent"], row["env"])
+            if key in seen or key not in before or row.get("worst_case") is None:
+                continue
+            seen.add(key)
+            old = before[key]
+            noise = math.hypot(row.get("worst_case_sem") or 0.0, old.get("worst_case_sem") or 0.0)
+            change = row["worst_case"] - old["worst_case"]
+            verdict = "lower" if change < -noise else "higher" if change > noise else "at"
+            rows.append({"agent": row["agent"], "env": row["env"], "board": name, "verdict": verdict,
+                         "worst_case": row["worst_case"], "worst_case_sem": row.get("worst_case_sem") or 0.0,
+                         "attack": row["worst_attack"], "before": old["worst_case"],
+                         "before_sem": old.get("worst_case_sem") or 0.0, "before_attack": old["worst_attack"]})
+    counts = {v: sum(r["verdict"] == v for r in rows) for v in ("lower", "at", "higher")}
+    line = (f"{len(rows)} agents on boards run under {protocol} and {other} ({', '.join(used) or 'none'}): "
+            f"{counts['lower']} lower, {counts['at']} at (within one standard error of the difference), "
+            f"{counts['higher']} higher")
+    higher = [r["agent"] for r in rows if r["verdict"] == "higher"]
+    if higher:
+        line += f" ({', '.join(higher)})"
+    return rows, line + (f"; not run under both: {', '.join(left)}" if left else "")
+
+
+def comparison_table(rows: list[dict], protocol: str, other: str) -> str:
+    """:func:`version_comparison`'s rows as the Markdown table docs/reproduction.md shows (an attack's
+    ``|`` written as ``, `` so that it does not break the table)."""
+    def worst(value: float, sem: float, attack: str) -> str:
+        return f"{value:.0f} ± {sem:.0f} ({attack.replace('|', ', ')})"
+
+    lines = [f"| agent | env | {other} worst case (attack) | {protocol} worst case (attack) | {protocol} is |",
+             "|---|---|---|---|---|"]
+    lines += [f"| `{r['agent']}` | {r['env']} | {worst(r['before'], r['before_sem'], r['before_attack'])} | "
+              f"{worst(r['worst_case'], r['worst_case_sem'], r['attack'])} | {r['verdict']} |" for r in rows]
+    return "\n".join(lines)
+
+
 def missing_release(board: str) -> str | None:
     """Why a released agent of ``board`` cannot be read here (a clone or a file missing, or
     another version of it), or None."""
@@ -600,6 +663,9 @@ def command_line() -> argparse.ArgumentParser:
     parser.add_argument("--directors", action="store_true",
                         help=f"print what each kind of attacker buys over the boards in {OUT.name} run under "
                              "--protocol's version (training cost, worst cases set, agents that need it)")
+    parser.add_argument("--against", default=None, metavar="TAG",
+                        help=f"print each agent's worst case on the boards in {OUT.name} run under both --protocol "
+                             "and TAG (such as mujoco@v4), and whether --protocol's is lower, at or higher (weaker)")
     parser.add_argument("--plan", action="store_true",
                         help="print each board's director steps left under --protocol (from --out's store), run "
                              "nothing")
@@ -632,6 +698,14 @@ def main() -> None:
                   + (f" ({shared:,} of them an earlier board's too, trained once)" if shared else ""))
         if len(rows) > 1:
             print(f"in all: {sum(r['training_left_steps'] - r['shared_steps'] for r in rows):,} director steps left")
+        return
+    if args.against:
+        other = args.against  # a tag of any version a board ran under, runnable now or not (v4 is not)
+        if not re.fullmatch(r"[a-z]+@v[0-9]+", other):
+            raise UserError(f"--against {other!r} is not a protocol tag: give one such as mujoco@v4")
+        rows, line = version_comparison(json.loads(OUT.read_text()) if OUT.exists() else {}, args.boards, tag, other)
+        print(comparison_table(rows, tag, other))
+        print(f"\n{line}")
         return
     if args.claims:
         rows, line = field_claims(json.loads(OUT.read_text()) if OUT.exists() else {}, args.boards, tag)

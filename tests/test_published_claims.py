@@ -357,3 +357,38 @@ def test_a_signal_stops_the_board_saying_what_was_kept_even_where_sigint_arrived
     err = capsys.readouterr().err
     assert err.startswith(f"published_board: interrupted by {signal.Signals(signum).name}; the stored episodes")
     assert "resumes" in err
+
+
+def test_a_new_version_is_compared_with_an_old_one_agent_by_agent_within_the_noise_of_the_difference(monkeypatch,
+                                                                                                        capsys):
+    """``--against``: lower / at / higher by one standard error of the difference (hypot of the two
+    SEs: 30 and 40 give 50), an agent on two boards compared once, a board run under one version only
+    named as left out, a board from before versions were named read as v4."""
+    import published_board
+    from published_board import comparison_table, version_comparison
+
+    def row(agent, worst, sem):
+        return {"agent": agent, "env": "Hopper-v5", "worst_case": worst, "worst_case_sem": sem,
+                "worst_attack": "push:direction=1|-1|1,eps=0.075"}
+
+    old = {"rows": [row("a", 700.0, 30.0), row("b", 700.0, 30.0), row("c", 700.0, 30.0), row("d", 700.0, 30.0),
+                    row("e", 700.0, 30.0)]}  # unnamed: v4
+    new = {"protocol": "mujoco@v8", "rows": [row("a", 649.0, 40.0), row("b", 650.0, 40.0), row("c", 750.0, 40.0),
+                                             row("d", 751.0, 40.0), row("x", 10.0, 1.0)]}  # x: not on v4's board
+    again = {"protocol": "mujoco@v8", "rows": [row("d", 100.0, 1.0)]}  # d again, on a later board: not counted twice
+    results = {"b1": new, "b1 (mujoco@v4)": old, "b2": again, "b2 (mujoco@v4)": old,
+               "b3": {"protocol": "mujoco@v8", "rows": [row("e", 0.0, 1.0)]}}
+    rows, line = version_comparison(results, ["b1", "b2", "b3"], "mujoco@v8", "mujoco@v4")
+    assert [(r["agent"], r["verdict"]) for r in rows] == [("a", "lower"), ("b", "at"), ("c", "at"), ("d", "higher")]
+    assert line == ("4 agents on boards run under mujoco@v8 and mujoco@v4 (b1, b2): 1 lower, 2 at (within one "
+                    "standard error of the difference), 1 higher (d); not run under both: b3")
+    table = comparison_table(rows, "mujoco@v8", "mujoco@v4")
+    assert table.count("\n") == 5 and "|" not in table.split("\n")[2].replace(" | ", "").strip("|")
+    assert "| `d` | Hopper-v5 | 700 ± 30 (push:direction=1, -1, 1,eps=0.075) | 751 ± 40 (" in table
+    # a tag that is not one: one line, exit 2
+    monkeypatch.setattr(sys, "argv", ["published_board.py", "--against", "v4"])
+    with pytest.raises(SystemExit) as refused:
+        published_board.run()
+    assert refused.value.code == 2
+    assert capsys.readouterr().err == ("published_board: error: --against 'v4' is not a protocol tag: give one such "
+                                       "as mujoco@v4\n")
