@@ -612,11 +612,24 @@ def board_plans(names: list[str], out: Path, protocol: str = "mujoco") -> list[d
     return rows
 
 
+def board_agents(names: list[str]) -> set[tuple[str, str]]:
+    """The (agent spec, env id) pairs of the boards ``names``: what ``--ship`` takes from a store
+    that other boards share."""
+    from rlgauntlet.gauntlet.board import agent_envs, load_board
+
+    pairs = set()
+    for name in names:
+        board = load_board(HERE.parent / "boards" / f"{name}.yaml")
+        pairs |= {(agent.agent, env) for agent in board.agents for env in agent_envs(agent, board)}
+    return pairs
+
+
 def ship_results(stores: list[Path], boards: list[str], fresh: bool = False, protocol_name: str = "mujoco") -> None:
     """The published board's results under ``protocol_name``'s version, numbers only, into the
-    package (``rlgauntlet.published.SHIPPED``), for ``rlgauntlet leaderboard --with-published``:
-    added to the results already shipped for that version (a result the stores hold, the same agent
-    file on the same env and level, replaces its shipped entry), or, with ``fresh``, replacing them."""
+    package (``rlgauntlet.published.SHIPPED``), for ``rlgauntlet leaderboard --with-published``: the
+    agents of ``boards`` only (a store the boards share holds others), added to the results already
+    shipped for that version (a result the stores hold, the same agent file on the same env and
+    level, replaces its shipped entry), or, with ``fresh``, replacing them."""
     from rlgauntlet.common.outputs import write_json
     from rlgauntlet.gauntlet.leaderboard import ship
     from rlgauntlet.gauntlet.protocols import get_protocol
@@ -624,7 +637,8 @@ def ship_results(stores: list[Path], boards: list[str], fresh: bool = False, pro
 
     protocol = get_protocol(protocol_name)
     previous = None if fresh else shipped_results(protocol.name, protocol.version)
-    data = ship(stores, protocol.name, protocol.version, board=", ".join(boards), previous=previous)
+    data = ship(stores, protocol.name, protocol.version, board=", ".join(boards), previous=previous,
+                only=board_agents(boards))
     stale = stale_entries(data["entries"], json.loads(OUT.read_text()) if OUT.exists() else {}, boards, protocol.tag)
     if stale:  # nothing written
         print(f"published_board --ship: the stores' latest result of {', '.join(stale)} is not that board's row "

@@ -216,6 +216,17 @@ def test_plan_sums_each_boards_training_left_under_the_protocol_asked_for(monkey
                      ("field-walker2d", "mujoco@v8", tmp_path / "gauntlet.sqlite")]
 
 
+def test_ship_takes_the_agents_and_envs_each_named_board_file_gives():
+    from published_board import board_agents
+
+    walker = board_agents(["field-walker2d"])
+    assert len(walker) == 13 and ("published:wocar-ppo-walker2d", "Walker2d-v4") in walker
+    assert ("published:radial-ppo-hopper", "Hopper-v5") not in walker  # on published-radial, in the same store
+    radial = board_agents(["published-radial"])
+    assert {env for _, env in radial} == {"Hopper-v5", "Walker2d-v4", "HalfCheetah-v5"}
+    assert board_agents(["field-walker2d", "published-radial"]) == walker | radial
+
+
 def test_an_agents_director_cpu_seconds_are_their_sum_or_none_when_one_went_unmeasured(tmp_path):
     from rlgauntlet.gauntlet.cache import agent_cache
 

@@ -82,6 +82,18 @@ def test_a_published_agent_run_without_a_method_ships_under_its_catalogue_label(
     assert entries == {"published:ppo-hopper": "PPO (released)", "zoo:walker-ppo": "zoo:walker-ppo"}
 
 
+def test_ship_takes_only_the_named_boards_agents_from_a_store_other_boards_share(tmp_path):
+    """Boards that share one store ship one at a time: the agents (and envs) of the boards named,
+    not every agent the store holds under that version."""
+    from rlgauntlet.gauntlet.leaderboard import ship
+
+    store = _store(tmp_path / "shared.sqlite", FIELD)
+    only = {("published:ppo-hopper", "Hopper-v5"), ("zoo:walker-ppo", "Hopper-v5")}  # the zoo agent: another env
+    assert [e["agent"] for e in ship([store], "mujoco", 5, "b", only=only)["entries"]] == ["published:ppo-hopper"]
+    with pytest.raises(UserError, match="of the boards named"):
+        ship([store], "mujoco", 5, "b", only={("published:wocar-ppo-hopper", "Hopper-v5")})
+
+
 def test_a_users_agent_is_ranked_among_the_field(shipped, tmp_path):
     from rlgauntlet.gauntlet.leaderboard import leaderboard
 

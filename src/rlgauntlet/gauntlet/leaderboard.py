@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
@@ -122,13 +123,16 @@ SHIPPED_FIELDS = ("protocol", "version", "level", "env", "agent", "sha256", "met
 SHIPPED_STORE = "published board (shipped)"
 
 
-def ship(paths: list[str | Path], protocol: str, version: int, board: str, previous: dict | None = None) -> dict:
+def ship(paths: list[str | Path], protocol: str, version: int, board: str, previous: dict | None = None,
+         only: Collection[tuple[str, str]] | None = None) -> dict:
     """The shipped form of the published board's results in the stores at ``paths`` under
     ``protocol`` v``version`` (what :func:`rlgauntlet.published.shipped_results` reads): the
     catalogue's and the zoo's agents only (a local file's path means nothing elsewhere), numbers
     only. ``board``: what it was computed from, recorded in the file. ``previous``: the results
     already shipped for that version; its entries of a result the stores do not hold
-    (:func:`result_identity`) are kept, so a board run later (or on another machine) adds to the file instead of replacing it."""
+    (:func:`result_identity`) are kept, so a board run later (or on another machine) adds to the file instead of replacing it.
+    ``only``: the (agent spec, env id) pairs to take from the stores (the named boards' agents; a
+    store shared by several boards holds others), or None for all of them."""
     from rlgauntlet.published import SHIPPED_FORMAT
 
     if previous is not None and (previous.get("protocol"), previous.get("version")) != (protocol, version):
@@ -136,10 +140,12 @@ def ship(paths: list[str | Path], protocol: str, version: int, board: str, previ
                         f"not {protocol} v{version}; ship each version on its own")
     kept = [{k: e[k] for k in SHIPPED_FIELDS} for e in gauntlet_entries(paths)
             if e["protocol"] == protocol and e["version"] == version
-            and str(e["agent"]).startswith(("published:", "zoo:"))]
+            and str(e["agent"]).startswith(("published:", "zoo:"))
+            and (only is None or (e["agent"], e["env"]) in only)]
     if not kept:
-        raise UserError(f"the stores hold no result of a published or zoo agent under {protocol} v{version}; run the "
-                        "published board first (benchmarks/published_board.py)")
+        raise UserError(f"the stores hold no result of a published or zoo agent under {protocol} v{version}"
+                        + ("" if only is None else " of the boards named") + "; run the published board first "
+                        "(benchmarks/published_board.py)")
     if previous is not None:
         fresh = {result_identity(e) for e in kept}
         kept += [e for e in previous["entries"] if result_identity(e) not in fresh]
