@@ -476,18 +476,23 @@ def test_gauntlet_bad_input_is_one_line(args, message, tmp_path, cli_main):
 
 
 def test_gauntlet_list_and_leaderboard_refuse_a_foreign_file(tmp_path, cli_env):
+    from rlgauntlet.gauntlet.protocols import DEFAULT_VERSIONS
+
     res = run_cli(["gauntlet", "--list", "--json"], cli_env)
     assert res.returncode == 0
     listed = json.loads(res.stdout)
-    assert set(listed) == set(PROTOCOLS) | {"mujoco@v6", "mujoco@v7", "mujoco@v8"} and listed["classic"]["version"] >= 1
-    assert listed["mujoco"]["version"] == 5 and listed["mujoco@v6"]["extra_directors"] == {
+    # the default version is listed under the family's name, every other version by its tag
+    default = DEFAULT_VERSIONS["mujoco"]
+    tag = {v: "mujoco" if v == default else f"mujoco@v{v}" for v in (5, 6, 7, 8)}
+    assert set(listed) == set(PROTOCOLS) | set(tag.values()) and listed["classic"]["version"] >= 1
+    assert listed["mujoco"]["version"] == default and listed[tag[6]]["extra_directors"] == {
         "official-attack": {"methods": ["sarl"], "steps": {"standard": 2_000_000, "paper": 2_000_000}}}
-    assert listed["mujoco@v7"]["recurrent_steps"] == {"standard": {"Ant": 4_999_168, "AntContactForces": 4_999_168}}
-    assert listed["mujoco@v7"]["recurrent_patience"] and not listed["mujoco@v6"]["recurrent_patience"]
-    assert listed["mujoco@v8"]["curriculum"] == {"tasks": {"HalfCheetah": 3.0, "Ant": 3.0, "AntContactForces": 3.0},
-                                                 "methods": ["paad"]} and listed["mujoco@v8"]["recurrent_steps"] == {}
-    assert listed["mujoco@v7"]["curriculum"] == {"tasks": {}, "methods": []}
-    assert listed["mujoco@v8"]["transfer_directors"] == 3
+    assert listed[tag[7]]["recurrent_steps"] == {"standard": {"Ant": 4_999_168, "AntContactForces": 4_999_168}}
+    assert listed[tag[7]]["recurrent_patience"] and not listed[tag[6]]["recurrent_patience"]
+    assert listed[tag[8]]["curriculum"] == {"tasks": {"HalfCheetah": 3.0, "Ant": 3.0, "AntContactForces": 3.0},
+                                         "methods": ["paad"]} and listed[tag[8]]["recurrent_steps"] == {}
+    assert listed[tag[7]]["curriculum"] == {"tasks": {}, "methods": []}
+    assert listed[tag[8]]["transfer_directors"] == 3
     plain = run_cli(["gauntlet", "--list"], cli_env)  # the table says what each version adds
     rows: dict[str, str] = {}
     key = ""  # a wrapped line's empty name cell continues the row above
@@ -496,9 +501,9 @@ def test_gauntlet_list_and_leaderboard_refuse_a_foreign_file(tmp_path, cli_env):
         if len(cells) > 6:
             key = cells[1] or key
             rows[key] = f"{rows.get(key, '')} {cells[5]}".strip()
-    assert "LSTM directors at standard: Ant 4999k" in rows["mujoco@v7"] and "curriculum" not in rows["mujoco@v7"]
-    assert "paad@curriculum (first at 3 × ε on HalfCheetah, 3 × ε on Ant" in rows["mujoco@v8"]
-    assert "LSTM directors at" not in rows["mujoco@v8"] and "curriculum" not in rows["mujoco@v6"]
+    assert "LSTM directors at standard: Ant 4999k" in rows[tag[7]] and "curriculum" not in rows[tag[7]]
+    assert "paad@curriculum (first at 3 × ε on HalfCheetah, 3 × ε on Ant" in rows[tag[8]]
+    assert "LSTM directors at" not in rows[tag[8]] and "curriculum" not in rows[tag[6]]
     foreign = tmp_path / "board.html"
     foreign.write_text("<html>mine</html>")
     res = run_cli(["leaderboard", "--store", str(tmp_path / "none.sqlite"), "--out", str(foreign)], cli_env)
@@ -661,7 +666,7 @@ def test_an_agent_counts_once_on_the_leaderboard_under_its_latest_method(tmp_pat
     store.close()
     [board] = leaderboard([path])["boards"]
     assert [(r["method"], r["iqm"]) for r in board["rows"]] == [("hopper-ppo", 640.0)]
-    assert get_protocol("mujoco").headline_of(1) == "0.075" and get_protocol("mujoco").headline_of(6) is None
+    assert get_protocol("mujoco@v5").headline_of(1) == "0.075" and get_protocol("mujoco@v5").headline_of(6) is None
     assert get_protocol("classic").headline_of(0) is None
 
 
@@ -684,7 +689,7 @@ def test_the_mujoco_protocol_trains_each_director_with_both_settings_and_keeps_i
     each in a folder of its own; Robust Sarsa has no director and stays one."""
     from rlgauntlet.gauntlet import plan_gauntlet
 
-    plan = plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", level="quick", store=tmp_path / "g.sqlite")
+    plan = plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", "mujoco@v5", level="quick", store=tmp_path / "g.sqlite")
     assert plan.protocol.tag == "mujoco@v5" and plan.skipped == []
     assert [(t.method, t.setting, t.select) for t in plan.tasks] == [
         ("paad", "default", "best"), ("paad", "official", "best"), ("sarl", "default", "best"),
@@ -719,8 +724,8 @@ def test_mujoco_v6_adds_the_official_attack_director_and_keeps_every_v5_director
                    for t in plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", "mujoco@v6", "quick", store=tmp_path / "g.sqlite").tasks)
     paper = plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", "mujoco@v6", "paper", store=tmp_path / "g.sqlite")
     assert sorted({t.eps for t in paper.tasks if t.setting == "official-attack"}) == ["0.025", "0.05", "0.075", "0.1"]
-    # v5, still the default until v6's published board ships: the same directors in the same folders
-    v5 = plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", store=tmp_path / "g.sqlite")
+    # v5: the same directors in the same folders
+    v5 = plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", "mujoco@v5", store=tmp_path / "g.sqlite")
     assert v5.protocol.tag == "mujoco@v5" and v5.tasks == old
 
 
@@ -865,14 +870,15 @@ def test_a_protocol_runs_by_name_at_its_default_version_or_by_tag_at_any_version
 def test_lstm_directors_for_an_agent_without_memory_only_when_asked_and_the_result_says_so(tmp_path):
     from rlgauntlet.gauntlet import plan_gauntlet
 
-    plain = plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", level="quick", store=tmp_path / "g.sqlite")
-    asked = plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", level="quick", store=tmp_path / "g.sqlite",
+    plain = plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", "mujoco@v5", level="quick", store=tmp_path / "g.sqlite")
+    asked = plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", "mujoco@v5", level="quick", store=tmp_path / "g.sqlite",
                           lstm_directors=True)
     assert not any(t.recurrent for t in plain.tasks) and not plain.lstm_directors
     assert [t.label for t in asked.tasks if t.recurrent] == ["paad@lstm:eps=0.075", "sarl@lstm:eps=0.075"]
     assert asked.lstm_directors and [t for t in asked.tasks if not t.recurrent] == plain.tasks
     assert {t.steps for t in asked.tasks} == {50_000}  # quick: the level's steps for every director
-    standard = plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", store=tmp_path / "g.sqlite", lstm_directors=True)
+    standard = plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", "mujoco@v5", store=tmp_path / "g.sqlite",
+                             lstm_directors=True)
     steps = {t.label: t.steps for t in standard.tasks}
     assert steps["paad@lstm:eps=0.075"] == steps["sarl@lstm:eps=0.075"] == 400_000  # slower to learn: 400k at least
     assert steps["paad:eps=0.075"] == steps["paad@official:eps=0.075"] == 200_000
@@ -897,7 +903,7 @@ def test_the_standard_directors_train_longer_where_the_return_has_no_floor(tmp_p
     from rlgauntlet.gauntlet import protocols as protocols_module
     from rlgauntlet.gauntlet.protocols import NO_FLOOR_STEPS, get_protocol
 
-    mujoco = get_protocol("mujoco")
+    mujoco = get_protocol("mujoco@v5")
     steps = {env: {level: mujoco.director_steps_of(level, env) for level in mujoco.levels}
              for env in ("Hopper-v5", "Walker2d-v4", "HalfCheetah-v5", "Ant-v5", "AntContactForces-v4")}
     assert steps["Hopper-v5"] == steps["Walker2d-v4"] == {"quick": 50_000, "standard": 200_000, "paper": 2_000_000}
@@ -908,7 +914,7 @@ def test_the_standard_directors_train_longer_where_the_return_has_no_floor(tmp_p
     assert mujoco.describe()["director_steps"] == {"standard": NO_FLOOR_STEPS}
     # through a plan: a table entry for Hopper's quick level reaches every director, not Robust Sarsa
     monkeypatch.setitem(protocols_module.EARLIER, "mujoco@v5", replace(mujoco, director_steps={"quick": {"Hopper": 70_000}}))
-    plan = plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", level="quick", store=tmp_path / "g.sqlite")
+    plan = plan_gauntlet("zoo:hopper-ppo", "Hopper-v5", "mujoco@v5", level="quick", store=tmp_path / "g.sqlite")
     assert {t.method: t.steps for t in plan.tasks} == {"paad": 70_000, "sarl": 70_000, "robust-sarsa": 50_000}
     assert all(t.folder.endswith(f"-{t.steps}steps") for t in plan.tasks)
 

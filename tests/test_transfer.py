@@ -16,7 +16,7 @@ from rlgauntlet.gauntlet.plan import AttackerTask
 from rlgauntlet.gauntlet.protocols import get_protocol
 from rlgauntlet.gauntlet.transfer import plans_director, strongest_directors, transfer_members
 
-MUJOCO = get_protocol("mujoco")
+MUJOCO = get_protocol("mujoco@v5")  # v5's transfer (one director a donor), whatever the default version
 
 
 def _task(agent: str, method: str, setting: str = "default", eps: str = "0.075", recurrent: bool = False) -> AttackerTask:
