@@ -40,7 +40,7 @@ HERE = Path(__file__).resolve().parent
 BOARDS = ("published-hopper", "published-walker2d", "published-pa-atla", "published-halfcheetah-ant",
           "published-readme-halfcheetah-ant", "published-wocar", "published-sa-ppo", "published-radial",
           "published-sa-dqn", "published-sa-ppo-humanoid", "field-hopper", "field-walker2d", "field-halfcheetah",
-          "field-ant", "field-hopper-mujoco15", "field-walker2d-mujoco15")
+          "field-ant", "field-hopper-mujoco15", "field-walker2d-mujoco15", "field-halfcheetah-v5")
 OUT = HERE / "results" / "published_board.json"
 
 

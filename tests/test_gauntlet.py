@@ -269,6 +269,30 @@ def test_gauntlet_on_a_masked_agent(tiny_protocol, masked_agent, tmp_path):
                      input_space="raw")
 
 
+def test_a_finished_director_scored_by_evaluate_gives_the_gauntlets_number_for_it(tiny_protocol, tmp_path,
+                                                                                   cli_main):
+    """docs/protocols.md: while a board trains, a finished director (its folder under the store's
+    gauntlet-cache) can be scored at once with `evaluate --threat paad:attacker=FOLDER,eps=ε --seed 0
+    --chunked --n-envs 5`, and that is the number the board's evaluation stage stores for the member.
+    Bit-exact is the property: the same episodes, seeds and threat streams, not a second sample."""
+    from rlgauntlet.gauntlet import run_gauntlet
+
+    store = tmp_path / "g.sqlite"
+    result = run_gauntlet("zoo:cartpole-dqn", "CartPole-v1", level="quick", store=store)
+    [attacker] = result["learned_attackers"]
+    member = result["worst_case"][0]["members"]["paad:eps=0.1"]
+    assert member != result["clean"]["return_mean"]  # the director does something: a clean run would not pass
+    out = tmp_path / "peek.json"
+    done = cli_main(["evaluate", "--agent", "zoo:cartpole-dqn", "--env", "CartPole-v1", "--threat",
+                     f"paad:attacker={attacker['folder']},eps=0.1", "--episodes", str(TINY.levels["quick"].episodes),
+                     "--seed", "0", "--chunked", "--n-envs", "5", "--store", str(tmp_path / "scratch.sqlite"),
+                     "--out", str(out)])
+    assert done.returncode == 0, done.stderr
+    clean, attacked = json.loads(out.read_text())["evaluations"]
+    assert clean["return_mean"] == result["clean"]["return_mean"]
+    assert attacked["return_mean"] == member
+
+
 def test_a_gauntlet_loads_its_agent_once_and_parses_each_spec_once(tiny_protocol, masked_agent, tmp_path, monkeypatch):
     """In the driver: one load of the agent (the plan's, used by both sweeps and the
     certification) and one parse of every threat spec (heuristics, shifts, the learned attacker
