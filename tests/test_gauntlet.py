@@ -865,7 +865,7 @@ def test_a_store_of_the_version_whose_directors_v6_keeps_is_extended_not_refused
 def test_a_protocol_runs_by_name_at_its_default_version_or_by_tag_at_any_version_it_keeps():
     from rlgauntlet.gauntlet.protocols import PROTOCOLS, get_protocol, protocol_for, runnable_tags
 
-    assert get_protocol("mujoco").tag == protocol_for("Hopper-v5").tag == "mujoco@v5"  # DEFAULT_VERSIONS
+    assert get_protocol("mujoco").tag == protocol_for("Hopper-v5").tag == "mujoco@v8"  # DEFAULT_VERSIONS
     assert get_protocol("mujoco@v8") is PROTOCOLS["mujoco"] and get_protocol("classic@v2") is PROTOCOLS["classic"]
     assert get_protocol("classic") is PROTOCOLS["classic"]  # no default of its own: the newest
     v5, v6, v7 = get_protocol("mujoco@v5"), get_protocol("mujoco@v6"), get_protocol("mujoco@v7")

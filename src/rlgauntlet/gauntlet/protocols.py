@@ -425,7 +425,7 @@ PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
 #: newest: a new version runs by its tag (``mujoco@v8``) until its shipped results cover every env
 #: the default's cover, so that a user's default results can still be ranked among the shipped
 #: field (``--with-published``; docs/decisions.md, "When the default version moves")
-DEFAULT_VERSIONS: dict[str, int] = {"mujoco": 5}
+DEFAULT_VERSIONS: dict[str, int] = {"mujoco": 8}
 
 _MUJOCO_V6 = replace(PROTOCOLS["mujoco"], version=6, curriculum={}, curriculum_methods=(), transfer_directors=2,
                      replays=(5,))
