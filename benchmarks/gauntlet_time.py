@@ -1,7 +1,10 @@
 """How long the gauntlet takes, end to end, and which part costs what.
 
 Targets (2 cores, nothing else running): zoo:cartpole-dqn at ``--level quick`` in at most 45 s
-with its learned attackers trained; zoo:hopper-ppo at ``--level standard`` in at most 8 minutes;
+with its learned attackers trained; zoo:hopper-ppo at ``--level standard`` in at most 8 minutes
+under ``mujoco@v5`` (the cheap version; the target was set under v4) and in at most 10 under the
+default ``mujoco`` (v8; 1.25 × 8 minutes is issue 56's cost bound, which v8's 2M-step SA-RL
+``official-attack`` director is expected to miss: the case measures it rather than hiding it);
 a re-run on a complete store in at most 30 seconds with nothing recomputed (no episode run, no
 attacker trained); and the raced gauntlet's worst case at each ε within one standard error of the
 exhaustive run's (every heuristic member in full) on the same seeds. Each case starts from an
@@ -31,7 +34,10 @@ HERE = Path(__file__).resolve().parent
 OUT = HERE / "results" / "gauntlet_time.json"
 CASES = {
     "cartpole-quick": dict(agent="zoo:cartpole-dqn", env="CartPole-v1", level="quick", target_seconds=45),
-    "hopper-standard": dict(agent="zoo:hopper-ppo", env="Hopper-v5", level="standard", target_seconds=480),
+    "hopper-standard": dict(agent="zoo:hopper-ppo", env="Hopper-v5", protocol="mujoco@v5", level="standard",
+                            target_seconds=480),
+    "hopper-standard-default": dict(agent="zoo:hopper-ppo", env="Hopper-v5", protocol="mujoco", level="standard",
+                                    target_seconds=600),
 }
 RERUN_TARGET_SECONDS = 30
 
@@ -41,7 +47,7 @@ def timed_run(case: dict, store: Path, workers: int, exhaustive: bool) -> dict:
     marks: list[tuple[str, float]] = []
     load_at_start = os.getloadavg()[0]  # another job on the machine shows here (a loaded measurement)
     start = time.perf_counter()
-    result = run_gauntlet(case["agent"], case["env"], level=case["level"], store=store, workers=workers,
+    result = run_gauntlet(case["agent"], case["env"], protocol=case.get("protocol"), level=case["level"], store=store, workers=workers,
                           exhaustive=exhaustive, on_stage=lambda name, done, total: marks.append((f"{name} ({total - done} to do)",
                                                                           time.perf_counter())))
     end = time.perf_counter()
