@@ -47,8 +47,8 @@ def timed_run(case: dict, store: Path, workers: int, exhaustive: bool) -> dict:
     marks: list[tuple[str, float]] = []
     load_at_start = os.getloadavg()[0]  # another job on the machine shows here (a loaded measurement)
     start = time.perf_counter()
-    result = run_gauntlet(case["agent"], case["env"], protocol=case.get("protocol"), level=case["level"], store=store, workers=workers,
-                          exhaustive=exhaustive, on_stage=lambda name, done, total: marks.append((f"{name} ({total - done} to do)",
+    result = run_gauntlet(case["agent"], case["env"], protocol=case.get("protocol"), level=case["level"], store=store,
+                          workers=workers, exhaustive=exhaustive, on_stage=lambda name, done, total: marks.append((f"{name} ({total - done} to do)",
                                                                           time.perf_counter())))
     end = time.perf_counter()
     stages = {}
