@@ -47,9 +47,12 @@ def timed_run(case: dict, store: Path, workers: int, exhaustive: bool) -> dict:
     marks: list[tuple[str, float]] = []
     load_at_start = os.getloadavg()[0]  # another job on the machine shows here (a loaded measurement)
     start = time.perf_counter()
+
+    def on_stage(name: str, done: int, total: int) -> None:
+        marks.append((f"{name} ({total - done} to do)", time.perf_counter()))
+
     result = run_gauntlet(case["agent"], case["env"], protocol=case.get("protocol"), level=case["level"], store=store,
-                          workers=workers, exhaustive=exhaustive, on_stage=lambda name, done, total: marks.append((f"{name} ({total - done} to do)",
-                                                                          time.perf_counter())))
+                          workers=workers, exhaustive=exhaustive, on_stage=on_stage)
     end = time.perf_counter()
     stages = {}
     for i, (name, at) in enumerate(marks):
