@@ -398,10 +398,18 @@ def table(rows: list[dict]) -> str:
                      f"{num(r['natural'])} | {num(paper.get('strongest_attack'))} / {num(r['authors_attack'])} / "
                      f"**{num(r['worst_case'])}** ({r['worst_attack']}) |")
     judged = [r for r in rows if (r["paper"] or {}).get("strongest_attack") is not None and r["worst_case"] is not None]
-    reached = sum(r["worst_case"] <= r["paper"]["strongest_attack"] for r in judged)
-    lines.append(f"\nThe gauntlet's worst case is at or below the README's strongest attack on {reached} of "
-                 f"{len(judged)} agents with a README number.")
+    reached = sum(reaches_readme(r["worst_case"], r.get("worst_case_sem"), r["paper"]["strongest_attack"])
+                  for r in judged)
+    lines.append(f"\nThe gauntlet's worst case is at or below the README's strongest attack (one standard error "
+                 f"counting as at) on {reached} of {len(judged)} agents with a README number.")
     return "\n".join(lines)
+
+
+def reaches_readme(worst: float, sem: float | None, claimed: float) -> bool:
+    """Whether the gauntlet's worst case reaches a README's strongest-attack return: at or below it,
+    one standard error of the worst case counting as at (the stronger-gauntlet issue's target; the
+    claim's own verdict, :func:`robust_verdict`, reads the same numbers from the README's side)."""
+    return worst <= claimed + (sem or 0.0)
 
 
 def robust_verdict(worst: float, sem: float, claimed: float, attack: str) -> str:
@@ -489,6 +497,12 @@ def field_claims(results: dict, boards: list[str], protocol: str) -> tuple[list[
     again = sum("robust_confirmed" in v for v in verdicts)
     if again:
         line += f"; at the README's episodes ({again} of them): {counted('robust_confirmed')}"
+    above = [v for v in verdicts if not reaches_readme(v["worst_case"], v["worst_case_sem"], v["claimed"])]
+    line += (f"; the gauntlet reaches {len(verdicts) - len(above)} of {len(verdicts)} (at or below, one standard "
+             "error counting as at)")
+    if above:
+        line += " and stays above " + ", ".join(f"{v['agent']} on {v['env']} ({v['worst_case']:.0f} ± "
+                                                f"{v['worst_case_sem']:.0f} against {v['claimed']:.0f})" for v in above)
     return rows, line + (f"; not run under {protocol}: {', '.join(left)}" if left else "")
 
 

@@ -63,7 +63,8 @@ def test_a_claim_is_judged_again_on_the_readme_episodes_where_the_board_ran_them
                                                _row(996.0, 5.0) | {"agent": "published:y"}]}
     _, line = field_claims({"b": board}, ["b"], "mujoco@v8")
     assert line == ("2 README claims under mujoco@v8 (boards b): 0 held, 1 within one standard error, 1 not held; "
-                    "at the README's episodes (1 of them): 1 held, 0 within one standard error, 0 not held")
+                    "at the README's episodes (1 of them): 1 held, 0 within one standard error, 0 not held; "
+                    "the gauntlet reaches 2 of 2 (at or below, one standard error counting as at)")
 
 
 def test_the_field_claims_count_each_agent_once_and_only_the_current_version():
@@ -75,7 +76,21 @@ def test_the_field_claims_count_each_agent_once_and_only_the_current_version():
                               "mujoco@v5")
     assert [r["agent"] for r in rows] == ["published:x-hopper", "published:y"]  # b2 repeats b1; no paper: no claim
     assert line == ("2 README claims under mujoco@v5 (boards b1, b2): 0 held, 1 within one standard error, 1 not "
-                    "held; not run under mujoco@v5: b3, b4, b5")
+                    "held; the gauntlet reaches 2 of 2 (at or below, one standard error counting as at); "
+                    "not run under mujoco@v5: b3, b4, b5")
+
+
+def test_the_field_claims_name_each_readme_number_the_gauntlet_stays_above():
+    """The stronger-gauntlet issue's target, read from the gauntlet's side: a worst case reaches the
+    README's 1000 at or below 1000 + its SE (1005 ± 5 reaches it, at the boundary; 1006 ± 5 does
+    not), and every one that does not is named with its numbers. A count of the claims' verdicts
+    alone would call both "held" and miss the difference."""
+    board = {"protocol": "mujoco@v8", "rows": [_row(1005.0, 5.0), _row(1006.0, 5.0) | {"agent": "published:y"},
+                                               _row(400.0, 5.0) | {"agent": "published:z"}]}
+    _, line = field_claims({"b": board}, ["b"], "mujoco@v8")
+    assert line == ("3 README claims under mujoco@v8 (boards b): 2 held, 0 within one standard error, 1 not held; "
+                    "the gauntlet reaches 2 of 3 (at or below, one standard error counting as at) and stays above "
+                    "published:y on Hopper-v5 (1006 ± 5 against 1000)")
 
 
 def test_shipping_refuses_an_agent_whose_latest_result_is_not_its_first_boards():
@@ -403,3 +418,15 @@ def test_a_new_version_is_compared_with_an_old_one_agent_by_agent_within_the_noi
     assert refused.value.code == 2
     assert capsys.readouterr().err == ("published_board: error: --against 'v4' is not a protocol tag: give one such "
                                        "as mujoco@v4\n")
+
+
+def test_the_board_table_counts_a_worst_case_within_its_standard_error_of_the_readme_as_reaching_it():
+    from published_board import table
+
+    rows = [_row(1005.0, 5.0) | {"method": "SA-PPO", "eps": "0.075", "authors_attack": None},
+            _row(1006.0, 5.0) | {"method": "PPO", "eps": "0.075", "authors_attack": 1200.0},
+            _row(1.0, 1.0, paper=None) | {"method": "ours", "eps": "0.075", "authors_attack": None}]
+    text = table(rows)
+    assert "| 1000 / – / **1005** (push:direction=1|-1|1,eps=0.075) |" in text
+    assert text.endswith("strongest attack (one standard error counting as at) on 1 of 2 agents with a README "
+                         "number.")
