@@ -351,3 +351,26 @@ def test_every_shipped_version_holds_that_versions_rows_of_the_catalogued_files(
                 assert entry["sha256"] is not None and entry["sha256"] == catalogued["sha256"], entry["agent"]
                 assert mujoco_task(entry["env"]) == mujoco_task(catalogued["env"]), entry["agent"]
                 assert entry["method"] == catalogued["label"], entry["agent"]  # grouped as its board names it
+
+
+def test_the_readme_table_of_shipped_results_counts_what_the_package_ships():
+    """README.md's table of shipped results (one row per `mujoco` version) names each env with its
+    agent count and the total; each must be what `shipped_results` holds for that version, so a
+    board shipped (or replaced) without the README brought up to date fails here."""
+    import re
+    from collections import Counter
+
+    from rlgauntlet.published import shipped_results, shipped_versions
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    text = readme[readme.index("| version | how to run it |"):].split("\n\n")[0]  # that table only
+    rows = {int(v): cells for v, cells in re.findall(r"^\| v(\d+) \| [^|]+ \| ([^|]+) \|", text, flags=re.M)}
+    versions = [v for protocol, v in shipped_versions() if protocol == "mujoco"]
+    assert sorted(rows) == sorted(versions)  # a row for every shipped version, and none for another
+    for version, cells in rows.items():
+        shipped = Counter(entry["env"] for entry in shipped_results("mujoco", version)["entries"])
+        total = int(re.search(r": (\d+)\s*$", cells).group(1))
+        assert total == sum(shipped.values()), f"v{version}: the README says {total} agents"
+        named = {env: int(n) for env, n in re.findall(r"`([A-Za-z0-9]+-v\d)` \((\d+)\)", cells)}
+        if named:  # a row naming its envs names each one with its count
+            assert named == dict(shipped), f"v{version}: the README says {named}"
